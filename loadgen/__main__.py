@@ -1,0 +1,3 @@
+from loadgen.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,307 @@
+"""Composition root: a validated profile in, a saved RunResult out.
+
+    profile -> workload + schedule -> driver(backend over one shared transport) -> records
+            -> requests.jsonl (as they finish) -> metrics -> summary.json
+
+This module owns the order of things and nothing else: it never prints, exits, or reads the
+environment (the caller hands in the API key and a stop event).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import os
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from loadgen import metadata, metrics
+from loadgen.backends.openai import Live, OpenAIBackend, OpenAIOptions
+from loadgen.backends.transports import TransportOptions, make_transport
+from loadgen.clock import now_ns
+from loadgen.driver import DriveOptions, drive
+from loadgen.profile import Profile, load_profile
+from loadgen.records import JsonlSink
+from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, RunResult, write_summary
+from loadgen.workload import Workload, build_schedule
+
+# The client is saturated (and its latencies inflated) when its event loop runs this late, or
+# its process burns this much of one core: the summary then says so instead of staying quiet.
+LOOP_LAG_LIMIT_MS = 5.0
+CPU_BUSY_LIMIT = 0.9
+_PROGRESS_EVERY_S = 0.25
+
+
+class RunError(Exception):
+    """The run could not start: the target is unreachable, has no model, or the setup is wrong."""
+
+
+@dataclass(slots=True)
+class Progress:
+    """What a progress display needs, handed to ``on_progress`` a few times a second."""
+
+    total: int | None
+    duration_s: float | None
+    elapsed_s: float
+    live: Live
+
+
+def run(profile: Profile | str | Path, *, api_key: str | None = None,
+        on_progress: Callable[[Progress], None] | None = None) -> RunResult:
+    """Run ``profile`` to completion and save its results; see ``run_async``."""
+    return asyncio.run(run_async(profile, api_key=api_key, on_progress=on_progress))
+
+
+async def run_async(profile: Profile | str | Path, *, api_key: str | None = None,
+                    stop: asyncio.Event | None = None,
+                    on_progress: Callable[[Progress], None] | None = None,
+                    on_status: Callable[[str], None] | None = None) -> RunResult:
+    """Run the profile's load against its target (or the built-in simulator when it names no
+    URL); records stream to ``requests.jsonl`` as they finish and ``summary.json`` is written
+    at the end, also when ``stop`` is set midway (in-flight requests are then cancelled)."""
+    if not isinstance(profile, Profile):
+        profile = load_profile(profile)
+    status = on_status or (lambda _msg: None)
+    run_dir = _make_run_dir(profile)
+    with contextlib.ExitStack() as stack:
+        url = profile.target.url
+        sim_info = None
+        if url is None:
+            sim = stack.enter_context(_start_simulator(profile, run_dir))
+            url, sim_info = sim.url, {"config": sim.config.model_dump(mode="json")}
+            status(f"built-in simulator {sim.config.preset} listening on {url}")
+        return await _run_against(profile, url, api_key, run_dir, sim_info, stop, on_progress, status)
+    raise AssertionError("unreachable")
+
+
+async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir: Path,
+                       sim_info: dict | None, stop: asyncio.Event | None,
+                       on_progress: Callable[[Progress], None] | None,
+                       status: Callable[[str], None]) -> RunResult:
+    t = profile.target
+    load = profile.load
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+               "Accept-Encoding": "identity", **t.headers}
+    url, basic = _split_credentials(url)
+    if api_key and basic:
+        raise RunError("target.url carries user:password and target.api_key_env is set too; "
+                       "use one of them")
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    elif basic:
+        headers["Authorization"] = f"Basic {basic}"
+    slots = load.concurrency or load.max_concurrency
+    transport = make_transport(t.transport, TransportOptions(
+        base_url=url.rstrip("/"), headers=headers,
+        # Closed loop or capped open loop: exactly as many connections as requests in flight.
+        # Uncapped open loop: no cap, or the pool would silently queue (coordinated omission).
+        max_connections=slots,
+        connect_timeout_s=t.connect_timeout_s, read_timeout_s=t.read_timeout_s))
+    try:
+        server = await _probe_server(transport, url)
+        model = t.model or _first_model(server, url)
+        workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
+        schedule = build_schedule(load, profile.workload)
+        live = Live()
+        backend = OpenAIBackend(OpenAIOptions(
+            endpoint=t.endpoint, model=model, ignore_eos=t.ignore_eos, include_usage=t.include_usage,
+            continuous_usage_stats=t.continuous_usage_stats, extra_body=t.extra_body,
+            timeout_s=t.timeout_s), transport, live, _token_counter(workload))
+        opts = DriveOptions(concurrency=load.concurrency, schedule_ns=schedule,
+                            max_concurrency=load.max_concurrency,
+                            num_requests=profile.workload.num_requests,
+                            duration_s=profile.workload.duration_s,
+                            warmup_requests=load.warmup_requests)
+        total = None if profile.workload.num_requests is None else \
+            profile.workload.num_requests + load.warmup_requests
+        if schedule is not None:
+            total = len(schedule) if total is None else min(total, len(schedule))
+        started_at = dt.datetime.now(dt.timezone.utc)
+        cpu0 = time.process_time()
+        status(f"running {profile.name} against {metadata.redact_url(url)} model={model}")
+        with JsonlSink(run_dir / REQUESTS) as sink:
+            ticker = _start_ticker(on_progress, total, profile.workload.duration_s, live)
+            try:
+                result = await drive(workload, backend, opts, on_record=sink.write, stop=stop)
+            finally:
+                if ticker is not None:
+                    ticker.cancel()
+        cpu_s = time.process_time() - cpu0
+        ended_at = dt.datetime.now(dt.timezone.utc)
+    finally:
+        await transport.aclose()
+
+    records = result.records
+    summary = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run_dir.name,
+        "started_at": started_at.isoformat(),
+        "ended_at": ended_at.isoformat(),
+        "interrupted": result.interrupted,
+        "conditions": _conditions(profile, url, model, server, workload, records, sim_info),
+    }
+    summary.update(metrics.summarize(records, sla=profile.sla))
+    summary["client"] = _client_health(result, cpu_s, records)
+    write_summary(run_dir, summary)
+    return RunResult(run_dir, summary, records)
+
+
+def _conditions(profile: Profile, url: str, model: str, server: dict, workload: Workload,
+                records: list, sim_info: dict | None) -> dict:
+    t = profile.target
+    measured = [r.id for r in records if not r.warmup]
+    return {
+        "target": {"url": metadata.redact_url(url), "endpoint": t.endpoint, "model": model,
+                   "transport": t.transport, "builtin_simulator": sim_info},
+        "server": server,
+        "profile": metadata.redact_profile(profile.resolved()),
+        "seed": profile.workload.seed,
+        "load": profile.resolved()["load"],
+        "lengths": {"requested": {"input_tokens": profile.resolved()["workload"]["input_tokens"],
+                                  "output_tokens": profile.resolved()["workload"]["output_tokens"]},
+                    "realised": _realised(workload, records, measured)},
+        "prompt_lengths_approximate": workload.approximate_prompt_lengths,
+        "client": metadata.client_info(t.transport, type(asyncio.get_running_loop()).__module__),
+        "host": metadata.host_info(),
+        "labels": dict(profile.labels),
+    }
+
+
+def _realised(workload: Workload, records: list, measured: list[int]) -> dict:
+    """Lengths as sampled by the workload, and as the server reported them."""
+    from loadgen.workload.lengths import describe
+
+    ok = [r for r in records if r.ok and not r.warmup]
+    return {
+        "sampled": workload.realised(measured),
+        "server_prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
+        "server_output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
+        "output_tokens_short_of_requested": sum(
+            1 for r in ok if r.output_tokens is not None and r.output_tokens < r.requested_output_tokens),
+    }
+
+
+def _client_health(result: Any, cpu_s: float, records: list) -> dict:
+    wall_s = max(1e-9, (result.ended_ns - result.started_ns) / 1e9)
+    loop_lag = metrics.distribution([x / 1e6 for x in result.loop_lag_ns])
+    wake = metrics.distribution([x / 1e6 for x in result.wake_late_ns])
+    cpu_frac = cpu_s / wall_s
+    out: dict[str, Any] = {"cpu_seconds": cpu_s, "cpu_busy_fraction": cpu_frac,
+                           "event_loop_lag_ms": loop_lag, "dispatch_late_ms": wake, "warnings": []}
+    reasons = []
+    if (loop_lag["p99"] or 0) > LOOP_LAG_LIMIT_MS:
+        reasons.append(f"event-loop lag p99 {loop_lag['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
+    if (wake["p99"] or 0) > LOOP_LAG_LIMIT_MS:
+        reasons.append(f"sends late by p99 {wake['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
+    if cpu_frac > CPU_BUSY_LIMIT:
+        reasons.append(f"client process used {cpu_frac:.0%} of a core")
+    lag = metrics.client_limits(records, lag_threshold_ms=LOOP_LAG_LIMIT_MS)
+    if reasons:
+        out["warnings"].append({
+            "warning": "client_limited", "reasons": reasons,
+            "message": "the client, not the server, may have limited this run: its latencies "
+                       "include client delay; lower the load per process or use more workers"})
+    if lag is not None:
+        out["warnings"].append(lag)
+    out["client_limited"] = bool(reasons)
+    return out
+
+
+async def _probe_server(transport: Any, url: str) -> dict:
+    """What the server says about itself; an unreachable server fails here, before the load."""
+    info: dict[str, Any] = {}
+    try:
+        status, headers, body = await transport.get("/v1/models", timeout_s=10.0)
+    except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
+        cls, msg = transport.classify(exc)
+        raise RunError(f"cannot reach {metadata.redact_url(url)}/v1/models ({cls}: {msg}); "
+                       f"is the server running, and is target.url right?") from None
+    info["models_status"] = status
+    info["headers"] = metadata.server_headers(headers)
+    try:
+        info["models"] = orjson.loads(body) if status == 200 else None
+    except orjson.JSONDecodeError:
+        info["models"] = None
+    for path in ("/version",):
+        with contextlib.suppress(Exception):
+            st, _h, b = await transport.get(path, timeout_s=5.0)
+            if st == 200:
+                with contextlib.suppress(orjson.JSONDecodeError):
+                    info["version"] = orjson.loads(b)
+    return info
+
+
+def _first_model(server: dict, url: str) -> str:
+    data = (server.get("models") or {}).get("data") or []
+    if not data:
+        raise RunError(f"{metadata.redact_url(url)}/v1/models lists no model "
+                       f"(HTTP {server.get('models_status')}); set target.model (--model NAME)")
+    return data[0]["id"]
+
+
+def _token_counter(workload: Workload) -> Callable[[str], int] | None:
+    tok = getattr(workload, "tokenizer", None)
+    if tok is None:
+        return None
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def _start_ticker(on_progress: Callable[[Progress], None] | None, total: int | None,
+                  duration_s: float | None, live: Live) -> asyncio.Task | None:
+    if on_progress is None:
+        return None
+    t0 = now_ns()
+
+    async def tick() -> None:
+        while True:
+            on_progress(Progress(total, duration_s, (now_ns() - t0) / 1e9, live))
+            await asyncio.sleep(_PROGRESS_EVERY_S)
+
+    return asyncio.create_task(tick())
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """``http://user:pw@host`` -> (``http://host``, base64 of ``user:pw``) for a Basic header."""
+    import base64
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    token = base64.b64encode(unquote(userinfo).encode()).decode()
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), token
+
+
+def _make_run_dir(profile: Profile) -> Path:
+    out = Path(profile.output.dir)
+    run_id = profile.output.run_id
+    if run_id is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-") or "run"
+        run_id = f"{stamp}-{name}-{secrets.token_hex(2)}"
+    run_dir = out / run_id
+    run_dir.mkdir(parents=True, exist_ok=False)
+    return run_dir
+
+
+@contextlib.contextmanager
+def _start_simulator(profile: Profile, run_dir: Path) -> Any:
+    try:
+        from loadgen.sim import SimConfig, SimConfigError, SimProcess
+    except ImportError as exc:  # pragma: no cover - the simulator ships with loadgen
+        raise RunError(f"the built-in simulator is unavailable ({exc}); give target.url") from None
+    try:
+        config = SimConfig.from_dict(dict(profile.sim))
+    except SimConfigError as exc:
+        raise RunError(str(exc)) from None
+    with SimProcess(config, ground_truth_path=run_dir / GROUND_TRUTH) as sim:
+        sim.config = config
+        yield sim

@@ -1,0 +1,244 @@
+"""The command line: the only module that prints or exits.
+
+    loadgen run PROFILE [flags]     run a benchmark; results in reports/<run-id>/
+    loadgen sim [--preset ...]      serve the built-in GPU-serving simulator on a port
+
+Exit codes: 0 done (and, with --fail-on-sla, the SLA passed), 1 the SLA failed with
+--fail-on-sla, 2 bad input or an unreachable target, 130 interrupted before any record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+_PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+# CLI flag -> dotted profile path. Flags are shortcuts; --set reaches every other field.
+_FLAG_PATHS = {
+    "url": "target.url", "model": "target.model", "endpoint": "target.endpoint",
+    "api_key_env": "target.api_key_env", "transport": "target.transport",
+    "prompt_format": "target.prompt_format", "timeout": "target.timeout_s",
+    "concurrency": "load.concurrency", "rate": "load.rate", "arrival": "load.arrival",
+    "burstiness": "load.burstiness", "max_concurrency": "load.max_concurrency",
+    "warmup": "load.warmup_requests", "num_requests": "workload.num_requests",
+    "duration": "workload.duration_s", "seed": "workload.seed", "tokenizer": "workload.prompt.tokenizer",
+    "input_tokens": "workload.input_tokens", "output_tokens": "workload.output_tokens",
+    "out": "output.dir", "run_id": "output.run_id", "name": "name",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from loadgen import __version__
+
+    p = argparse.ArgumentParser(prog="loadgen", description="Load-test and benchmark LLM inference servers.")
+    p.add_argument("--version", action="version", version=f"loadgen {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    r = sub.add_parser("run", help="run a benchmark profile and write reports/<run-id>/",
+                       description="Run a benchmark. Flags override the profile; --set reaches any field.")
+    r.add_argument("profile", nargs="?", help="profile YAML (a path, or the name of a shipped profile "
+                   "such as chat, long-context, code-completion, ci-smoke, quickstart)")
+    g = r.add_argument_group("target")
+    g.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8000 (omit: built-in simulator)")
+    g.add_argument("--model", help="model name to request (default: the first one /v1/models lists)")
+    g.add_argument("--endpoint", choices=["chat", "completions"], help="OpenAI endpoint to drive")
+    g.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
+    g.add_argument("--transport", choices=["httpx", "aiohttp"], help="HTTP client library")
+    g.add_argument("--prompt-format", choices=["text", "token_ids"],
+                   help="send prompts as text or as token ids (completions only: exact lengths)")
+    g.add_argument("--timeout", type=float, help="per-request timeout in seconds")
+    g.add_argument("--sim", metavar="PRESET", help="use the built-in simulator with this preset, "
+                   "e.g. llama3-8b-fp8@h100 (ignores --url)")
+    g = r.add_argument_group("load")
+    g.add_argument("--concurrency", type=int, help="closed loop: this many requests always in flight")
+    g.add_argument("--rate", type=float, help="open loop: requests per second (clears --concurrency)")
+    g.add_argument("--arrival", choices=["poisson", "constant", "gamma"], help="open-loop arrival process")
+    g.add_argument("--burstiness", type=float, help="gamma shape: 1 = poisson, <1 burstier, >1 smoother")
+    g.add_argument("--max-concurrency", type=int, help="open loop: cap on requests in flight "
+                   "(waiting for a slot counts as client lag)")
+    g.add_argument("--warmup", type=int, help="warm-up requests, excluded from statistics")
+    g = r.add_argument_group("workload")
+    g.add_argument("--num-requests", type=int, help="measured requests to send (warm-up comes on top)")
+    g.add_argument("--duration", type=float, help="stop sending after this many seconds")
+    g.add_argument("--input-tokens", type=int, help="fixed prompt length in tokens")
+    g.add_argument("--output-tokens", type=int, help="fixed output length in tokens (max_tokens)")
+    g.add_argument("--seed", type=int, help="seed for lengths, prompts and arrivals")
+    g.add_argument("--tokenizer", help="local tokenizer.json for exact prompt lengths")
+    g = r.add_argument_group("output")
+    g.add_argument("--set", action="append", default=[], metavar="PATH=VALUE",
+                   help="override any profile field, e.g. --set sla.ttft_ms=700 (repeatable)")
+    g.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="record a condition such as gpu=H200 or precision=fp8 (repeatable)")
+    g.add_argument("--name", help="run name (part of the run id)")
+    g.add_argument("--out", help="directory for run folders (default: reports)")
+    g.add_argument("--run-id", help="folder name for this run (default: time-name-random)")
+    g.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    g.add_argument("--fail-on-sla", action="store_true", help="exit 1 when the SLA verdict is fail")
+
+    s = sub.add_parser("sim", help="serve the built-in GPU-serving simulator",
+                       description="Serve the simulator as an OpenAI-compatible server for any client.")
+    s.add_argument("--preset", default="llama3-8b-fp16@h100", help="<model>-<precision>@<gpu>")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=int, default=8000, help="port to listen on")
+    s.add_argument("--time-scale", type=float, help="simulated-time pacing factor (see docs/simulator.md)")
+    s.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any simulator setting, e.g. --set max_num_seqs=64 (repeatable)")
+    s.add_argument("--ground-truth", help="write the per-request ground-truth log (JSONL) here")
+    return p
+
+
+def _resolve_profile_path(arg: str | None) -> Path | None:
+    if arg is None:
+        return None
+    p = Path(arg)
+    if p.exists() or p.suffix in (".yaml", ".yml"):
+        return p
+    shipped = _PROFILE_DIR / f"{arg}.yaml"
+    return shipped if shipped.exists() else p
+
+
+def _overrides(a: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for flag, path in _FLAG_PATHS.items():
+        v = getattr(a, flag, None)
+        if v is not None:
+            out[path] = v
+    if a.rate is not None:
+        out["load.concurrency"] = None
+    elif a.concurrency is not None:
+        out["load.rate"] = None
+    if a.sim is not None:
+        out["target.url"] = None
+        out["sim.preset"] = a.sim
+    return out
+
+
+def _labels(raw: Sequence[str]) -> list[str]:
+    out = []
+    for item in raw:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise SystemExit(_die(f"--label {item!r}: expected KEY=VALUE, e.g. --label gpu=H200"))
+        out.append(f"labels.{key}={value}")
+    return out
+
+
+def _die(msg: str) -> int:
+    print(f"loadgen: error: {msg}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from loadgen import api
+    from loadgen.profile import ProfileError, load_profile
+    from loadgen.console import ProgressView, print_summary
+
+    try:
+        profile = load_profile(_resolve_profile_path(a.profile), overrides=_overrides(a),
+                               sets=[*a.set, *_labels(a.label)])
+    except ProfileError as exc:
+        return _die(str(exc))
+    except OSError as exc:
+        return _die(f"cannot read profile: {exc}")
+    if a.no_progress:
+        profile = profile.model_copy(update={"output": profile.output.model_copy(update={"progress": False})})
+    api_key = None
+    if profile.target.api_key_env:
+        api_key = os.environ.get(profile.target.api_key_env)
+        if not api_key:
+            return _die(f"target.api_key_env names {profile.target.api_key_env}, which is not set; "
+                        f"export {profile.target.api_key_env}=<your key>")
+
+    view = ProgressView(enabled=profile.output.progress and sys.stderr.isatty())
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        presses = 0
+
+        def on_sigint() -> None:
+            nonlocal presses
+            presses += 1
+            if presses == 1:
+                view.note("stopping: cancelling in-flight requests, writing the summary (Ctrl-C again to abort)")
+                stop.set()
+            else:
+                raise KeyboardInterrupt
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        return await api.run_async(profile, api_key=api_key, stop=stop,
+                                   on_progress=view.update, on_status=view.note)
+
+    _raise_fd_limit()
+    try:
+        with view:
+            result = _run_loop(main())
+    except api.RunError as exc:
+        return _die(str(exc))
+    except KeyboardInterrupt:
+        print("loadgen: aborted; records finished so far are in the run's requests.jsonl", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print_summary(result)
+    if a.fail_on_sla and result.summary["sla"]["verdict"] == "fail":
+        return EXIT_SLA_FAIL
+    return EXIT_OK
+
+
+def cmd_sim(a: argparse.Namespace) -> int:
+    from loadgen.profile import _parse_set  # one parser for --set values everywhere
+    from loadgen.sim import SimConfig, SimConfigError, serve
+
+    data: dict[str, Any] = {"preset": a.preset}
+    if a.time_scale is not None:
+        data["time_scale"] = a.time_scale
+    for raw in a.set:
+        key, value = _parse_set(raw)
+        data[key] = value
+    try:
+        config = SimConfig.from_dict(data)
+    except SimConfigError as exc:
+        return _die(str(exc))
+    try:
+        serve(config, a.host, a.port, ground_truth_path=Path(a.ground_truth) if a.ground_truth else None)
+    except OSError as exc:
+        return _die(f"cannot listen on {a.host}:{a.port}: {exc}")
+    except KeyboardInterrupt:
+        pass
+    return EXIT_OK
+
+
+def _run_loop(coro: Any) -> Any:
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+def _raise_fd_limit() -> None:
+    # An uncapped open loop holds one socket per request in flight; the default soft limit
+    # (often 1024) would turn a load spike into connect errors that are the client's fault.
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ImportError, ValueError, OSError):
+        pass
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = build_parser().parse_args(argv)
+    try:
+        return {"run": cmd_run, "sim": cmd_sim}[a.command](a)
+    except SystemExit as exc:
+        return int(exc.code or 0)

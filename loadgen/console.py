@@ -1,0 +1,129 @@
+"""Console rendering for the CLI: the live progress bar and the end-of-run table.
+
+Part of the CLI layer (only cli.py uses it); the library itself never prints.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+_ROWS = (("TTFT", "ttft_ms"), ("TTFB", "ttfb_ms"), ("ITL (per chunk)", "itl_ms"),
+         ("ITL (per token)", "itl_per_token_ms"), ("TPOT", "tpot_ms"), ("E2E", "e2e_ms"),
+         ("client lag", "client_lag_ms"))
+_COLS = ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")
+
+
+class ProgressView:
+    """done / in-flight / errors / current tokens/s, refreshed from the run's ticker."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.console = Console(stderr=True)
+        self._progress: Progress | None = None
+        self._task: Any = None
+        self._last = (0.0, 0)
+
+    def __enter__(self) -> "ProgressView":
+        if self.enabled:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
+                console=self.console, refresh_per_second=4, transient=False)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+    def note(self, msg: str) -> None:
+        self.console.print(f"[dim]{msg}[/dim]")
+
+    def update(self, p: Any) -> None:
+        if self._progress is None:
+            return
+        live = p.live
+        t_prev, tok_prev = self._last
+        dt = p.elapsed_s - t_prev
+        rate = (live.tokens - tok_prev) / dt if dt > 0 else 0.0
+        if dt >= 1.0 or t_prev == 0.0:
+            self._last = (p.elapsed_s, live.tokens)
+            self._rate = rate
+        stats = (f"in-flight {live.in_flight}  errors {live.errors}  "
+                 f"{getattr(self, '_rate', 0.0):,.0f} tok/s")
+        total = p.total if p.total is not None else None
+        if self._task is None:
+            self._task = self._progress.add_task("requests", total=total, stats=stats)
+        self._progress.update(self._task, completed=live.done, stats=stats, total=total)
+
+
+def _fmt(v: Any, digits: int = 1) -> str:
+    if v is None:
+        return "-"
+    return f"{v:,.{digits}f}"
+
+
+def summary_table(summary: dict) -> Table:
+    t = Table(title="latency (ms)", title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("metric")
+    t.add_column("n", justify="right")
+    for c in _COLS:
+        t.add_column(c.replace("_", "."), justify="right")
+    for label, key in _ROWS:
+        d = summary["metrics"].get(key) or {}
+        if not d.get("count"):
+            continue
+        digits = 2 if key.startswith("itl") or key == "tpot_ms" or key == "client_lag_ms" else 1
+        t.add_row(label, str(d["count"]), *(_fmt(d.get(c), digits) for c in _COLS))
+    return t
+
+
+def print_summary(result: Any, file: Any = None) -> None:
+    s = result.summary
+    con = Console(file=file or sys.stdout, width=110)
+    c, m, cond = s["counts"], s["metrics"], s["conditions"]
+    tgt = cond["target"]
+    load = cond["load"]
+    shape = (f"closed loop, concurrency {load['concurrency']}" if load.get("concurrency")
+             else f"open loop, {load['rate']} req/s {load['arrival']}"
+             + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else ""))
+    con.print(f"[bold]run {s['run_id']}[/bold]" + ("  [yellow](interrupted)[/yellow]" if s.get("interrupted") else ""))
+    con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}  ({shape})")
+    con.print(f"requests  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  cancelled {c['cancelled']}"
+              f"  warm-up {c.get('warmup', 0)}  window {_fmt(s['window']['seconds'], 2)} s")
+    if c.get("errors_by_class"):
+        con.print("errors   " + "  ".join(f"{k}: {v}" for k, v in c["errors_by_class"].items()))
+    con.print(summary_table(s))
+    con.print(f"throughput  {_fmt(m['request_throughput_rps'], 2)} req/s   input {_fmt(m['input_tokens_per_s'], 0)} tok/s"
+              f"   output {_fmt(m['output_tokens_per_s'], 0)} tok/s   total {_fmt(m['total_tokens_per_s'], 0)} tok/s")
+    g = m.get("goodput") or {}
+    slos = (s.get("sla") or {}).get("slos") or {}
+    slo_txt = ", ".join(f"{k} <= {v:g}" for k, v in slos.items()) or "no per-request SLO set"
+    frac = g.get("attained_fraction")
+    con.print(f"goodput     {_fmt(g.get('requests_per_s'), 2)} req/s   {_fmt(g.get('output_tokens_per_s'), 0)} output tok/s"
+              f"   {'-' if frac is None else f'{frac:.1%}'} of requests met {slo_txt}")
+    ll = m.get("littles_law") or {}
+    con.print(f"concurrency measured {_fmt(m.get('mean_concurrency'), 2)}   Little's law expects "
+              f"{_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})")
+    sla = s.get("sla") or {}
+    if sla.get("verdict") != "none":
+        colour = "green" if sla["verdict"] == "pass" else "red"
+        con.print(f"SLA [{colour}]{sla['verdict'].upper()}[/{colour}]")
+        for d in sla.get("details", []):
+            mark = "[green]ok[/green]  " if d["passed"] else "[red]FAIL[/red]"
+            val = "no data" if d.get("value") is None else f"{d['value']:.4g}"
+            con.print(f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else ""))
+    client = s.get("client") or {}
+    con.print(f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
+              f"{_fmt((client.get('event_loop_lag_ms') or {}).get('p99'), 2)} ms")
+    for w in client.get("warnings", []):
+        con.print(f"[yellow]warning[/yellow] {w['warning']}: {w['message']}"
+                  + (f" ({'; '.join(w['reasons'])})" if w.get("reasons") else ""))
+    if cond.get("prompt_lengths_approximate"):
+        con.print("[dim]prompt lengths are approximate (no tokenizer); server-reported prompt tokens are used where given[/dim]")
+    con.print(f"results  {result.run_dir}/summary.json  {result.run_dir}/requests.jsonl")

@@ -1,0 +1,162 @@
+"""The simulator's configuration: one frozen model, validated once on the way in.
+
+The profile's ``sim:`` section is handed over as a plain dict; ``SimConfig.from_dict`` turns it
+into a ``SimConfig`` or raises ``SimConfigError`` listing every problem as
+``sim.<field>: <what is wrong>; valid: ...``. Unknown keys are errors (a typo must not silently
+fall back to a default and change what is being measured).
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .physics import Physics
+from .presets import Preset, parse_preset, preset_help
+
+Precision = Literal["fp16", "bf16", "fp8"]
+
+
+class SimConfigError(ValueError):
+    """A bad ``sim:`` section; the message names each field and what would be valid."""
+
+
+class SimConfig(BaseModel):
+    """Everything that decides what the simulated server does. Times are virtual seconds.
+
+    ``time_scale`` is wall seconds per simulated second: 1.0 runs in real time, 2.0 in slow
+    motion (everything takes twice as long on the wall clock), 0.1 ten times faster, and 0 does
+    not pace at all (as fast as the CPU allows; for benchmarks of the simulator itself).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    preset: str = "llama3-8b-fp16@h100"
+    kv_precision: Precision | None = Field(None, description="KV-cache precision; default: the preset's")
+    model_name: str | None = Field(None, description="served model name; default: the preset's model")
+    max_model_len: int | None = Field(None, gt=0, description="default: the model's context length")
+    time_scale: float = Field(1.0, ge=0)
+    bandwidth_efficiency: float = Field(0.8, gt=0, le=1, description="achieved / peak HBM bandwidth")
+    flops_efficiency: float = Field(0.5, gt=0, le=1, description="achieved / peak dense FLOP/s")
+    step_overhead_ms: float = Field(1.0, ge=0, description="fixed cost per engine step")
+    max_num_seqs: int = Field(256, gt=0)
+    max_num_batched_tokens: int = Field(8192, gt=0, description="token budget per step")
+    block_size: int = Field(16, gt=0, description="tokens per KV-cache block")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    tensor_parallel_size: int = Field(1, ge=1)
+    scheduling: Literal["prefill_first", "chunked"] = "chunked"
+    seed: int = 0
+    eos_mean_tokens: float = Field(256.0, ge=1, description="mean output length without ignore_eos")
+
+    @field_validator("preset")
+    @classmethod
+    def _known_preset(cls, v: str) -> str:
+        parse_preset(v)
+        return v.strip().lower()
+
+    @model_validator(mode="after")
+    def _fits(self) -> SimConfig:
+        p = self.physics
+        cap = self.kv_capacity_bytes
+        if cap <= 0:
+            raise ValueError(
+                f"preset: weights ({p.weight_bytes / 1e9:.1f} GB) do not fit in "
+                f"{p.memory_bytes / 1e9:.0f} GB x gpu_memory_utilization {self.gpu_memory_utilization}"
+                "; valid: fp8 weights, a bigger GPU, or tensor_parallel_size > 1"
+            )
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise ValueError(
+                f"max_num_batched_tokens: {self.max_num_batched_tokens} cannot decode a full batch "
+                f"of max_num_seqs={self.max_num_seqs}; valid: >= max_num_seqs")
+        if self.max_model_len is not None and self.max_model_len > self.parsed.model.max_context:
+            raise ValueError(
+                f"max_model_len: {self.max_model_len} exceeds the model's context length; "
+                f"valid: 1..{self.parsed.model.max_context}"
+            )
+        if self.num_blocks * self.block_size < self.context_len:
+            raise ValueError(
+                f"max_model_len: one {self.context_len}-token sequence needs more KV cache than "
+                f"the {cap / 1e9:.1f} GB left after weights; valid: a smaller max_model_len"
+            )
+        return self
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any] | None) -> SimConfig:
+        """Validate a profile's ``sim:`` section (None or {} gives the defaults)."""
+        try:
+            return cls.model_validate(d or {})
+        except ValidationError as e:
+            raise SimConfigError("; ".join(_describe(err) for err in e.errors())) from None
+
+    # Derived values (not fields: cached on first use, excluded from dumps).
+    @cached_property
+    def parsed(self) -> Preset:
+        return parse_preset(self.preset)
+
+    @cached_property
+    def physics(self) -> Physics:
+        pr = self.parsed
+        return Physics.from_specs(
+            pr.model,
+            pr.gpu,
+            precision=pr.precision,
+            kv_precision=self.kv_precision or pr.kv_precision,
+            bandwidth_efficiency=self.bandwidth_efficiency,
+            flops_efficiency=self.flops_efficiency,
+            step_overhead_ms=self.step_overhead_ms,
+            tensor_parallel_size=self.tensor_parallel_size,
+        )
+
+    @property
+    def served_model_name(self) -> str:
+        return self.model_name or self.parsed.model.hf_name
+
+    @property
+    def context_len(self) -> int:
+        return self.max_model_len or self.parsed.model.max_context
+
+    @property
+    def kv_capacity_bytes(self) -> float:
+        return self.physics.kv_capacity_bytes(self.gpu_memory_utilization)
+
+    @property
+    def num_blocks(self) -> int:
+        return max(0, int(self.kv_capacity_bytes // (self.block_size * self.physics.kv_bytes_per_token)))
+
+    def describe(self) -> dict[str, Any]:
+        """The config plus what it implies, for /sim/info and run metadata."""
+        p = self.physics
+        return {
+            "config": self.model_dump(),
+            "model": self.served_model_name,
+            "gpu": self.parsed.gpu.name,
+            "weight_gb": round(p.weight_bytes / 1e9, 3),
+            "kv_bytes_per_token": p.kv_bytes_per_token,
+            "kv_capacity_gb": round(self.kv_capacity_bytes / 1e9, 3),
+            "kv_blocks": self.num_blocks,
+            "max_model_len": self.context_len,
+            "decode_step_ms_b1": round(p.decode_step_seconds(1, 0) * 1e3, 4),
+            "knee_batch": round(p.knee_batch(), 1),
+        }
+
+
+_VALID = {
+    "preset": preset_help(),
+    "scheduling": "prefill_first, chunked",
+    "kv_precision": "fp16, bf16, fp8",
+}
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = ".".join(str(x) for x in err["loc"])
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        return f"sim.{loc}: unknown field; valid: {', '.join(SimConfig.model_fields)}"
+    if not loc:  # a model-level check: its message starts with the field it is about
+        loc, _, msg = msg.partition(": ")
+    valid = _VALID.get(loc)
+    if valid and "valid:" not in msg:
+        msg = f"{msg}; valid: {valid}"
+    return f"sim.{loc}: {msg}"

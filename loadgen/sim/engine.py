@@ -1,0 +1,234 @@
+"""A continuous-batching engine on a virtual clock: KV blocks, admission, prefill, decode.
+
+The engine knows nothing about HTTP or wall time. ``step()`` plans one forward pass, advances
+the virtual clock by its cost and says which sequences got a token. The server paces these
+steps to the wall clock; ``simulate()`` runs them back to back for what-if questions and tests.
+
+Policy (stated, because it shapes the tails):
+- Admission is FCFS with head-of-line blocking. A sequence is admitted when the KV blocks for
+  its prompt plus its output budget fit (reserve-on-admit, TensorRT-LLM's "guaranteed no
+  evict"), the running count is below ``max_num_seqs`` and the step's token budget has room.
+  Nothing is ever preempted, so ``num_preemptions_total`` stays 0.
+- ``prefill_first``: a step that can admit runs only prefills (whole prompts, budget
+  ``max_num_batched_tokens`` but always at least one); otherwise it decodes every running
+  sequence. ``chunked``: every step decodes all running sequences, then fills the rest of the
+  token budget with prompt chunks (partial prefills first, then new admissions).
+- The step that finishes a prompt yields that sequence's first token; each decode step yields
+  one token per decoding sequence. Finished sequences free their blocks at once, so waiting
+  requests join the very next step.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from .config import SimConfig
+
+
+class Seq:
+    """One request inside the engine. ``owner`` is free for the server's per-request state."""
+
+    __slots__ = ("prompt_len", "output_len", "reserve_len", "prefilled", "generated", "blocks",
+                 "owner", "arrival_vns", "admitted_vns", "token_vns")
+
+    def __init__(self, prompt_len: int, output_len: int, reserve_len: int | None = None, owner: Any = None):
+        self.prompt_len = prompt_len
+        self.output_len = output_len  # tokens it will generate before stopping
+        self.reserve_len = output_len if reserve_len is None else reserve_len  # blocks reserved for
+        self.prefilled = 0
+        self.generated = 0
+        self.blocks = 0
+        self.owner = owner
+        self.arrival_vns = 0
+        self.admitted_vns = -1
+        self.token_vns: list[int] | None = None  # filled by simulate() only
+
+
+@dataclass
+class Step:
+    duration_ns: int
+    emitted: list[Seq]  # got one token this step (first tokens included)
+    finished: list[Seq]  # subset of emitted that reached output_len
+    admitted: list[Seq]
+
+
+class Engine:
+    def __init__(self, config: SimConfig):
+        self.physics = config.physics
+        self.block_size = config.block_size
+        self.max_num_seqs = config.max_num_seqs
+        self.budget = config.max_num_batched_tokens
+        self.chunked = config.scheduling == "chunked"
+        self.total_blocks = config.num_blocks
+        self.free_blocks = self.total_blocks
+        self.now_ns = 0  # virtual
+        self.waiting: deque[Seq] = deque()
+        self.prefilling: list[Seq] = []  # admitted, prompt not done
+        self.decoding: list[Seq] = []
+        self.decode_context = 0  # tokens held by decoding sequences
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+
+    # --- state -------------------------------------------------------------------------------
+    @property
+    def num_running(self) -> int:
+        return len(self.prefilling) + len(self.decoding)
+
+    @property
+    def kv_usage(self) -> float:
+        return 1.0 - self.free_blocks / self.total_blocks if self.total_blocks else 0.0
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.prefilling or self.decoding)
+
+    def blocks_for(self, seq: Seq) -> int:
+        return -(-(seq.prompt_len + seq.reserve_len) // self.block_size)
+
+    # --- requests ----------------------------------------------------------------------------
+    def submit(self, seq: Seq) -> None:
+        seq.arrival_vns = self.now_ns
+        self.waiting.append(seq)
+
+    def abort(self, seq: Seq) -> None:
+        """Drop a sequence wherever it is (client went away); frees its blocks."""
+        if seq in self.waiting:
+            self.waiting.remove(seq)
+            return
+        if seq in self.prefilling:
+            self.prefilling.remove(seq)
+        elif seq in self.decoding:
+            self.decoding.remove(seq)
+            self.decode_context -= seq.prompt_len + seq.generated
+        self.free_blocks += seq.blocks
+        seq.blocks = 0
+
+    # --- one forward pass --------------------------------------------------------------------
+    def step(self) -> Step:
+        """Plan and cost one step, advance the virtual clock, return who got a token."""
+        ph = self.physics
+        emitted: list[Seq] = []
+        if not self.chunked and self._admit_whole_prompts():
+            # prefill_first: this step only prefills the newly admitted prompts.
+            new, flops, admitted = 0, 0.0, list(self.prefilling)
+            for s in admitted:
+                new += s.prompt_len
+                flops += ph.chunk_attention_flops(0, s.prompt_len)
+                s.prefilled = s.prompt_len
+            duration = ph.step_seconds(new, 0, flops)
+            self.prefilling.clear()
+            self._start_decoding(admitted, emitted)
+        else:
+            decoding = self.decoding
+            new = len(decoding)
+            kv_read = self.decode_context
+            flops = 0.0
+            admitted = self._admit_chunks(self.budget - new) if self.chunked else []
+            done = []
+            left = self.budget - new
+            for s in self.prefilling:
+                if left <= 0:
+                    break
+                c = min(s.prompt_len - s.prefilled, left)
+                flops += ph.chunk_attention_flops(s.prefilled, c)
+                kv_read += s.prefilled
+                s.prefilled += c
+                new += c
+                left -= c
+                if s.prefilled == s.prompt_len:
+                    done.append(s)
+            if new == 0:
+                return Step(0, [], [], [])
+            duration = ph.step_seconds(new, kv_read, flops)
+            emitted.extend(decoding)
+            self.decode_context += len(decoding)
+            if done:
+                self.prefilling = [s for s in self.prefilling if s.prefilled < s.prompt_len]
+                self._start_decoding(done, emitted)
+        duration_ns = round(duration * 1e9)
+        self.now_ns += duration_ns
+        finished = self._advance(emitted)
+        return Step(duration_ns, emitted, finished, admitted)
+
+    def _admit_one(self, budget_left: int) -> Seq | None:
+        if not self.waiting or self.num_running >= self.max_num_seqs or budget_left <= 0:
+            return None
+        s = self.waiting[0]
+        need = self.blocks_for(s)
+        if need > self.free_blocks:
+            return None
+        self.waiting.popleft()
+        self.free_blocks -= need
+        s.blocks = need
+        s.admitted_vns = self.now_ns
+        self.prefilling.append(s)
+        return s
+
+    def _admit_whole_prompts(self) -> bool:
+        left, any_admitted = self.budget, False
+        while self.waiting and (not any_admitted or self.waiting[0].prompt_len <= left):
+            s = self._admit_one(max(left, 1))
+            if s is None:
+                break
+            left -= s.prompt_len
+            any_admitted = True
+        return any_admitted
+
+    def _admit_chunks(self, left: int) -> list[Seq]:
+        left -= sum(s.prompt_len - s.prefilled for s in self.prefilling)
+        admitted = []
+        while (s := self._admit_one(left)) is not None:
+            admitted.append(s)
+            left -= s.prompt_len
+        return admitted
+
+    def _start_decoding(self, seqs: Iterable[Seq], emitted: list[Seq]) -> None:
+        for s in seqs:
+            self.prompt_tokens_total += s.prompt_len
+            self.decode_context += s.prompt_len + 1  # + the first token, made by this step
+            self.decoding.append(s)
+            emitted.append(s)
+
+    def _advance(self, emitted: list[Seq]) -> list[Seq]:
+        """Count one token for each emitter; retire the ones that are done."""
+        self.generation_tokens_total += len(emitted)
+        finished = []
+        for s in emitted:
+            s.generated += 1
+            if s.generated >= s.output_len:
+                finished.append(s)
+        if finished:
+            gone = set(map(id, finished))
+            self.decoding = [s for s in self.decoding if id(s) not in gone]
+            for s in finished:
+                self.decode_context -= s.prompt_len + s.generated
+                self.free_blocks += s.blocks
+                s.blocks = 0
+        return finished
+
+
+def simulate(config: SimConfig, requests: Iterable[tuple[int, int, int]]) -> list[Seq]:
+    """Run (arrival_ns, prompt_len, output_len) requests on a virtual clock, no wall time.
+
+    Returns the sequences in input order, each with ``arrival_vns``, ``admitted_vns`` and
+    ``token_vns`` (virtual time each token was produced), for TTFT / TPOT / queueing analysis.
+    """
+    engine = Engine(config)
+    pending = sorted(((a, i, Seq(p, o)) for i, (a, p, o) in enumerate(requests)), key=lambda t: t[:2])
+    seqs = [s for _, _, s in sorted(pending, key=lambda t: t[1])]
+    queue = deque(pending)
+    while queue or engine.has_work():
+        if not engine.has_work() and engine.now_ns < queue[0][0]:
+            engine.now_ns = queue[0][0]  # idle: jump to the next arrival
+        while queue and queue[0][0] <= engine.now_ns:
+            arrival, _, s = queue.popleft()
+            s.token_vns = []
+            engine.submit(s)
+            s.arrival_vns = arrival
+        step = engine.step()
+        if not step.duration_ns:  # nothing runs and the head of the queue can never fit
+            raise ValueError("a request needs more KV blocks than the whole cache holds")
+        for s in step.emitted:
+            s.token_vns.append(engine.now_ns)
+    return seqs

@@ -1,0 +1,87 @@
+"""Prometheus text exposition with vLLM's metric names, so scrapers written for vLLM work.
+
+Latency histograms are observed once per request when it finishes (wall-clock seconds measured
+in the server, the same clock as the ground-truth log), not on the per-token hot path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
+ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+               10.0, 20.0, 40.0, 80.0)
+LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
+                   60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+
+
+class Histogram:
+    __slots__ = ("name", "help", "bounds", "counts", "sum", "count")
+
+    def __init__(self, name: str, help: str, bounds: tuple[float, ...]):
+        self.name, self.help = name, help
+        self.bounds = np.asarray(bounds)
+        self.counts = np.zeros(len(bounds) + 1, dtype=np.int64)  # last: above every bound
+        self.sum = 0.0
+        self.count = 0
+
+    def observe(self, values_s) -> None:
+        v = np.asarray(values_s, dtype=np.float64).ravel()
+        if v.size == 0:
+            return
+        # le semantics: a value equal to a bound falls in that bound's bucket
+        self.counts += np.bincount(np.searchsorted(self.bounds, v, side="left"),
+                                   minlength=len(self.counts))
+        self.sum += float(v.sum())
+        self.count += int(v.size)
+
+    def render(self, labels: str) -> list[str]:
+        out = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
+        cum = np.cumsum(self.counts)
+        for b, c in zip(self.bounds, cum[:-1]):
+            out.append(f'{self.name}_bucket{{{labels},le="{b}"}} {c}')
+        out.append(f'{self.name}_bucket{{{labels},le="+Inf"}} {cum[-1]}')
+        out.append(f"{self.name}_sum{{{labels}}} {self.sum}")
+        out.append(f"{self.name}_count{{{labels}}} {self.count}")
+        return out
+
+
+class Metrics:
+    def __init__(self, model_name: str):
+        esc = model_name.replace("\\", "\\\\").replace('"', '\\"')
+        self.labels = f'model_name="{esc}"'
+        self.ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS)
+        self.itl = Histogram("vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS)
+        self.tpot = Histogram("vllm:time_per_output_token_seconds", "Time per output token.", ITL_BUCKETS)
+        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.",
+                             LATENCY_BUCKETS)
+        self.queue = Histogram("vllm:request_queue_time_seconds", "Time spent waiting in the queue.",
+                               LATENCY_BUCKETS)
+        self.success: dict[str, int] = {}
+        self.lag_s = 0.0  # wall time the pacing loop fell behind its schedule
+
+    def render(self, running: int, waiting: int, kv_usage: float, prompt_total: int,
+               generation_total: int) -> str:
+        lab = self.labels
+        lines = []
+
+        def scalar(name: str, kind: str, help: str, value) -> None:
+            lines.extend((f"# HELP {name} {help}", f"# TYPE {name} {kind}", f"{name}{{{lab}}} {value}"))
+
+        scalar("vllm:num_requests_running", "gauge", "Requests in the running batch.", running)
+        scalar("vllm:num_requests_waiting", "gauge", "Requests waiting to be admitted.", waiting)
+        scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache block usage, 1 = full.", kv_usage)
+        scalar("vllm:gpu_cache_usage_perc", "gauge", "Older name of kv_cache_usage_perc.", kv_usage)
+        scalar("vllm:num_preemptions_total", "counter", "Preemptions (always 0: reserve-on-admit).", 0)
+        scalar("vllm:prompt_tokens_total", "counter", "Prefilled prompt tokens.", prompt_total)
+        scalar("vllm:generation_tokens_total", "counter", "Generated tokens.", generation_total)
+        lines += ["# HELP vllm:request_success_total Finished requests by reason.",
+                  "# TYPE vllm:request_success_total counter"]
+        for reason, n in sorted(self.success.items()):
+            lines.append(f'vllm:request_success_total{{{lab},finished_reason="{reason}"}} {n}')
+        for h in (self.ttft, self.itl, self.tpot, self.e2e, self.queue):
+            lines += h.render(lab)
+        scalar("loadgen_sim_pacing_lag_seconds_total", "counter",
+               "Wall time the simulator ran behind its own schedule (it was the bottleneck).", self.lag_s)
+        return "\n".join(lines) + "\n"

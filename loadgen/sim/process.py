@@ -1,0 +1,132 @@
+"""Running the simulator: blocking in this process (``serve``) or as a child process (``SimProcess``).
+
+The child is ``python -m loadgen.sim serve --config-json ... --port N``. Once listening it
+prints one JSON line on stdout, ``{"event": "listening", "url": ..., "port": ...}``; the parent
+reads it (so port 0 works), then polls ``/health``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from .config import SimConfig
+from .server import SimServer
+
+
+def serve(config: SimConfig, host: str = "127.0.0.1", port: int = 8000,
+          ground_truth_path: Path | None = None,
+          on_listening: Callable[[str], None] | None = None) -> None:
+    """Run the simulator in this process until SIGINT or SIGTERM.
+
+    ``on_listening(url)`` is called once the socket is bound; by default one line goes to stderr.
+    """
+    announce = on_listening or (lambda url: print(
+        f"loadgen-sim: {config.preset} serving {config.served_model_name} on {url}",
+        file=sys.stderr, flush=True))
+    asyncio.run(_serve(config, host, port, ground_truth_path, announce))
+
+
+async def _serve(config, host, port, ground_truth_path, announce) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
+            pass
+    async with SimServer(config, host, port, ground_truth_path) as server:
+        announce(server.url)
+        await stop.wait()
+
+
+class SimProcess:
+    """The simulator as a subprocess: ``with SimProcess(cfg) as sim: ... sim.url ...``."""
+
+    def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0,
+                 ground_truth_path: Path | None = None, startup_timeout: float = 20.0):
+        self.config = config
+        self.host, self.port = host, port
+        self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
+        self.startup_timeout = startup_timeout
+        self.url: str | None = None
+        self._proc: subprocess.Popen | None = None
+        self._stderr = None
+
+    def start(self) -> str:
+        cmd = [sys.executable, "-m", "loadgen.sim", "serve", "--config-json",
+               self.config.model_dump_json(), "--host", self.host, "--port", str(self.port),
+               "--announce-json"]
+        if self.ground_truth_path:
+            cmd += ["--ground-truth", str(self.ground_truth_path)]
+        env = dict(os.environ)
+        pkg_root = str(Path(__file__).resolve().parents[2])  # importable even when not installed
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        line = self._read_announcement()
+        self.url = orjson.loads(line)["url"]
+        self.port = int(self.url.rsplit(":", 1)[1])
+        self._wait_healthy()
+        return self.url
+
+    def _read_announcement(self) -> bytes:
+        box: list[bytes] = []
+        reader = threading.Thread(target=lambda: box.append(self._proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(self.startup_timeout)
+        if not box or not box[0].strip():
+            self._fail("did not report its address")
+        return box[0]
+
+    def _wait_healthy(self) -> None:
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                self._fail("exited")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self._fail("did not answer /health")
+
+    def _fail(self, what: str) -> None:
+        self.stop(timeout=2)
+        self._stderr.seek(0)
+        err = self._stderr.read().decode(errors="replace").strip()
+        raise RuntimeError(f"loadgen simulator {what} within {self.startup_timeout:.0f} s;"
+                           f" its stderr:\n{err or '(empty)'}")
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SIGTERM (the child flushes its ground-truth log and exits), SIGKILL after ``timeout``."""
+        p = self._proc
+        if p is None or p.poll() is not None:
+            return
+        p.terminate()
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        if p.stdout:
+            p.stdout.close()
+
+    def __enter__(self) -> SimProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,156 @@
+"""Turning an OpenAI request body into the simulator's per-request state, and its log line.
+
+Validation follows vLLM where it matters to a load generator: a prompt plus ``max_tokens``
+beyond ``max_model_len`` is a 400 with an OpenAI-style error; an unknown ``model`` is a 404;
+``max_tokens`` defaults to what is left of the context. Without ``ignore_eos`` the output stops
+at a seeded pseudo-EOS (geometric, mean ``eos_mean_tokens``), never before ``min_tokens`` and
+never after ``max_tokens``; with it, exactly ``max_tokens`` tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from .config import SimConfig
+from .sse import ChunkEncoder
+from .text import WordStream, count_chat, count_text
+
+
+class BadRequest(Exception):
+    def __init__(self, message: str, status: int = 400, kind: str = "BadRequestError",
+                 param: str | None = None):
+        super().__init__(message)
+        self.message, self.status, self.kind, self.param = message, status, kind, param
+
+
+class RequestState:
+    """What the server keeps per request: stream settings, encoder, timestamps (wall, ns)."""
+
+    __slots__ = ("rid", "chat", "stream", "include_usage", "created", "model", "prompt_tokens",
+                 "max_tokens", "output_tokens", "finish_reason", "finish_json", "words", "encoder",
+                 "response", "seq", "done", "arrival_ns", "admitted_ns", "prefill_end_ns",
+                 "chunk_ns", "finish_ns")
+
+    def __init__(self, rid: str, chat: bool, stream: bool, include_usage: bool, continuous: bool,
+                 created: int, model: str, prompt_tokens: int, max_tokens: int, output_tokens: int,
+                 words: WordStream):
+        self.rid, self.chat, self.stream = rid, chat, stream
+        self.include_usage = include_usage
+        self.created, self.model = created, model
+        self.prompt_tokens, self.max_tokens, self.output_tokens = prompt_tokens, max_tokens, output_tokens
+        self.finish_reason = "length" if output_tokens >= max_tokens else "stop"
+        self.finish_json = orjson.dumps(self.finish_reason)
+        self.words = words
+        self.encoder = ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
+        self.response = self.seq = self.done = None
+        self.arrival_ns = self.admitted_ns = self.prefill_end_ns = self.finish_ns = 0
+        self.chunk_ns: list[int] = []
+
+    def usage(self, completion: int) -> dict[str, int]:
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
+                "total_tokens": self.prompt_tokens + completion}
+
+    def full_body(self, text: str, completion: int) -> dict[str, Any]:
+        """The non-streaming response."""
+        if self.chat:
+            choice = {"index": 0, "message": {"role": "assistant", "content": text},
+                      "logprobs": None, "finish_reason": self.finish_reason}
+        else:
+            choice = {"index": 0, "text": text, "logprobs": None,
+                      "finish_reason": self.finish_reason, "stop_reason": None}
+        return {"id": self.rid, "object": "chat.completion" if self.chat else "text_completion",
+                "created": self.created, "model": self.model, "choices": [choice],
+                "usage": self.usage(completion)}
+
+    def ground_truth(self, output_tokens: int) -> dict[str, Any]:
+        """One line of the ground-truth log (every ``_ns`` is perf_counter_ns in the server)."""
+        chunks = self.chunk_ns
+        first = (chunks[0] if self.stream else self.prefill_end_ns) if chunks else 0
+        n = output_tokens
+        tpot = None
+        if self.stream and n >= 2 and len(chunks) >= 2:
+            tpot = (chunks[-1] - chunks[0]) / (n - 1) / 1e6
+        admitted = self.admitted_ns
+        return {
+            "id": self.rid, "endpoint": "chat" if self.chat else "completions", "stream": self.stream,
+            "arrival_ns": self.arrival_ns, "admitted_ns": admitted,
+            "prefill_end_ns": self.prefill_end_ns, "first_token_ns": first,
+            "chunk_ns": chunks, "chunk_tokens": [1] * len(chunks) if self.stream else [n] * len(chunks),
+            "prompt_tokens": self.prompt_tokens, "output_tokens": n,
+            "max_tokens": self.max_tokens, "finish_ns": self.finish_ns,
+            "finish_reason": self.finish_reason,
+            "queue_ms": (admitted - self.arrival_ns) / 1e6 if admitted else None,
+            "ttft_ms": (first - self.arrival_ns) / 1e6 if first else None,
+            "tpot_ms": tpot,
+        }
+
+
+def _int(body: dict, key: str, default: int | None, lo: int) -> int | None:
+    v = body.get(key, default)
+    if v is None:
+        return default
+    if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+        raise BadRequest(f"{key} must be an integer >= {lo}, got {v!r}", param=key)
+    return v
+
+
+def _prompt(body: dict, chat: bool) -> tuple[int, bytes]:
+    """(prompt token count, bytes that seed the output text)."""
+    if chat:
+        msgs = body.get("messages")
+        if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
+            raise BadRequest("messages must be a non-empty list of objects", param="messages")
+        return count_chat(msgs), orjson.dumps(msgs)
+    p = body.get("prompt")
+    if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
+        p = p[0]  # a batch of one
+    if isinstance(p, str):
+        return count_text(p), p.encode()
+    if isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
+        return len(p), orjson.dumps(p)
+    raise BadRequest("prompt must be a string, a list of token ids, or a batch of one of them"
+                     " (the simulator serves one prompt per request)", param="prompt")
+
+
+def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: int) -> RequestState:
+    if not isinstance(body, dict):
+        raise BadRequest("request body must be a JSON object")
+    model = config.served_model_name
+    if body.get("model") not in (None, model):
+        raise BadRequest(f"The model `{body.get('model')}` does not exist.", 404, "NotFoundError", "model")
+    if body.get("n", 1) != 1:
+        raise BadRequest("the simulator supports n=1 only", param="n")
+    prompt_tokens, key = _prompt(body, chat)
+    prompt_tokens = max(prompt_tokens, 1)  # an empty prompt still holds a begin-of-text token
+    limit = config.context_len
+    max_tokens = _int(body, "max_tokens", None, 1)
+    if chat and max_tokens is None:
+        max_tokens = _int(body, "max_completion_tokens", None, 1)
+    if max_tokens is None:
+        max_tokens = limit - prompt_tokens
+    if prompt_tokens + max_tokens > limit or max_tokens < 1:
+        raise BadRequest(
+            f"This model's maximum context length is {limit} tokens. However, you requested "
+            f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
+            f"{'messages' if chat else 'prompt'}, {max_tokens} for the completion). "
+            "Please reduce the length of the messages or completion.",
+            param="messages" if chat else "prompt")
+    min_tokens = _int(body, "min_tokens", 0, 0)
+    if min_tokens > max_tokens:
+        raise BadRequest(f"min_tokens ({min_tokens}) must be <= max_tokens ({max_tokens})",
+                         param="min_tokens")
+    words = WordStream(config.seed, key)
+    if body.get("ignore_eos"):
+        out = max_tokens
+    else:
+        out = min(max_tokens, max(min_tokens, words.eos_length(config.eos_mean_tokens)))
+    stream = bool(body.get("stream"))
+    opts = body.get("stream_options") or {}
+    if not isinstance(opts, dict):
+        raise BadRequest("stream_options must be an object", param="stream_options")
+    include_usage = stream and bool(opts.get("include_usage"))
+    continuous = include_usage and bool(opts.get("continuous_usage_stats"))  # as vLLM
+    return RequestState(rid, chat, stream, include_usage, continuous, created, model,
+                        prompt_tokens, max_tokens, out, words)

@@ -1,0 +1,276 @@
+"""The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock.
+
+One task, ``_pace``, owns the engine: it plans a step, sleeps until the step's absolute wall
+deadline (previous deadline + virtual duration x time_scale, so sleeps never drift), then writes
+one SSE event to every sequence that got a token. Request handlers only parse, enqueue and wait.
+If the loop falls more than ``_REANCHOR_NS`` behind (the CPU, not the simulated GPU, is the
+bottleneck), the schedule restarts from now and the lag is counted in
+``loadgen_sim_pacing_lag_seconds_total`` rather than being paid back as a burst.
+
+Ground truth: ``chunk_ns`` holds ``time.perf_counter_ns()`` taken right AFTER
+``await response.write(chunk)`` returns, i.e. when the bytes have been handed to the transport.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from pathlib import Path
+
+import orjson
+from aiohttp import web
+
+from .config import SimConfig
+from .engine import Engine, Seq
+from .metrics import Metrics
+from .requests import BadRequest, RequestState, parse_request
+from .sse import DONE, error_body
+from .text import WORDS_JSON
+
+now_ns = time.perf_counter_ns
+_REANCHOR_NS = 5_000_000
+VERSION = "0.1.0"
+
+
+class SimServer:
+    """The simulator in this process's event loop: ``async with SimServer(cfg) as s: s.url``."""
+
+    def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0,
+                 ground_truth_path: Path | None = None):
+        self.config = config
+        self.host, self.port = host, port
+        self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
+        self.engine = Engine(config)
+        self.metrics = Metrics(config.served_model_name)
+        self.created = int(time.time())
+        self._ids = itertools.count(1)
+        self._wake = asyncio.Event()
+        self._log = None
+        self._runner: web.AppRunner | None = None
+        self._pacer: asyncio.Task | None = None
+        self._live: set[RequestState] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    # --- lifecycle ---------------------------------------------------------------------------
+    async def start(self) -> str:
+        if self.ground_truth_path:
+            self.ground_truth_path.parent.mkdir(parents=True, exist_ok=True)
+            self._log = open(self.ground_truth_path, "ab")
+        app = web.Application(client_max_size=64 * 2**20)
+        app.add_routes([
+            web.get("/health", self._health), web.get("/v1/models", self._models),
+            web.get("/version", self._version), web.get("/metrics", self._metrics),
+            web.get("/sim/info", self._info), web.get("/sim/ground_truth", self._ground_truth),
+            web.post("/v1/completions", self._completions),
+            web.post("/v1/chat/completions", self._chat),
+        ])
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked
+        self._pacer = asyncio.create_task(self._pace())
+        return self.url
+
+    async def stop(self) -> None:
+        if self._pacer:
+            self._pacer.cancel()
+        for st in list(self._live):  # unblock handlers still waiting on the engine
+            self._finish(st, "abort")
+        if self._runner:
+            await self._runner.cleanup()
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.stop()
+
+    # --- the engine loop ---------------------------------------------------------------------
+    async def _pace(self) -> None:
+        eng, scale, metrics = self.engine, self.config.time_scale, self.metrics
+        deadline = now_ns()
+        while True:
+            if not eng.has_work():
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = now_ns()  # idle: the next step starts now
+            started = now_ns()
+            step = eng.step()
+            if not step.emitted and not step.duration_ns:  # nothing schedulable: wait for news
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            for s in step.admitted:
+                s.owner.admitted_ns = started
+            deadline += int(step.duration_ns * scale)
+            t = now_ns()
+            if deadline > t:
+                await asyncio.sleep((deadline - t) / 1e9)
+            else:
+                if t - deadline > _REANCHOR_NS:
+                    if scale:  # behind a real schedule; unpaced (0) has none to keep
+                        metrics.lag_s += (t - deadline) / 1e9
+                    deadline = t
+                await asyncio.sleep(0)  # let handlers accept new requests
+            end = now_ns()
+            for s in step.emitted:
+                st = s.owner
+                k = s.generated
+                if k == 1:
+                    st.prefill_end_ns = end
+                if not st.stream:
+                    if k >= s.output_len:
+                        self._finish(st, st.finish_reason)
+                    continue
+                enc = st.encoder
+                if k >= s.output_len:
+                    data = enc.token(WORDS_JSON[st.words.index(k - 1)], k, st.finish_json)
+                    if st.include_usage:
+                        data += enc.usage(k)
+                    data += DONE
+                else:
+                    data = enc.token(WORDS_JSON[st.words.index(k - 1)], k)
+                try:
+                    await st.response.write(data)
+                except (ConnectionError, RuntimeError):
+                    eng.abort(s)
+                    self._finish(st, "abort")
+                    continue
+                st.chunk_ns.append(now_ns())
+                if k >= s.output_len:
+                    self._finish(st, st.finish_reason)
+
+    # --- requests ----------------------------------------------------------------------------
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True)
+
+    async def _completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False)
+
+    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+        arrival = now_ns()
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-sim-{next(self._ids)}"
+        try:
+            body = orjson.loads(await request.read())
+            st = parse_request(body, chat, self.config, rid, self.created)
+        except orjson.JSONDecodeError as e:
+            return _error(f"request body is not valid JSON: {e}", 400, rid)
+        except BadRequest as e:
+            return _error(e.message, e.status, rid, e.kind, e.param)
+        st.arrival_ns = arrival
+        headers = {"x-request-id": rid}
+        if st.stream:
+            resp = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
+                                               "Cache-Control": "no-cache"})
+            await resp.prepare(request)
+            if chat:
+                await resp.write(st.encoder.role())
+            st.response = resp
+        seq = Seq(st.prompt_tokens, st.output_tokens, st.max_tokens, owner=st)
+        st.seq = seq
+        st.done = asyncio.get_running_loop().create_future()
+        self._live.add(st)
+        self.engine.submit(seq)
+        self._wake.set()
+        try:
+            await st.done
+        finally:
+            if st in self._live:  # the handler was cancelled: free the engine's seat
+                self.engine.abort(seq)
+                self._live.discard(st)
+        if st.stream:
+            try:
+                await resp.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass
+            return resp
+        if st.finish_reason == "abort":  # the server is shutting down
+            return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
+        text = st.words.text(seq.generated)
+        resp = web.Response(body=orjson.dumps(st.full_body(text, seq.generated)),
+                            content_type="application/json", headers=headers)
+        await resp.prepare(request)
+        await resp.write_eof()
+        st.chunk_ns.append(now_ns())
+        self._record(st)
+        return resp
+
+    def _finish(self, st: RequestState, reason: str) -> None:
+        """The sequence is done (or aborted): log it if streaming and wake its handler."""
+        if st not in self._live:
+            return
+        self._live.discard(st)
+        st.finish_reason = reason
+        if st.stream or reason == "abort":
+            self._record(st)
+        if not st.done.done():
+            st.done.set_result(None)
+
+    def _record(self, st: RequestState) -> None:
+        st.finish_ns = now_ns()
+        rec = st.ground_truth(st.seq.generated)
+        m = self.metrics
+        m.success[rec["finish_reason"]] = m.success.get(rec["finish_reason"], 0) + 1
+        if rec["first_token_ns"]:
+            m.ttft.observe([rec["ttft_ms"] / 1e3])
+            m.queue.observe([rec["queue_ms"] / 1e3])
+            m.e2e.observe([(rec["finish_ns"] - rec["arrival_ns"]) / 1e9])
+            if rec["tpot_ms"] is not None:
+                m.tpot.observe([rec["tpot_ms"] / 1e3])
+            if st.stream and len(st.chunk_ns) > 1:
+                m.itl.observe(_diffs_s(st.chunk_ns))
+        if self._log:
+            self._log.write(orjson.dumps(rec) + b"\n")
+            self._log.flush()
+
+    # --- plain endpoints ---------------------------------------------------------------------
+    async def _health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def _models(self, request: web.Request) -> web.Response:
+        name = self.config.served_model_name
+        card = {"id": name, "object": "model", "created": self.created, "owned_by": "loadgen-sim",
+                "root": name, "parent": None, "max_model_len": self.config.context_len}
+        return _json({"object": "list", "data": [card]})
+
+    async def _version(self, request: web.Request) -> web.Response:
+        return _json({"version": VERSION, "server": "loadgen-sim", "preset": self.config.preset})
+
+    async def _info(self, request: web.Request) -> web.Response:
+        return _json(self.config.describe())
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        e = self.engine
+        text = self.metrics.render(e.num_running, len(e.waiting), e.kv_usage, e.prompt_tokens_total,
+                                   e.generation_tokens_total)
+        return web.Response(body=text.encode(),
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def _ground_truth(self, request: web.Request) -> web.Response:
+        if not self.ground_truth_path:
+            return _error("no ground_truth_path was configured", 404, "", "NotFoundError")
+        self._log.flush()
+        return web.Response(body=self.ground_truth_path.read_bytes(), content_type="application/x-ndjson")
+
+
+def _diffs_s(ns: list[int]) -> list[float]:
+    return [(b - a) / 1e9 for a, b in zip(ns, ns[1:])]
+
+
+def _json(obj) -> web.Response:
+    return web.Response(body=orjson.dumps(obj), content_type="application/json")
+
+
+def _error(message: str, status: int, rid: str, kind: str = "BadRequestError",
+           param: str | None = None) -> web.Response:
+    return web.Response(status=status, body=error_body(message, status, kind, param),
+                        content_type="application/json", headers={"x-request-id": rid})

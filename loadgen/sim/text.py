@@ -1,0 +1,92 @@
+"""Prompt token counting and the deterministic words the simulator streams.
+
+Counting rule (documented, so a client can predict ``usage.prompt_tokens`` exactly):
+- a text prompt counts one token per whitespace-separated word (``len(text.split())``), which
+  matches the client's synthetic prompts where one common word is about one token;
+- a token-id prompt (a list of ints) counts its length, exactly;
+- a chat request counts the words of every message's text content, plus
+  ``CHAT_TOKENS_PER_MESSAGE`` per message (role header and end-of-turn markers) plus
+  ``CHAT_TOKENS_PER_REQUEST`` (begin-of-text and the assistant header), roughly Llama-3's template.
+
+Output text: token i of a request is a word from a fixed vocabulary, chosen by a stride walk
+seeded from (config seed, prompt), so the same prompt gives the same text on every run.
+Each word carries its leading space, as real BPE tokens do.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import zlib
+from typing import Any
+
+import orjson
+
+CHAT_TOKENS_PER_MESSAGE = 4
+CHAT_TOKENS_PER_REQUEST = 3
+
+_VOCAB = tuple(dict.fromkeys("""
+the of and to in a is that for it as was with be by on not he this are or his from at which but
+have an they you were her she there had been one all we their has would more when will if no out
+so said what up its about into than them can only other new some could time these two may then
+do first any my now such like our over man me even most made after also did many before must
+through back years where much your way well down should because each just those people how too
+little state good very make world still own see men work long get here between both life being
+under never day same another know while last might us great old year off come since against go
+came right used take three himself few house use during without again place around however home
+small found thought went say part once general high upon school every does got left number
+course war until always away something fact though water less public put think almost hand
+enough far took head yet system better set told nothing night end why called find look asked
+later knew point next program city business give group toward young days let room side social
+given present several order national possible rather second face among form important often
+things early white case become large big need four within felt along children saw best ever
+least power light thing seemed family want mind country area others done turned open service
+certain kind problem began different door thus help sense means whole matter perhaps itself
+""".split()))
+# JSON string literals, ready to splice into an SSE event without per-token encoding.
+WORDS_JSON: tuple[bytes, ...] = tuple(orjson.dumps(" " + w) for w in _VOCAB)
+WORDS: tuple[str, ...] = tuple(" " + w for w in _VOCAB)
+VOCAB_SIZE = len(WORDS)
+
+
+def count_text(text: str) -> int:
+    return len(text.split())
+
+
+def _message_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # [{"type": "text", "text": ...}, ...]
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def count_chat(messages: list[dict[str, Any]]) -> int:
+    words = sum(count_text(_message_text(m.get("content"))) for m in messages)
+    return words + CHAT_TOKENS_PER_MESSAGE * len(messages) + CHAT_TOKENS_PER_REQUEST
+
+
+class WordStream:
+    """Token i -> word index, by a stride walk over the vocabulary (stride coprime to its size)."""
+
+    __slots__ = ("start", "stride", "rng")
+
+    def __init__(self, seed: int, prompt_key: bytes):
+        self.rng = random.Random(zlib.crc32(prompt_key) ^ (seed * 0x9E3779B1))
+        self.start = self.rng.randrange(VOCAB_SIZE)
+        self.stride = self.rng.randrange(1, VOCAB_SIZE)
+        while math.gcd(self.stride, VOCAB_SIZE) != 1:
+            self.stride += 1
+
+    def index(self, i: int) -> int:
+        return (self.start + i * self.stride) % VOCAB_SIZE
+
+    def text(self, n: int) -> str:
+        return "".join(WORDS[self.index(i)] for i in range(n))
+
+    def eos_length(self, mean: float) -> int:
+        """A pseudo-EOS position: geometric with the given mean (a constant per-token stop chance)."""
+        if mean <= 1:
+            return 1
+        # inverse CDF of the geometric distribution on {1, 2, ...} with P(stop) = 1 / mean
+        return 1 + int(math.log(1.0 - self.rng.random()) / math.log(1.0 - 1.0 / mean))

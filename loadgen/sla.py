@@ -1,0 +1,146 @@
+"""Per-request SLOs (goodput) and run-level SLA rules, evaluated on a summary's numbers.
+
+The SLA configuration is duck-typed so this module does not depend on the profile schema:
+``sla.ttft_ms``, ``sla.tpot_ms``, ``sla.e2e_ms`` (per-request SLOs in ms, ``None`` = unset)
+and ``sla.rules``, each rule with ``metric``, ``stat``, ``op``, ``threshold`` and ``text()``.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable
+
+import numpy as np
+
+# Per-request SLOs that define goodput (DistServe / vLLM ``--goodput``), as frame columns.
+SLO_FIELDS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+# Metrics a rule may name together with a stat (a key of ``metrics.STATS``).
+DISTRIBUTION_METRICS: tuple[str, ...] = (
+    "ttft_ms", "ttfb_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms", "client_lag_ms",
+)
+# Run-level scalars a rule may name (stat ``None``), and where each lives in the summary.
+RUN_METRICS: dict[str, tuple[str, ...]] = {
+    "error_rate": ("counts", "error_rate"),
+    "request_throughput_rps": ("metrics", "request_throughput_rps"),
+    "input_tokens_per_s": ("metrics", "input_tokens_per_s"),
+    "output_tokens_per_s": ("metrics", "output_tokens_per_s"),
+    "total_tokens_per_s": ("metrics", "total_tokens_per_s"),
+    "mean_concurrency": ("metrics", "mean_concurrency"),
+    "goodput_rps": ("metrics", "goodput", "requests_per_s"),
+    "goodput_output_tokens_per_s": ("metrics", "goodput", "output_tokens_per_s"),
+    "goodput_attained_fraction": ("metrics", "goodput", "attained_fraction"),
+}
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+}
+
+
+def set_slos(sla: Any) -> dict[str, float]:
+    """The per-request SLOs that are set, e.g. ``{"ttft_ms": 700.0}``; ``{}`` when none are."""
+    if sla is None:
+        return {}
+    out = {}
+    for name in SLO_FIELDS:
+        value = getattr(sla, name, None)
+        if value is not None:
+            out[name] = float(value)
+    return out
+
+
+def good_mask(ok: np.ndarray, columns: dict[str, np.ndarray], slos: dict[str, float]) -> np.ndarray:
+    """Which requests are "good": ok and within every SLO that is set.
+
+    ``columns`` maps each SLO name to the per-request value in ms (NaN where undefined).
+    A request with no TPOT (fewer than 2 output tokens) passes the TPOT SLO; a request with
+    no TTFT or E2E (no content arrived) fails those SLOs, since it cannot have met them.
+    """
+    good = ok.astype(bool).copy()
+    for name, limit in slos.items():
+        values = columns[name]
+        within = values <= limit
+        if name == "tpot_ms":
+            within |= np.isnan(values)
+        good &= within
+    return good
+
+
+def rule_text(rule: Any) -> str:
+    text = getattr(rule, "text", None)
+    if callable(text):
+        return str(text())
+    stat = getattr(rule, "stat", None)
+    name = f"{stat} {rule.metric}" if stat else rule.metric
+    return f"{name} {rule.op} {rule.threshold}"
+
+
+def evaluate(sla: Any, summary: dict) -> dict:
+    """The ``sla`` block: each rule checked against ``summary`` ({counts, metrics, ...}).
+
+    A rule whose metric has no data (an empty distribution, a rate over a zero-length
+    window) fails, with value ``None`` and a ``reason``; so does an unknown metric or stat.
+    """
+    rules = list(getattr(sla, "rules", None) or ()) if sla is not None else []
+    slos = set_slos(sla)
+    details = [_check(rule, summary) for rule in rules]
+    if not details:
+        verdict = "none"
+    else:
+        verdict = "pass" if all(d["passed"] for d in details) else "fail"
+    block: dict[str, Any] = {
+        "rules": [d["rule"] for d in details],
+        "verdict": verdict,
+        "details": details,
+        "slos": slos,
+    }
+    if not slos:
+        block["slo_note"] = "no per-request SLO set: goodput equals request throughput"
+    return block
+
+
+def _check(rule: Any, summary: dict) -> dict:
+    metric = str(rule.metric)
+    stat = getattr(rule, "stat", None)
+    stat = None if stat is None else str(stat).replace(".", "_")
+    op = str(rule.op)
+    threshold = float(rule.threshold)
+    value, reason = _lookup(summary, metric, stat)
+    if reason is None and op not in OPS:
+        reason = f"unknown operator {op!r}"
+    passed = reason is None and bool(OPS[op](value, threshold))
+    return {
+        "rule": rule_text(rule),
+        "metric": metric,
+        "stat": stat,
+        "op": op,
+        "threshold": threshold,
+        "value": value,
+        "passed": passed,
+        "reason": reason,
+    }
+
+
+def _lookup(summary: dict, metric: str, stat: str | None) -> tuple[float | None, str | None]:
+    if metric in RUN_METRICS:
+        node: Any = summary
+        for key in RUN_METRICS[metric]:
+            node = node.get(key) if isinstance(node, dict) else None
+        return _present(node, f"{metric} is undefined for this run (no requests or empty window)")
+    if metric in DISTRIBUTION_METRICS:
+        dist = summary["metrics"].get(metric) or {}
+        if stat is None:
+            return None, f"{metric} needs a stat (p50, p99, mean, ...)"
+        if stat not in dist or stat == "count":
+            return None, f"unknown stat {stat!r} for {metric}"
+        if not dist.get("count"):
+            return None, f"no data: {metric} has no samples"
+        return _present(dist[stat], f"no data: {metric} {stat} is undefined")
+    return None, f"unknown metric {metric!r}"
+
+
+def _present(value: Any, reason: str) -> tuple[float | None, str | None]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None, reason
+    return float(value), None

@@ -1,0 +1,267 @@
+"""Test helpers users and loadgen's own tests import: a scripted OpenAI-style streaming server.
+
+The server runs in its own process (``StreamServer``), so its timing is not disturbed by the
+client under test, and logs on the same monotonic clock (CLOCK_MONOTONIC via
+``time.perf_counter_ns``) exactly when it handed each event to the socket. ``GET /_log`` returns
+that log; tests match it to loadgen's records through the response id.
+
+Behaviour is scripted per request through a ``loadgen_test`` object in the request body (the
+profile's ``target.extra_body`` puts it there), over the server's defaults:
+
+    ttft_ms, itl_ms        delay before the first content event, and between content events
+    tokens_per_chunk       int, or a list cycled over the chunks (multi-token events)
+    role_first             chat: send a role-only delta first, as vLLM does (default true)
+    reasoning_tokens       the first N tokens are sent as ``reasoning_content``
+    fail                   "status:<code>" | "reset_after:<n>" | "malformed_after:<n>" |
+                           "garbage" | "no_done" | "stall_after:<n>" | "error_event_after:<n>"
+
+Like the simulator, this module imports nothing from the client side, so a bug shared between
+an encoder and a decoder cannot hide itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from typing import Any
+
+_WORDS = ("alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta")
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.entries: dict[str, dict] = {}
+
+
+def _event(obj: dict) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv_ns: int) -> Any:
+    from aiohttp import web
+
+    chat = request.path.endswith("/chat/completions")
+    n_out = int(body.get("max_tokens") or cfg["default_tokens"])
+    opts = body.get("stream_options") or {}
+    usage_on = bool(opts.get("include_usage"))
+    continuous = bool(opts.get("continuous_usage_stats"))
+    fail = cfg.get("fail") or ""
+    fail_kind, _, fail_arg = fail.partition(":")
+    fail_n = int(fail_arg) if fail_arg.isdigit() else 0
+    prompt = body.get("messages") if chat else body.get("prompt")
+    prompt_tokens = len(prompt) if isinstance(prompt, list) and not chat else len(json.dumps(prompt).split())
+
+    if fail_kind == "status":
+        code = int(fail_arg or 500)
+        return web.json_response({"error": {"message": f"scripted HTTP {code}", "code": code}}, status=code)
+
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-request-id": rid})
+    await resp.prepare(request)
+    entry = log.entries[rid] = {"id": rid, "recv_ns": recv_ns, "chunk_ns": [], "chunk_tokens": [],
+                                "first_token_ns": None, "end_ns": None, "prompt_tokens": prompt_tokens}
+    if fail_kind == "garbage":
+        await resp.write(b"this is not an event stream\n\n")
+        await resp.write_eof()
+        return resp
+    obj_name = "chat.completion.chunk" if chat else "text_completion"
+    base = {"id": rid, "object": obj_name, "created": int(time.time()), "model": body.get("model", "test")}
+
+    def chunk(choice: dict, usage: dict | None = None) -> bytes:
+        d = dict(base, choices=[choice] if choice else [])
+        if usage is not None:
+            d["usage"] = usage
+        return _event(d)
+
+    if chat and cfg.get("role_first", True):
+        await resp.write(chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
+                               {"prompt_tokens": prompt_tokens, "completion_tokens": 0} if continuous else None))
+    tpc = cfg.get("tokens_per_chunk", 1)
+    pattern = itertools.cycle(tpc if isinstance(tpc, list) else [tpc])
+    n_reason = int(cfg.get("reasoning_tokens", 0))
+    ttft_ns = int(cfg["ttft_ms"] * 1e6)
+    itl_ns = int(cfg["itl_ms"] * 1e6)
+    start = recv_ns + ttft_ns
+    sent = 0
+    k = 0
+    while sent < n_out:
+        if fail_kind == "reset_after" and k == fail_n:
+            sock = request.transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            request.transport.abort()
+            entry["end_ns"] = time.perf_counter_ns()
+            return resp
+        if fail_kind == "stall_after" and k == fail_n:
+            await asyncio.sleep(3600)
+        if fail_kind == "malformed_after" and k == fail_n:
+            await resp.write(b'data: {"id": "' + rid.encode() + b'", "choices": [{"delta": {"conte\n\n')
+            entry["end_ns"] = time.perf_counter_ns()
+            await resp.write_eof()
+            return resp
+        if fail_kind == "error_event_after" and k == fail_n:
+            await resp.write(_event({"error": {"message": "scripted in-stream error", "code": 500}}))
+            entry["end_ns"] = time.perf_counter_ns()
+            await resp.write_eof()
+            return resp
+        n = min(next(pattern), n_out - sent)
+        deadline = start + k * itl_ns
+        delay = deadline - time.perf_counter_ns()
+        if delay > 0:
+            await asyncio.sleep(delay / 1e9)
+        text = "".join(" " + _WORDS[(sent + j) % len(_WORDS)] for j in range(n))
+        key = "reasoning_content" if sent < n_reason else "content"
+        if chat:
+            choice = {"index": 0, "delta": {key: text}, "finish_reason": None}
+        else:
+            choice = {"index": 0, "text": text, "finish_reason": None}
+        sent += n
+        u = {"prompt_tokens": prompt_tokens, "completion_tokens": sent,
+             "total_tokens": prompt_tokens + sent} if continuous else None
+        data = chunk(choice, u)
+        # Stamped just before the bytes go to the socket: the client's timestamp of the same
+        # event can only be later, and the difference is the client's whole receive path.
+        t = time.perf_counter_ns()
+        await resp.write(data)
+        entry["chunk_ns"].append(t)
+        entry["chunk_tokens"].append(n)
+        if entry["first_token_ns"] is None:
+            entry["first_token_ns"] = t
+        k += 1
+    final = {"index": 0, "finish_reason": "length"}
+    final.update({"delta": {}} if chat else {"text": ""})
+    await resp.write(chunk(final))
+    if usage_on:
+        await resp.write(chunk({}, {"prompt_tokens": prompt_tokens, "completion_tokens": sent,
+                                    "total_tokens": prompt_tokens + sent}))
+    if fail_kind != "no_done":
+        await resp.write(b"data: [DONE]\n\n")
+    entry["end_ns"] = time.perf_counter_ns()
+    await resp.write_eof()
+    return resp
+
+
+def make_app(defaults: dict) -> Any:
+    from aiohttp import web
+
+    log = _Log()
+    counter = itertools.count()
+
+    async def completions(request: web.Request) -> Any:
+        recv_ns = time.perf_counter_ns()
+        body = await request.json()
+        cfg = dict(defaults)
+        cfg.update(body.get("loadgen_test") or {})
+        prefix = "chatcmpl" if request.path.endswith("/chat/completions") else "cmpl"
+        rid = f"{prefix}-test-{next(counter)}"
+        return await _stream(request, body, cfg, log, rid, recv_ns)
+
+    async def models(request: web.Request) -> Any:
+        return web.json_response({"object": "list", "data": [
+            {"id": defaults["model"], "object": "model", "owned_by": "loadgen-testing", "max_model_len": 32768}]})
+
+    async def get_log(request: web.Request) -> Any:
+        return web.json_response(list(log.entries.values()))
+
+    async def clear_log(request: web.Request) -> Any:
+        log.entries.clear()
+        return web.json_response({"cleared": True})
+
+    async def health(request: web.Request) -> Any:
+        return web.Response(text="ok")
+
+    app = web.Application(client_max_size=64 << 20)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/v1/chat/completions", completions)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
+    app.router.add_get("/_log", get_log)
+    app.router.add_delete("/_log", clear_log)
+    return app
+
+
+def serve(port: int = 0, host: str = "127.0.0.1", **defaults: Any) -> None:
+    """Run the test server in this process until killed; prints {"port": N} once listening."""
+    from aiohttp import web
+
+    cfg = {"ttft_ms": 50.0, "itl_ms": 10.0, "tokens_per_chunk": 1, "role_first": True,
+           "default_tokens": 16, "model": "test-model", "fail": ""}
+    cfg.update({k: v for k, v in defaults.items() if v is not None})
+    try:
+        import uvloop
+        uvloop.install()
+    except ImportError:
+        pass
+
+    async def main() -> None:
+        runner = web.AppRunner(make_app(cfg), access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, backlog=4096)
+        await site.start()
+        real = runner.addresses[0][1]
+        print(json.dumps({"port": real}), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+
+
+class StreamServer:
+    """The scripted server in a child process; ``with StreamServer(ttft_ms=50) as s: s.url``."""
+
+    def __init__(self, **defaults: Any) -> None:
+        self.defaults = defaults
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def __enter__(self) -> "StreamServer":
+        args = [sys.executable, "-m", "loadgen.testing", "--config", json.dumps(self.defaults)]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"test server failed to start: {self.proc.stderr.read()}")
+        self.url = f"http://127.0.0.1:{json.loads(line)['port']}"
+        return self
+
+    def log(self) -> dict[str, dict]:
+        import urllib.request
+
+        with urllib.request.urlopen(self.url + "/_log", timeout=10) as r:
+            return {e["id"]: e for e in json.loads(r.read())}
+
+    def clear_log(self) -> None:
+        import urllib.request
+
+        req = urllib.request.Request(self.url + "/_log", method="DELETE")
+        urllib.request.urlopen(req, timeout=10).read()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+            self.proc.stdout.close()
+            self.proc.stderr.close()
+
+
+def _main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m loadgen.testing",
+                                description="Scripted OpenAI-style streaming server for tests.")
+    p.add_argument("--port", type=int, default=0, help="port to listen on (0 = any free port)")
+    p.add_argument("--config", default="{}", help="JSON object of server defaults (ttft_ms, itl_ms, ...)")
+    a = p.parse_args(argv)
+    cfg = json.loads(a.config)
+    serve(port=a.port, **cfg)
+
+
+if __name__ == "__main__":
+    _main()

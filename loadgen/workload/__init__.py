@@ -1,0 +1,136 @@
+"""Request specs and open-loop schedules from a profile: pure and seeded.
+
+Everything is a function of (seed, request index): any process can rebuild request ``i`` without
+building the ones before it, which is what lets the runners split a schedule across workers.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadgen.profile import LoadConfig, WorkloadConfig
+from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
+from loadgen.workload.lengths import describe, sample_lengths
+from loadgen.workload.prompts import (TextPrompts, TokenIdPrompts, TokenizerLike, TokenizerPrompts,
+                                      chat_messages, load_tokenizer)
+
+__all__ = ["RequestSpec", "Workload", "build_schedule"]
+
+BLOCK = 1024
+_CACHED_BLOCKS = 64  # bounded, so a multi-hour duration run does not grow memory
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    id: int
+    prompt: str | list[int]  # the user text, or the full token-id prompt
+    messages: list[dict] | None  # chat endpoint only
+    prompt_tokens: int  # exact for token ids or a tokenizer, approximate otherwise
+    output_tokens: int  # the max_tokens to request
+
+
+class Workload:
+    """Builds ``RequestSpec`` i on demand, deterministically in (seed, i)."""
+
+    def __init__(self, cfg: WorkloadConfig, endpoint: str = "chat", prompt_format: str = "text",
+                 tokenizer_path: str | Path | None = None, *,
+                 tokenizer: TokenizerLike | None = None, vocab_size: int = 2000):
+        self.cfg = cfg
+        self.endpoint = endpoint
+        self.prompt_format = prompt_format
+        path = tokenizer_path or cfg.prompt.tokenizer
+        if tokenizer is None and path is not None and prompt_format == "text":
+            tokenizer = load_tokenizer(path)
+        if prompt_format == "token_ids":
+            self._prompts: Any = TokenIdPrompts(cfg.seed, vocab_size)
+        elif tokenizer is not None:
+            self._prompts = TokenizerPrompts(tokenizer, cfg.seed)
+        else:
+            self._prompts = TextPrompts(cfg.seed)
+        self.approximate_prompt_lengths: bool = self._prompts.approximate
+        n_sys = cfg.prompt.system_prompt_tokens
+        self._system, self._system_tokens = self._prompts.system(n_sys) if n_sys else (None, 0)
+        self._blocks: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        # A tokenizer may miss the exact target; remember what it realised for realised().
+        self._prompt_tokens: dict[int, int] = {}
+
+    def _block(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        if b in self._blocks:
+            self._blocks.move_to_end(b)
+            return self._blocks[b]
+        cfg = self.cfg
+        # Separate streams per field: changing the output distribution keeps input lengths.
+        lengths = (sample_lengths(cfg.input_tokens, BLOCK, np.random.default_rng([cfg.seed, 2, b])),
+                   sample_lengths(cfg.output_tokens, BLOCK, np.random.default_rng([cfg.seed, 3, b])))
+        self._blocks[b] = lengths
+        if len(self._blocks) > _CACHED_BLOCKS:
+            self._blocks.popitem(last=False)
+        return lengths
+
+    def lengths(self, i: int) -> tuple[int, int]:
+        """(input tokens, output tokens) sampled for request ``i``."""
+        inp, out = self._block(i // BLOCK)
+        return int(inp[i % BLOCK]), int(out[i % BLOCK])
+
+    def request(self, i: int) -> RequestSpec:
+        """Request ``i``; its input length counts the shared system prompt, if any."""
+        if i < 0:
+            raise ValueError(f"request index must be >= 0, got {i}")
+        n_in, n_out = self.lengths(i)
+        user, n_user = self._prompts.build(i, max(1, n_in - self._system_tokens))
+        total = self._system_tokens + n_user
+        messages = None
+        if self.endpoint == "chat":
+            messages = chat_messages(user, self._system)
+            prompt: str | list[int] = user
+        elif self._system is None:
+            prompt = user
+        elif isinstance(user, list):
+            prompt = self._system + user
+        else:
+            prompt = f"{self._system} {user}"
+            if isinstance(self._prompts, TokenizerPrompts):
+                total = self._prompts.count(prompt)
+        if isinstance(self._prompts, TokenizerPrompts):
+            self._prompt_tokens[i] = total
+        return RequestSpec(i, prompt, messages, total, n_out)
+
+    def take(self, n: int) -> tuple[RequestSpec, ...]:
+        """Requests 0..n-1."""
+        return tuple(self.request(i) for i in range(n))
+
+    def _expected_prompt_tokens(self, i: int, n_in: int) -> int:
+        if i in self._prompt_tokens:
+            return self._prompt_tokens[i]
+        n_user = max(1, n_in - self._system_tokens)
+        if isinstance(self._prompts, TextPrompts):
+            n_user = max(n_user, TextPrompts.prefix_words)
+        return self._system_tokens + n_user
+
+    def realised(self, ids: Iterable[int]) -> dict[str, dict]:
+        """Statistics of the prompt and output lengths of the requests actually made."""
+        pairs = [(i, *self.lengths(i)) for i in ids]
+        return {"input_tokens": describe([self._expected_prompt_tokens(i, n) for i, n, _ in pairs]),
+                "output_tokens": describe([o for _, _, o in pairs])}
+
+
+def build_schedule(load: LoadConfig, workload: WorkloadConfig) -> np.ndarray | None:
+    """Open loop: absolute send offsets (ns from run start); None for a closed loop.
+
+    ``num_requests`` plus the warm-up requests, or every offset before ``duration_s`` (counted
+    from run start, warm-up included), whichever ends first.
+    """
+    if load.rate is None:
+        return None
+    shape = (load.rate, load.arrival, load.burstiness, workload.seed)
+    n = None if workload.num_requests is None else workload.num_requests + load.warmup_requests
+    if workload.duration_s is None:
+        return arrival_offsets_ns(n, *shape)
+    offsets = offsets_until(workload.duration_s, *shape)
+    return offsets if n is None else offsets[:n]

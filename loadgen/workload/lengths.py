@@ -1,0 +1,40 @@
+"""Token-length sampling from a profile's LengthDist, and the statistics of what was drawn."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from loadgen.profile import LengthDist
+
+
+def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Draw ``n`` lengths (int64, all >= 1, clipped to the distribution's min/max)."""
+    if dist.kind == "fixed":
+        return np.full(n, dist.value, dtype=np.int64)
+    if dist.kind == "uniform":
+        return rng.integers(dist.min, dist.max, size=n, endpoint=True, dtype=np.int64)
+    if dist.kind == "empirical":
+        return rng.choice(np.asarray(dist.data, dtype=np.int64), size=n, replace=True)
+    if dist.kind == "normal":
+        raw = rng.normal(dist.mean, dist.std, size=n)
+    elif dist.kind == "lognormal":
+        # The profile gives the mean in tokens; E[lognormal] = exp(mu + sigma^2 / 2).
+        mu = np.log(dist.mean) - dist.sigma**2 / 2
+        raw = rng.lognormal(mu, dist.sigma, size=n)
+    else:
+        raise ValueError(f"unknown length distribution kind {dist.kind!r}")
+    return np.clip(np.rint(raw), dist.min, dist.max).astype(np.int64)
+
+
+def describe(values: Any) -> dict[str, float | int | None]:
+    """count, mean, std, min, p50, p90, p99, max of ``values`` (None for an empty input)."""
+    arr = np.asarray(values, dtype=np.float64).ravel()
+    if arr.size == 0:
+        return dict.fromkeys(("count", "mean", "std", "min", "p50", "p90", "p99", "max"), None) | {
+            "count": 0}
+    p50, p90, p99 = np.percentile(arr, [50, 90, 99])
+    return {"count": int(arr.size), "mean": float(arr.mean()), "std": float(arr.std()),
+            "min": float(arr.min()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
+            "max": float(arr.max())}

@@ -1,0 +1,261 @@
+"""The engine end to end against a scripted server on a real loopback socket.
+
+Every timing assertion compares loadgen's record with the server's own log of when it handed
+each event to the socket (same monotonic clock, matched by response id). The tolerances are
+stated per test; they are loose enough for a busy 2-core CI machine and tight enough that
+timestamping after parsing, or stamping the role-only chunk, would fail them.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from loadgen import load_run, records as R
+from loadgen.result import load_summary
+
+from conftest import run
+
+MS = 1e6
+
+
+def trail_ms(rec, log):
+    """How far each client chunk timestamp trails the server's send of the same event (ms)."""
+    gt = log[rec.response_id]
+    assert len(rec.chunk_times_ns) == len(gt["chunk_ns"])
+    return (np.array(rec.chunk_times_ns) - np.array(gt["chunk_ns"])) / MS
+
+
+class TestTimingAgainstServerLog:
+    def test_concurrency_1_chunks_trail_the_server_by_under_2ms(self, server, make_profile):
+        """At c=1 chunks are stamped 0-2 ms (p95; p50 under 0.5 ms) after the server sent them,
+        TTFT exceeds the server's own by under 3 ms, and ITL and TPOT match its log."""
+        res = run(make_profile(server.url, load__concurrency=1, workload__num_requests=10,
+                               workload__output_tokens=20))
+        log = server.log()
+        trails = np.concatenate([trail_ms(r, log) for r in res.records])
+        assert trails.min() >= 0.0
+        assert np.median(trails) < 0.5
+        assert np.percentile(trails, 95) < 2.0
+        itl_err = []
+        for r in res.records:
+            gt = log[r.response_id]
+            # Server-side TTFT counts from when it read the request; ours from just before we
+            # sent it, so ours is longer by the request's trip: small but never negative.
+            ours = (r.t_first_token_ns - r.t_send_ns) / MS
+            theirs = (gt["first_token_ns"] - gt["recv_ns"]) / MS
+            assert 0 <= ours - theirs < 3.0
+            assert ours >= 50.0
+            itl_err.append(np.diff(r.chunk_times_ns) / MS - np.diff(gt["chunk_ns"]) / MS)
+        itl_err = np.abs(np.concatenate(itl_err))
+        assert np.median(itl_err) < 0.5
+        assert np.percentile(itl_err, 95) < 2.0
+        tpot = res.summary["metrics"]["tpot_ms"]
+        assert tpot["count"] == 10
+        assert 9.9 < tpot["mean"] < 11.0
+
+    def test_concurrency_64_still_tracks_the_server(self, server, make_profile):
+        """At c=64 (one process, 64 streams of 10 ms tokens) chunks trail by p50 < 2 ms, p99 < 15 ms."""
+        res = run(make_profile(server.url, load__concurrency=64, workload__num_requests=128,
+                               workload__output_tokens=32))
+        assert res.summary["counts"]["ok"] == 128
+        log = server.log()
+        trails = np.concatenate([trail_ms(r, log) for r in res.records])
+        assert trails.min() >= 0.0
+        assert np.median(trails) < 2.0
+        assert np.percentile(trails, 99) < 15.0
+
+    def test_role_only_first_chunk_is_not_the_first_token(self, server, make_profile):
+        """The role-only delta arrives at once; TTFT waits for the first content (>= 50 ms)."""
+        res = run(make_profile(server.url, workload__num_requests=4))
+        ttft = res.summary["metrics"]["ttft_ms"]
+        ttfb = res.summary["metrics"]["ttfb_ms"]
+        assert ttft["min"] >= 50.0
+        assert ttfb["max"] < 40.0  # the role chunk is the first byte, well before the first token
+
+    def test_reasoning_chunks_are_timed_separately(self, server, make_profile):
+        """reasoning_content deltas are token chunks of their own kind; the answer starts later."""
+        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=10,
+                               target__extra_body={"loadgen_test": {"reasoning_tokens": 4}}))
+        for r in res.records:
+            assert len(r.reasoning_times_ns) == 4
+            assert r.t_first_token_ns == r.reasoning_times_ns[0]
+            assert r.t_first_content_ns == r.chunk_times_ns[4]
+        assert res.summary["metrics"]["reasoning"]["requests"] == 2
+
+
+class TestTokenCounting:
+    def test_multi_token_chunks_counted_from_continuous_usage(self, server, make_profile):
+        """Events carrying 1, 3, 2 tokens are counted as such when the server reports usage per chunk."""
+        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=12,
+                               target__continuous_usage_stats=True,
+                               target__extra_body={"loadgen_test": {"tokens_per_chunk": [1, 3, 2]}}))
+        for r in res.records:
+            assert r.chunk_tokens == [1, 3, 2, 1, 3, 2]
+            assert r.output_tokens == 12
+            assert r.token_source == "continuous_usage"
+        # 12 tokens over 6 chunks: TPOT spreads the 5 gaps over 11 tokens, not 5.
+        r = res.records[0]
+        assert res.frame().loc[0, "tpot_ms"] == pytest.approx(
+            (r.chunk_times_ns[-1] - r.t_first_token_ns) / 11 / MS)
+
+    def test_final_usage_gives_output_tokens_when_chunks_merge(self, server, make_profile):
+        """Without per-chunk usage, the final usage block still gives the true output length."""
+        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=12,
+                               target__extra_body={"loadgen_test": {"tokens_per_chunk": 3}}))
+        for r in res.records:
+            assert len(r.chunk_times_ns) == 4
+            assert r.output_tokens == 12
+            assert r.token_source == "usage"
+
+    def test_requested_and_realised_lengths_are_recorded(self, server, make_profile):
+        """Each record keeps what was asked (max_tokens) and what the server produced."""
+        res = run(make_profile(server.url, workload__num_requests=3, workload__output_tokens=7))
+        assert [(r.requested_output_tokens, r.output_tokens) for r in res.records] == [(7, 7)] * 3
+        assert all(r.prompt_tokens_source == "usage" for r in res.records)
+
+
+class TestFailures:
+    @pytest.mark.parametrize("fail,cls", [
+        ("status:500", "http_500"), ("status:429", "http_429"), ("reset_after:3", R.READ),
+        ("malformed_after:2", R.MALFORMED), ("garbage", R.MALFORMED), ("no_done", R.NO_DONE),
+        ("error_event_after:2", R.SERVER_ERROR_EVENT),
+    ])
+    def test_each_failure_costs_only_its_request(self, server, make_profile, fail, cls):
+        """Every scripted failure is classified, counted, and the run carries on to the end."""
+        res = run(make_profile(server.url, workload__num_requests=4,
+                               target__extra_body={"loadgen_test": {"fail": fail}}))
+        c = res.summary["counts"]
+        assert (c["sent"], c["ok"], c["failed"], c["cancelled"]) == (4, 0, 4, 0)
+        assert c["errors_by_class"] == {cls: 4}
+        assert c["error_rate"] == 1.0
+        assert all(r.t_end_ns is not None and r.error_message for r in res.records)
+
+    def test_stalled_stream_times_out(self, server, make_profile):
+        """A server that stops mid-stream costs that request a `timeout` after timeout_s."""
+        res = run(make_profile(server.url, workload__num_requests=2, target__timeout_s=0.5,
+                               target__extra_body={"loadgen_test": {"fail": "stall_after:2"}}))
+        assert res.summary["counts"]["errors_by_class"] == {R.TIMEOUT: 2}
+        for r in res.records:
+            assert 0.5 <= (r.t_end_ns - r.t_send_ns) / 1e9 < 1.5
+            assert len(r.chunk_times_ns) == 2
+
+    def test_connection_refused_is_a_clear_error_before_the_load(self, make_profile):
+        """An unreachable target fails the run up front with a message naming the URL."""
+        from loadgen.api import RunError
+
+        with pytest.raises(RunError, match=r"cannot reach http://127.0.0.1:9/v1/models"):
+            run(make_profile("http://127.0.0.1:9"))
+
+
+class TestDriver:
+    def test_open_loop_follows_the_seeded_schedule(self, server, make_profile):
+        """Each request is stamped with its absolute deadline and sent within 0.5 ms of it (p50),
+        2 ms (p95)."""
+        from loadgen.workload import build_schedule
+
+        p = make_profile(server.url, load__rate=50.0, load__concurrency=None, workload__num_requests=40)
+        res = run(p)
+        offsets = build_schedule(p.load, p.workload)
+        recs = sorted(res.records, key=lambda r: r.id)
+        t0 = recs[0].t_sched_ns - int(offsets[0])
+        assert [r.t_sched_ns - t0 for r in recs] == [int(o) for o in offsets[:40]]
+        lag = np.array([r.t_send_ns - r.t_sched_ns for r in recs]) / MS
+        assert lag.min() >= 0 and np.median(lag) < 0.5 and np.percentile(lag, 95) < 2.0
+
+    def test_concurrency_cap_wait_shows_as_client_lag(self, server, make_profile):
+        """With 1 slot and 100 req/s offered, requests queue behind the cap: lag grows, not hides."""
+        res = run(make_profile(server.url, load__rate=100.0, load__concurrency=None,
+                               load__max_concurrency=1, load__arrival="constant",
+                               workload__num_requests=5))
+        lag = [(r.t_send_ns - r.t_sched_ns) / MS for r in sorted(res.records, key=lambda r: r.id)]
+        assert lag[0] < 2.0
+        assert lag[-1] > 300.0  # ~ 4 x 130 ms of service minus 4 x 10 ms of schedule
+
+    def test_warmup_requests_are_recorded_but_excluded(self, server, make_profile):
+        """Warm-up requests appear in requests.jsonl flagged, and in no statistic."""
+        res = run(make_profile(server.url, workload__num_requests=6, load__warmup_requests=2))
+        assert sum(r.warmup for r in res.records) == 2
+        assert res.summary["counts"]["sent"] == 6
+        assert res.summary["counts"]["warmup"] == 2
+        assert res.summary["metrics"]["ttft_ms"]["count"] == 6
+
+    def test_duration_stops_dispatch(self, server, make_profile):
+        """A 0.5 s duration at c=2 sends only what fits (each request ~120 ms), then drains."""
+        res = run(make_profile(server.url, workload__num_requests=None, workload__duration_s=0.5))
+        n = len(res.records)
+        assert 6 <= n <= 12
+        assert res.summary["counts"]["ok"] == n
+
+    def test_stop_cancels_in_flight_and_still_writes_everything(self, server, make_profile):
+        """Setting the stop event mid-run cancels in-flight requests, records them as
+        cancelled, and writes a summary consistent with requests.jsonl."""
+        import asyncio
+
+        from loadgen import api
+
+        p = make_profile(server.url, workload__num_requests=1000, load__concurrency=4,
+                         workload__output_tokens=50)
+
+        async def main():
+            stop = asyncio.Event()
+            asyncio.get_running_loop().call_later(0.9, stop.set)
+            return await api.run_async(p, stop=stop)
+
+        res = asyncio.run(main())
+        c = res.summary["counts"]
+        assert res.summary["interrupted"] is True
+        assert c["cancelled"] == 4
+        assert c["ok"] >= 4
+        assert c["sent"] == c["ok"] + c["failed"] + c["cancelled"] == len(res.records)
+        lines = (res.run_dir / "requests.jsonl").read_text().splitlines()
+        assert len(lines) == c["sent"]
+
+
+class TestResultFiles:
+    def test_summary_and_requests_agree(self, server, make_profile):
+        """summary.json has every documented field and its counts match requests.jsonl."""
+        res = run(make_profile(server.url, workload__num_requests=10, load__warmup_requests=2,
+                               sla__ttft_ms=1000.0, sla__rules=["p99 ttft_ms < 1000"],
+                               labels={"gpu": "none"}))
+        s = load_summary(res.run_dir)
+        for key in ("schema_version", "run_id", "started_at", "ended_at", "conditions", "counts",
+                    "window", "metrics", "sla"):
+            assert key in s
+        for key in ("target", "server", "profile", "seed", "client", "host", "labels"):
+            assert key in s["conditions"]
+        for key in ("ttft_ms", "ttfb_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms",
+                    "client_lag_ms", "request_throughput_rps", "input_tokens_per_s",
+                    "output_tokens_per_s", "total_tokens_per_s", "mean_concurrency",
+                    "littles_law", "goodput"):
+            assert key in s["metrics"]
+        assert s["conditions"]["labels"] == {"gpu": "none"}
+        assert s["conditions"]["server"]["models"]["data"][0]["id"] == "test-model"
+        assert s["sla"]["verdict"] == "pass"
+        df = load_run(res.run_dir)
+        assert len(df) == 12
+        assert int((~df["warmup"]).sum()) == s["counts"]["sent"] == 10
+        assert int(df["ok"].sum()) == 12
+        lines = [json.loads(x) for x in (res.run_dir / "requests.jsonl").read_text().splitlines()]
+        for field in ("id", "warmup", "ok", "error_class", "http_status", "response_id", "t_sched_ns",
+                      "t_send_ns", "t_first_byte_ns", "t_first_token_ns", "t_end_ns", "chunk_times_ns",
+                      "chunk_tokens", "prompt_tokens", "output_tokens", "requested_output_tokens"):
+            assert field in lines[0]
+
+    def test_secrets_never_reach_result_files(self, server, make_profile, tmp_path):
+        """The API key, credentials in the URL and secret headers are absent from every file."""
+        secret = "sk-test-SECRET-0123456789"
+        p = make_profile(server.url, workload__num_requests=2,
+                         target__headers={"X-Api-Key": "HEADERSECRET", "X-Trace": "visible"})
+        res = run(p, api_key=secret)
+        text = "".join(f.read_text() for f in res.run_dir.iterdir())
+        for s in (secret, "HEADERSECRET"):
+            assert s not in text
+        assert "visible" in text
+        res = run(make_profile(server.url.replace("http://", "http://user:hunter2pass@"),
+                               workload__num_requests=2))
+        text = "".join(f.read_text() for f in res.run_dir.iterdir())
+        assert res.summary["counts"]["ok"] == 2
+        assert "hunter2pass" not in text and "http://***@127.0.0.1" in text
