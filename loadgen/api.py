@@ -303,5 +303,4 @@ def _start_simulator(profile: Profile, run_dir: Path) -> Any:
     except SimConfigError as exc:
         raise RunError(str(exc)) from None
     with SimProcess(config, ground_truth_path=run_dir / GROUND_TRUTH) as sim:
-        sim.config = config
         yield sim
