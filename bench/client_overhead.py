@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=512)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--variants", default="aiohttp/uvloop,httpx/uvloop,aiohttp/asyncio,httpx/asyncio")
+    ap.add_argument("--variants", default="httptools/uvloop,aiohttp/uvloop,httpx/uvloop,httptools/asyncio,aiohttp/asyncio")
     a = ap.parse_args()
     variants = [tuple(v.split("/")) for v in a.variants.split(",")]
     results: dict[tuple, list] = {v: [] for v in variants}

@@ -7,20 +7,18 @@ import time
 
 now_ns = time.perf_counter_ns
 
-# asyncio timers fire late by up to a scheduler tick; sleeping to within this margin and then
-# yielding (not spinning) keeps the send within ~0.1 ms of its deadline without burning a core.
-_COARSE_MARGIN_NS = 1_000_000
+# Event-loop timers wait in whole milliseconds (epoll's timeout unit), so a timer sleep can
+# overshoot by up to 1 ms. Sleep on a timer until this margin before the deadline, then yield to
+# other tasks in zero-length sleeps until it arrives: the send lands within tens of microseconds
+# of its deadline, at the cost of at most this much busy-yielding per request.
+_SPIN_NS = 1_200_000
 
 
 async def sleep_until(deadline_ns: int) -> int:
     """Sleep until ``deadline_ns`` on the ``now_ns`` clock; return how late we woke (ns, >= 0)."""
     remaining = deadline_ns - now_ns()
-    if remaining > _COARSE_MARGIN_NS:
-        await asyncio.sleep((remaining - _COARSE_MARGIN_NS) / 1e9)
-    while (remaining := deadline_ns - now_ns()) > 0:
-        # Short final approach: zero-length sleeps let other tasks run while we wait.
-        if remaining > 200_000:
-            await asyncio.sleep(remaining / 2e9)
-        else:
-            await asyncio.sleep(0)
-    return max(0, now_ns() - deadline_ns)
+    if remaining > _SPIN_NS:
+        await asyncio.sleep((remaining - _SPIN_NS) / 1e9)
+    while now_ns() < deadline_ns:
+        await asyncio.sleep(0)
+    return now_ns() - deadline_ns

@@ -73,8 +73,9 @@ async def drive(specs: SpecSource, backend: Backend, opts: DriveOptions,
         if on_record is not None:
             on_record(rec)
 
-    async def one(i: int, t_sched: int) -> None:
-        spec = specs.request(i)
+    async def one(i: int, t_sched: int, spec: Any = None) -> None:
+        if spec is None:
+            spec = specs.request(i)
         rec = RequestRecord(id=i, warmup=i < opts.warmup_requests, t_sched_ns=t_sched,
                             t_send_ns=0, requested_output_tokens=spec.output_tokens,
                             requested_prompt_tokens=spec.prompt_tokens)
@@ -113,14 +114,16 @@ async def drive(specs: SpecSource, backend: Backend, opts: DriveOptions,
             deadline = t0 + int(off)
             if end_ns is not None and deadline >= end_ns:
                 break
+            spec = specs.request(i)  # built before the deadline, so it costs no lag
             res.wake_late_ns.append(await sleep_until(deadline))
             if sem is not None:
                 await sem.acquire()
-            task = asyncio.create_task(one(i, deadline))
+            task = asyncio.create_task(one(i, deadline, spec))
             in_flight.add(task)
             task.add_done_callback(in_flight.discard)
             if sem is not None:
                 task.add_done_callback(lambda _t: sem.release())
+            await asyncio.sleep(0)  # let it send now, before the next spec is built
         while in_flight:
             await asyncio.gather(*list(in_flight), return_exceptions=True)
 

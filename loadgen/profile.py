@@ -175,7 +175,9 @@ class TargetConfig(_Model):
     include_usage: bool = True
     continuous_usage_stats: bool = False
     prompt_format: Literal["text", "token_ids"] = "text"
-    transport: Literal["httpx", "aiohttp"] = "aiohttp"
+    # HTTP client: httptools (asyncio Protocol over llhttp, the cheapest per streamed token),
+    # aiohttp, or httpx; bench/client_overhead.py measures them against each other.
+    transport: Literal["httptools", "aiohttp", "httpx"] = "httptools"
     timeout_s: float = Field(600.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
     read_timeout_s: float = Field(120.0, gt=0)

@@ -19,6 +19,7 @@ from loadgen.result import load_summary
 from conftest import run
 
 MS = 1e6
+TRANSPORTS = ("httptools", "aiohttp", "httpx")
 
 
 def trail_ms(rec, log):
@@ -123,9 +124,11 @@ class TestFailures:
         ("malformed_after:2", R.MALFORMED), ("garbage", R.MALFORMED), ("no_done", R.NO_DONE),
         ("error_event_after:2", R.SERVER_ERROR_EVENT),
     ])
-    def test_each_failure_costs_only_its_request(self, server, make_profile, fail, cls):
-        """Every scripted failure is classified, counted, and the run carries on to the end."""
-        res = run(make_profile(server.url, workload__num_requests=4,
+    @pytest.mark.parametrize("transport", TRANSPORTS)
+    def test_each_failure_costs_only_its_request(self, server, make_profile, fail, cls, transport):
+        """Every scripted failure is classified, counted, and the run carries on to the end,
+        whichever HTTP transport carries it."""
+        res = run(make_profile(server.url, workload__num_requests=4, target__transport=transport,
                                target__extra_body={"loadgen_test": {"fail": fail}}))
         c = res.summary["counts"]
         assert (c["sent"], c["ok"], c["failed"], c["cancelled"]) == (4, 0, 4, 0)
@@ -133,21 +136,34 @@ class TestFailures:
         assert c["error_rate"] == 1.0
         assert all(r.t_end_ns is not None and r.error_message for r in res.records)
 
-    def test_stalled_stream_times_out(self, server, make_profile):
+    @pytest.mark.parametrize("transport", TRANSPORTS)
+    def test_stalled_stream_times_out(self, server, make_profile, transport):
         """A server that stops mid-stream costs that request a `timeout` after timeout_s."""
         res = run(make_profile(server.url, workload__num_requests=2, target__timeout_s=0.5,
+                               target__transport=transport,
                                target__extra_body={"loadgen_test": {"fail": "stall_after:2"}}))
         assert res.summary["counts"]["errors_by_class"] == {R.TIMEOUT: 2}
         for r in res.records:
             assert 0.5 <= (r.t_end_ns - r.t_send_ns) / 1e9 < 1.5
             assert len(r.chunk_times_ns) == 2
 
-    def test_connection_refused_is_a_clear_error_before_the_load(self, make_profile):
+    @pytest.mark.parametrize("transport", TRANSPORTS)
+    def test_connection_refused_is_a_clear_error_before_the_load(self, make_profile, transport):
         """An unreachable target fails the run up front with a message naming the URL."""
         from loadgen.api import RunError
 
-        with pytest.raises(RunError, match=r"cannot reach http://127.0.0.1:9/v1/models"):
-            run(make_profile("http://127.0.0.1:9"))
+        with pytest.raises(RunError, match=r"cannot reach http://127.0.0.1:9/v1/models \(connect"):
+            run(make_profile("http://127.0.0.1:9", target__transport=transport))
+
+    @pytest.mark.parametrize("transport", TRANSPORTS)
+    def test_read_timeout_between_bytes(self, server, make_profile, transport):
+        """A stream silent for longer than read_timeout_s fails as `timeout` well before timeout_s."""
+        res = run(make_profile(server.url, workload__num_requests=2, target__read_timeout_s=0.5,
+                               target__timeout_s=30.0, target__transport=transport,
+                               target__extra_body={"loadgen_test": {"fail": "stall_after:1"}}))
+        assert res.summary["counts"]["errors_by_class"] == {R.TIMEOUT: 2}
+        for r in res.records:
+            assert 0.5 <= (r.t_end_ns - r.t_send_ns) / 1e9 < 2.0
 
 
 class TestDriver:

@@ -76,6 +76,7 @@ class OpenAIBackend:
     async def send(self, spec: Any, rec: R.RequestRecord) -> None:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
         payload = orjson.dumps(self.body(spec))
+        stream = _Stream(rec, self._chat, self.live, self._count_tokens is not None)
         task = asyncio.current_task()
         timed_out = False
 
@@ -87,8 +88,8 @@ class OpenAIBackend:
         handle = asyncio.get_running_loop().call_later(self.opts.timeout_s, expire)
         try:
             rec.t_send_ns = now_ns()
-            async with self.transport.stream_post(self._path, payload) as resp:
-                await self._consume(resp, rec)
+            await self.transport.post_stream(self._path, payload, stream)
+            stream.finish(now_ns())
         except asyncio.CancelledError:
             if not timed_out:
                 _fail(rec, R.CANCELLED, "the run stopped while this request was in flight")
@@ -97,114 +98,16 @@ class OpenAIBackend:
                 task.uncancel()
             _fail(rec, R.TIMEOUT, f"no complete response within timeout_s={self.opts.timeout_s}")
         except Exception as exc:  # noqa: BLE001 - a failing server costs one request, never the run
-            cls, msg = self.transport.classify(exc)
-            _fail(rec, cls, msg)
+            if rec.error_class is None:
+                cls, msg = self.transport.classify(exc)
+                _fail(rec, cls, msg)
         finally:
             handle.cancel()
         if rec.ok:
+            if stream.texts is not None and rec.token_source != "continuous_usage":
+                rec.chunk_tokens[:] = [max(1, self._count_tokens(s)) for s in stream.texts]
+                rec.token_source = "tokenizer"
             self._finish_counts(rec, spec)
-
-    async def _consume(self, resp: Any, rec: R.RequestRecord) -> None:
-        rec.http_status = resp.status
-        rid = resp.headers.get("x-request-id")
-        if resp.status != 200:
-            body = b""
-            async for chunk in resp.chunks:
-                if rec.t_first_byte_ns is None:
-                    rec.t_first_byte_ns = now_ns()
-                body += chunk
-                if len(body) > _ERROR_BODY_LIMIT:
-                    break
-            rec.response_id = rid
-            _fail(rec, R.http_error_class(resp.status), _error_text(body))
-            return
-
-        dec = SSEDecoder()
-        loads = orjson.loads
-        chat = self._chat
-        live = self.live
-        times = rec.chunk_times_ns
-        counts = rec.chunk_tokens
-        usage = None
-        prev_completion = 0
-        continuous = False
-        done = False
-        texts: list[str] | None = [] if self._count_tokens is not None else None
-        async for raw in resp.chunks:
-            t = now_ns()
-            if rec.t_first_byte_ns is None:
-                rec.t_first_byte_ns = t
-            for data in dec.feed(raw):
-                if data == b"[DONE]":
-                    done = True
-                    continue
-                try:
-                    obj = loads(data)
-                    choices = obj.get("choices")
-                except (orjson.JSONDecodeError, AttributeError):
-                    rec.response_id = rec.response_id or rid
-                    _fail(rec, R.MALFORMED, f"unparseable event: {data[:120]!r}")
-                    return
-                if rec.response_id is None:
-                    rec.response_id = obj.get("id") or rid
-                u = obj.get("usage")
-                if choices:
-                    c = choices[0]
-                    if chat:
-                        d = c.get("delta") or {}
-                        text = d.get("content")
-                        reasoning = d.get("reasoning_content") or d.get("reasoning")
-                    else:
-                        text = c.get("text")
-                        reasoning = None
-                    if text or reasoning:
-                        n = 1
-                        if u and "completion_tokens" in u:
-                            # continuous_usage_stats: the cumulative count says how many tokens
-                            # this event really carried (speculative decoding, merged steps).
-                            n = u["completion_tokens"] - prev_completion
-                            prev_completion = u["completion_tokens"]
-                            continuous = True
-                            if n < 1:
-                                n = 1
-                        times.append(t)
-                        counts.append(n)
-                        live.tokens += n
-                        if rec.t_first_token_ns is None:
-                            rec.t_first_token_ns = t
-                        if reasoning:
-                            rec.reasoning_times_ns.append(t)
-                            rec.reasoning_tokens.append(n)
-                        elif rec.t_first_content_ns is None:
-                            rec.t_first_content_ns = t
-                        if texts is not None:
-                            texts.append(text or reasoning)
-                elif "error" in obj:
-                    _fail(rec, R.SERVER_ERROR_EVENT, _error_text(data))
-                    return
-                if u:
-                    usage = u
-        rec.t_end_ns = now_ns()
-        if not done:
-            for data in dec.flush():
-                done = done or data == b"[DONE]"
-        if not done:
-            if dec.junk and not times:
-                _fail(rec, R.MALFORMED, f"response is not an SSE stream: {(dec.junk_sample or dec.pending[:120])!r}")
-            else:
-                _fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
-            return
-        rec.ok = True
-        if usage:
-            rec.output_tokens = usage.get("completion_tokens")
-            rec.prompt_tokens = usage.get("prompt_tokens")
-        if continuous:
-            rec.token_source = "continuous_usage"
-        elif texts is not None and self._count_tokens is not None:
-            counts[:] = [max(1, self._count_tokens(s)) for s in texts]
-            rec.token_source = "tokenizer"
-        elif usage and rec.output_tokens is not None:
-            rec.token_source = "usage"
 
     @staticmethod
     def _finish_counts(rec: R.RequestRecord, spec: Any) -> None:
@@ -216,12 +119,127 @@ class OpenAIBackend:
             rec.prompt_tokens_source = "usage"
 
 
-def _fail(rec: R.RequestRecord, cls: str, message: str) -> None:
+class _Stream:
+    """Push-style consumer of one response: the transport calls ``head`` then ``feed`` per read
+    (with the read's arrival time); ``finish`` when the body is complete."""
+
+    __slots__ = ("rec", "chat", "live", "dec", "error_body", "done", "usage", "prev_completion",
+                 "continuous", "texts", "rid")
+
+    def __init__(self, rec: R.RequestRecord, chat: bool, live: Live, keep_texts: bool) -> None:
+        self.rec = rec
+        self.chat = chat
+        self.live = live
+        self.dec = SSEDecoder()
+        self.error_body: bytes | None = None
+        self.done = False
+        self.usage: dict | None = None
+        self.prev_completion = 0
+        self.continuous = False
+        self.texts: list[str] | None = [] if keep_texts else None
+        self.rid: str | None = None
+
+    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
+        rec = self.rec
+        rec.http_status = status
+        rec.t_first_byte_ns = t_ns
+        self.rid = headers.get("x-request-id")
+        if status != 200:
+            self.error_body = b""
+
+    def feed(self, t: int, raw: bytes) -> bool:
+        rec = self.rec
+        if self.error_body is not None:
+            self.error_body += raw
+            return len(self.error_body) <= _ERROR_BODY_LIMIT
+        loads = orjson.loads
+        for data in self.dec.feed(raw):
+            if data == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                obj = loads(data)
+                choices = obj.get("choices")
+            except (orjson.JSONDecodeError, AttributeError):
+                _fail(rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)
+                return False
+            if rec.response_id is None:
+                rec.response_id = obj.get("id") or self.rid
+            u = obj.get("usage")
+            if choices:
+                c = choices[0]
+                if self.chat:
+                    d = c.get("delta") or {}
+                    text = d.get("content")
+                    reasoning = d.get("reasoning_content") or d.get("reasoning")
+                else:
+                    text = c.get("text")
+                    reasoning = None
+                if text or reasoning:
+                    n = 1
+                    if u and "completion_tokens" in u:
+                        # continuous_usage_stats: the cumulative count says how many tokens
+                        # this event really carried (speculative decoding, merged steps).
+                        n = u["completion_tokens"] - self.prev_completion
+                        self.prev_completion = u["completion_tokens"]
+                        self.continuous = True
+                        if n < 1:
+                            n = 1
+                    rec.chunk_times_ns.append(t)
+                    rec.chunk_tokens.append(n)
+                    self.live.tokens += n
+                    if rec.t_first_token_ns is None:
+                        rec.t_first_token_ns = t
+                    if reasoning:
+                        rec.reasoning_times_ns.append(t)
+                        rec.reasoning_tokens.append(n)
+                    elif rec.t_first_content_ns is None:
+                        rec.t_first_content_ns = t
+                    if self.texts is not None:
+                        self.texts.append(text or reasoning)
+            elif "error" in obj:
+                _fail(rec, R.SERVER_ERROR_EVENT, _error_text(data), t)
+                return False
+            if u:
+                self.usage = u
+        return True
+
+    def finish(self, t_end: int) -> None:
+        rec = self.rec
+        if rec.error_class is not None:
+            return
+        rec.t_end_ns = t_end
+        if rec.response_id is None:
+            rec.response_id = self.rid
+        if self.error_body is not None:
+            _fail(rec, R.http_error_class(rec.http_status), _error_text(self.error_body))
+            return
+        if not self.done:
+            self.done = any(d == b"[DONE]" for d in self.dec.flush())
+        if not self.done:
+            if self.dec.junk and not rec.chunk_times_ns:
+                sample = self.dec.junk_sample or self.dec.pending[:120]
+                _fail(rec, R.MALFORMED, f"response is not an SSE stream: {sample!r}")
+            else:
+                _fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
+            return
+        rec.ok = True
+        usage = self.usage
+        if usage:
+            rec.output_tokens = usage.get("completion_tokens")
+            rec.prompt_tokens = usage.get("prompt_tokens")
+        if self.continuous:
+            rec.token_source = "continuous_usage"
+        elif usage and rec.output_tokens is not None:
+            rec.token_source = "usage"
+
+
+def _fail(rec: R.RequestRecord, cls: str, message: str, t_ns: int | None = None) -> None:
     rec.ok = False
     rec.error_class = cls
     rec.error_message = message
     if rec.t_end_ns is None:
-        rec.t_end_ns = now_ns()
+        rec.t_end_ns = t_ns or now_ns()
 
 
 def _error_text(body: bytes) -> str:

@@ -1,21 +1,27 @@
 """HTTP transports: the one seam between a protocol adapter and the bytes on the socket.
 
-A transport opens a streaming POST and hands back the status, the headers and an async
-iterator of raw body bytes exactly as they came off the socket (no decompression, no line
-splitting), so the adapter can timestamp each read before it does anything else. It also
-maps its library's exceptions to loadgen's error classes. Both libraries share one client per
-run, with pool limits and timeouts set from the load instead of their defaults (httpx caps the
-pool at 100 connections and times out after 5 s, which silently queues a c=256 run).
+A transport sends one POST and pushes the response into a ``Consumer``: ``head`` once with the
+status and headers, then ``feed`` with every read's bytes exactly as they left the HTTP layer
+(de-chunked, never decompressed or split into lines) and the ``perf_counter_ns`` at which that
+read returned. Timestamps are taken by the transport, as close to the socket as it can get,
+before the adapter parses anything. Each transport maps its own exceptions to loadgen's error
+classes, and shares one connection pool per run with limits and timeouts set from the load, not
+the libraries' defaults (httpx caps its pool at 100 and times out after 5 s, which would
+silently queue a c=256 run).
+
+Three implementations: ``httptools`` (an asyncio Protocol over the C parser uvicorn uses;
+timestamps inside ``data_received`` and needs no task wake-up per read), ``aiohttp`` and
+``httpx``. ``bench/client_overhead.py`` measures them against each other.
 """
 
 from __future__ import annotations
 
 import asyncio
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import AsyncIterator, Mapping, Protocol
+from typing import Mapping, Protocol
 
 from loadgen import records as R
+from loadgen.clock import now_ns
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,15 +33,16 @@ class TransportOptions:
     read_timeout_s: float
 
 
-@dataclass(slots=True)
-class StreamResponse:
-    status: int
-    headers: Mapping[str, str]
-    chunks: AsyncIterator[bytes]
+class Consumer(Protocol):
+    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None: ...
+
+    def feed(self, t_ns: int, data: bytes) -> bool:
+        """Take one read's body bytes; return False to stop reading (the stream is beyond use)."""
+        ...
 
 
 class Transport(Protocol):
-    def stream_post(self, path: str, body: bytes) -> "AsyncIterator[StreamResponse]": ...
+    async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None: ...
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]: ...
     def classify(self, exc: BaseException) -> tuple[str, str]: ...
     async def aclose(self) -> None: ...
@@ -65,10 +72,12 @@ class HttpxTransport:
             trust_env=False,
         )
 
-    @asynccontextmanager
-    async def stream_post(self, path: str, body: bytes) -> AsyncIterator[StreamResponse]:
+    async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
         async with self._client.stream("POST", path, content=body) as resp:
-            yield StreamResponse(resp.status_code, resp.headers, resp.aiter_raw())
+            consumer.head(resp.status_code, resp.headers, now_ns())
+            async for raw in resp.aiter_raw():
+                if not consumer.feed(now_ns(), raw):
+                    return
 
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
         resp = await self._client.get(path, timeout=timeout_s)
@@ -82,7 +91,7 @@ class HttpxTransport:
             return R.TIMEOUT, _describe(exc)
         if isinstance(exc, (httpx.ReadError, httpx.RemoteProtocolError, httpx.WriteError)):
             return R.READ, _describe(exc)
-        return _classify_common(exc)
+        return classify_common(exc)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -106,10 +115,13 @@ class AiohttpTransport:
             trust_env=False,
         )
 
-    @asynccontextmanager
-    async def stream_post(self, path: str, body: bytes) -> AsyncIterator[StreamResponse]:
+    async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
         async with self._session.post(self._base + path, data=body) as resp:
-            yield StreamResponse(resp.status, resp.headers, resp.content.iter_any())
+            consumer.head(resp.status, resp.headers, now_ns())
+            read = resp.content.readany
+            while raw := await read():
+                if not consumer.feed(now_ns(), raw):
+                    return
 
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
         t = self._aiohttp.ClientTimeout(total=timeout_s)
@@ -125,19 +137,39 @@ class AiohttpTransport:
         if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
                             aiohttp.ClientOSError, aiohttp.ClientResponseError)):
             return R.READ, _describe(exc)
-        return _classify_common(exc)
+        return classify_common(exc)
 
     async def aclose(self) -> None:
         await self._session.close()
 
 
-def _classify_common(exc: BaseException) -> tuple[str, str]:
-    if isinstance(exc, (ConnectionRefusedError, ConnectionAbortedError)):
+class ConnectFailed(Exception):
+    """The TCP (or TLS) connection could not be opened in time."""
+
+
+class ReadTimedOut(Exception):
+    """No byte arrived for read_timeout_s."""
+
+
+class BadHTTP(Exception):
+    """The bytes were not a valid HTTP/1.1 response."""
+
+
+class StreamBroken(Exception):
+    """The connection closed before the response was complete."""
+
+
+def classify_common(exc: BaseException) -> tuple[str, str]:
+    if isinstance(exc, (ConnectFailed, ConnectionRefusedError, ConnectionAbortedError)):
         return R.CONNECT, _describe(exc)
-    if isinstance(exc, (ConnectionResetError, BrokenPipeError, EOFError)):
+    if isinstance(exc, BadHTTP):
+        return R.MALFORMED, _describe(exc)
+    if isinstance(exc, (StreamBroken, ConnectionResetError, BrokenPipeError, EOFError)):
         return R.READ, _describe(exc)
-    if isinstance(exc, TimeoutError):
+    if isinstance(exc, (ReadTimedOut, TimeoutError, asyncio.TimeoutError)):
         return R.TIMEOUT, _describe(exc)
+    if isinstance(exc, OSError):
+        return R.CONNECT, _describe(exc)
     return R.CLIENT, _describe(exc)
 
 
@@ -146,7 +178,13 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
-TRANSPORTS = {"httpx": HttpxTransport, "aiohttp": AiohttpTransport}
+def _httptools_transport(opts: TransportOptions) -> Transport:
+    from loadgen.backends.rawhttp import HttptoolsTransport
+
+    return HttptoolsTransport(opts)
+
+
+TRANSPORTS = {"httptools": _httptools_transport, "aiohttp": AiohttpTransport, "httpx": HttpxTransport}
 
 
 def make_transport(kind: str, opts: TransportOptions) -> Transport:

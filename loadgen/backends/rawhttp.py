@@ -1,0 +1,230 @@
+"""The ``httptools`` transport: HTTP/1.1 keep-alive connections as asyncio Protocols.
+
+Why a third transport: with aiohttp or httpx every read wakes a task through a stream reader,
+and that machinery, not the measuring, is most of a client's CPU per streamed token. Here the
+read is stamped inside ``data_received`` (the earliest point Python sees the bytes), parsed by
+httptools (llhttp, the C parser uvicorn uses; no HTTP parsing is written here) and pushed
+straight into the consumer, with no wake-up in between. What is ours is a plain keep-alive pool:
+idle connections are reused, broken ones dropped, and a watchdog enforces the read timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from typing import Mapping
+from urllib.parse import urlsplit
+
+import httptools
+
+from loadgen.backends.transports import (BadHTTP, ConnectFailed, Consumer, ReadTimedOut,
+                                         StreamBroken, TransportOptions, classify_common)
+from loadgen.clock import now_ns
+
+_WATCHDOG_S = 0.25
+
+
+class _Conn(asyncio.Protocol):
+    """One connection, one request at a time."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.busy = False
+        self.last_io_ns = 0
+        self._consumer: Consumer | None = None
+        self._parser: httptools.HttpResponseParser | None = None
+        self._waiter: asyncio.Future | None = None
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._t = 0
+        self._complete = False
+        self._stopped = False
+        self.got_bytes = False
+
+    # -- driving a request
+    def start(self, request: bytes, consumer: Consumer) -> asyncio.Future:
+        self._consumer = consumer
+        self._parser = httptools.HttpResponseParser(self)
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._headers = {}
+        self._complete = self._stopped = self.got_bytes = False
+        self.busy = True
+        self.last_io_ns = now_ns()
+        self.transport.write(request)
+        return self._waiter
+
+    def fail(self, exc: BaseException) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(exc)
+        self.abort()
+
+    def abort(self) -> None:
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
+    # -- asyncio.Protocol
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        t = self._t = self.last_io_ns = now_ns()
+        if self._parser is None or self._stopped:
+            return
+        self.got_bytes = True
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.fail(BadHTTP(f"invalid HTTP response: {exc}"))
+            return
+        if self._body:
+            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+            self._body.clear()
+            if not self._consumer.feed(t, body):
+                self._stopped = True
+                self._done(reuse=False)
+                return
+        if self._complete:
+            self._done(reuse=self._parser.should_keep_alive())
+
+    def eof_received(self) -> bool:
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(StreamBroken(
+                f"connection closed before the response was complete ({exc or 'EOF'})"))
+
+    # -- httptools callbacks (called from inside feed_data)
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self._consumer.head(self._parser.get_status_code(), self._headers, self._t)
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        self._complete = True
+
+    def _done(self, reuse: bool) -> None:
+        self.busy = False
+        if not reuse:
+            self.abort()
+        if not self._waiter.done():
+            self._waiter.set_result(reuse)
+
+
+class HttptoolsTransport:
+    def __init__(self, opts: TransportOptions) -> None:
+        u = urlsplit(opts.base_url)
+        self._host = u.hostname or "127.0.0.1"
+        self._port = u.port or (443 if u.scheme == "https" else 80)
+        self._ssl = ssl.create_default_context() if u.scheme == "https" else None
+        self._prefix = u.path.rstrip("/").encode()
+        host = self._host if u.port is None else f"{self._host}:{u.port}"
+        lines = [f"Host: {host}"] + [f"{k}: {v}" for k, v in opts.headers.items()
+                                     if k.lower() not in ("host", "content-length")]
+        self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+        self._opts = opts
+        self._idle: list[_Conn] = []
+        self._active: set[_Conn] = set()
+        self._sem: asyncio.Semaphore | None = None
+        self._watchdog: asyncio.Task | None = None
+
+    async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
+        request = (b"POST " + self._prefix + path.encode() + b" HTTP/1.1\r\n" + self._head
+                   + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        await self._request(request, consumer)
+
+    async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
+        sink = _Collect()
+        request = b"GET " + self._prefix + path.encode() + b" HTTP/1.1\r\n" + self._head + b"\r\n"
+        await asyncio.wait_for(self._request(request, sink), timeout_s)
+        return sink.status, sink.headers, b"".join(sink.parts)
+
+    async def _request(self, request: bytes, consumer: Consumer) -> None:
+        if self._watchdog is None:
+            self._watchdog = asyncio.create_task(self._watch())
+            if self._opts.max_connections:
+                self._sem = asyncio.Semaphore(self._opts.max_connections)
+        if self._sem is not None:
+            await self._sem.acquire()
+        try:
+            for attempt in (0, 1):
+                conn, reused = await self._acquire()
+                self._active.add(conn)
+                try:
+                    reuse = await conn.start(request, consumer)
+                except StreamBroken:
+                    # A kept-alive connection the server had already closed: retry once on a
+                    # fresh one, but only if the server never answered on it.
+                    if reused and not conn.got_bytes and attempt == 0:
+                        continue
+                    raise
+                except BaseException:
+                    conn.abort()
+                    raise
+                finally:
+                    self._active.discard(conn)
+                if reuse and not conn.closed:
+                    self._idle.append(conn)
+                return
+        finally:
+            if self._sem is not None:
+                self._sem.release()
+
+    async def _acquire(self) -> tuple[_Conn, bool]:
+        while self._idle:
+            conn = self._idle.pop()
+            if not conn.closed:
+                return conn, True
+        loop = asyncio.get_running_loop()
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(_Conn, self._host, self._port, ssl=self._ssl),
+                self._opts.connect_timeout_s)
+        except asyncio.TimeoutError:
+            raise ConnectFailed(f"no connection to {self._host}:{self._port} within "
+                                f"{self._opts.connect_timeout_s} s") from None
+        except OSError as exc:
+            raise ConnectFailed(f"cannot connect to {self._host}:{self._port}: {exc}") from None
+        return conn, False
+
+    async def _watch(self) -> None:
+        limit = int(self._opts.read_timeout_s * 1e9)
+        while True:
+            await asyncio.sleep(_WATCHDOG_S)
+            t = now_ns()
+            for conn in list(self._active):
+                if conn.busy and t - conn.last_io_ns > limit:
+                    conn.fail(ReadTimedOut(f"no bytes for read_timeout_s={self._opts.read_timeout_s}"))
+
+    def classify(self, exc: BaseException) -> tuple[str, str]:
+        return classify_common(exc)
+
+    async def aclose(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        for conn in self._idle + list(self._active):
+            conn.abort()
+        self._idle.clear()
+
+
+class _Collect:
+    """A consumer that keeps the whole body (for small GETs such as /v1/models)."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.headers: Mapping[str, str] = {}
+        self.parts: list[bytes] = []
+
+    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
+        self.status, self.headers = status, headers
+
+    def feed(self, t_ns: int, data: bytes) -> bool:
+        self.parts.append(data)
+        return True
