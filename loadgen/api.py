@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import os
 import re
 import secrets
 import time
@@ -125,7 +124,7 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             total = len(schedule) if total is None else min(total, len(schedule))
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
-        status(f"running {profile.name} against {metadata.redact_url(url)} model={model}")
+        status(f"running {profile.name}: {metadata.redact_url(url)} {model}")
         with JsonlSink(run_dir / REQUESTS) as sink:
             ticker = _start_ticker(on_progress, total, profile.workload.duration_s, live)
             try:

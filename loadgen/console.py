@@ -93,7 +93,8 @@ def print_summary(result: Any, file: Any = None) -> None:
              else f"open loop, {load['rate']} req/s {load['arrival']}"
              + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else ""))
     con.print(f"[bold]run {s['run_id']}[/bold]" + ("  [yellow](interrupted)[/yellow]" if s.get("interrupted") else ""))
-    con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}  ({shape})")
+    con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
+    con.print(f"load    {shape}")
     con.print(f"requests  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  cancelled {c['cancelled']}"
               f"  warm-up {c.get('warmup', 0)}  window {_fmt(s['window']['seconds'], 2)} s")
     if c.get("errors_by_class"):
@@ -108,8 +109,9 @@ def print_summary(result: Any, file: Any = None) -> None:
     con.print(f"goodput     {_fmt(g.get('requests_per_s'), 2)} req/s   {_fmt(g.get('output_tokens_per_s'), 0)} output tok/s"
               f"   {'-' if frac is None else f'{frac:.1%}'} of requests met {slo_txt}")
     ll = m.get("littles_law") or {}
-    con.print(f"concurrency measured {_fmt(m.get('mean_concurrency'), 2)}   Little's law expects "
-              f"{_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})")
+    con.print(f"in flight   mean {_fmt(m.get('mean_concurrency'), 2)} over the window;  Little's law "
+              f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
+              f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})")
     sla = s.get("sla") or {}
     if sla.get("verdict") != "none":
         colour = "green" if sla["verdict"] == "pass" else "red"
@@ -126,4 +128,6 @@ def print_summary(result: Any, file: Any = None) -> None:
                   + (f" ({'; '.join(w['reasons'])})" if w.get("reasons") else ""))
     if cond.get("prompt_lengths_approximate"):
         con.print("[dim]prompt lengths are approximate (no tokenizer); server-reported prompt tokens are used where given[/dim]")
-    con.print(f"results  {result.run_dir}/summary.json  {result.run_dir}/requests.jsonl")
+    con.print(f"results  {result.run_dir}/")
+    for name in sorted(p.name for p in result.run_dir.iterdir()):
+        con.print(f"         {result.run_dir / name}", soft_wrap=True)

@@ -7,16 +7,16 @@ here; errors name the YAML path and what would have been valid.
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError
+
+from loadgen.profile_errors import render_validation_error, yaml_error_problem
 from pydantic import field_validator, model_validator
 
 __all__ = [
@@ -444,118 +444,3 @@ def profile_to_yaml(profile: Profile) -> str:
     data = profile.resolved()
     data["sla"]["rules"] = [r.text() for r in profile.sla.rules]
     return yaml.safe_dump(data, sort_keys=False)
-
-
-# ----------------------------------------------------------------------------- error messages
-def yaml_error_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    what = getattr(exc, "problem", None) or str(exc)
-    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    return f"{where}YAML syntax error: {what}"
-
-
-def _unwrap(tp: Any) -> Any:
-    while True:
-        origin = get_origin(tp)
-        if origin is Annotated:
-            tp = get_args(tp)[0]
-        elif origin in (Union, UnionType) and sum(a is not type(None) for a in get_args(tp)) == 1:
-            tp = next(a for a in get_args(tp) if a is not type(None))
-        else:
-            return tp
-
-
-def _tags(tp: Any) -> dict[str, type] | None:
-    """For a union of models discriminated by ``kind``: tag -> model, in declaration order."""
-    if get_origin(tp) not in (Union, UnionType):
-        return None
-    out = {}
-    for member in get_args(tp):
-        if not (isinstance(member, type) and issubclass(member, BaseModel)):
-            return None
-        out[get_args(member.model_fields["kind"].annotation)[0]] = member
-    return out
-
-
-def _walk(root: type, loc: tuple) -> tuple[str, Any]:
-    """Turn pydantic's ``loc`` into a YAML path (union tags dropped), plus the type found there."""
-    tp: Any = root
-    path = ""
-    for part in loc:
-        tp = _unwrap(tp)
-        tags = _tags(tp)
-        if tags is not None and part in tags:
-            tp = tags[part]
-            continue
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-        if isinstance(tp, type) and issubclass(tp, BaseModel):
-            field = tp.model_fields.get(part) if isinstance(part, str) else None
-            tp = field.annotation if field else None
-        elif get_origin(tp) is dict:
-            tp = get_args(tp)[1]
-        elif get_origin(tp) in (tuple, list):
-            tp = get_args(tp)[0]
-        else:
-            tp = None
-    return path, _unwrap(tp)
-
-
-def _show(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-_EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false",
-             "string": "a string", "dict": "a mapping", "list": "a list", "tuple": "a list"}
-_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
-           "less_than_equal": "<="}
-
-
-def _message(err: dict, path: str, tp: Any, root: type) -> str:
-    kind, ctx, got = err["type"], err.get("ctx") or {}, err.get("input")
-    tags = _tags(tp)
-    if kind == "extra_forbidden":
-        _, parent = _walk(root, err["loc"][:-1])
-        valid = list(parent.model_fields) if isinstance(parent, type) else []
-        near = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1)
-        hint = f"did you mean {near[0]!r}? " if near else ""
-        return f"{path}: unknown key; {hint}valid keys here: {', '.join(valid)}"
-    if kind == "missing":
-        return f"{path}: required but missing"
-    if kind == "literal_error":
-        valid = [str(a) for a in get_args(tp)] if get_origin(tp) is Literal else [ctx["expected"]]
-        return f"{path}: {_show(got)} is not one of {', '.join(valid)}"
-    if kind in ("union_tag_invalid", "union_tag_not_found"):
-        valid = ", ".join(tags or ())
-        if kind == "union_tag_not_found":
-            return f"{path}.kind: missing; valid: {valid}"
-        return f"{path}.kind: unknown {ctx.get('tag')!r}; valid: {valid}"
-    if tags is not None:
-        return (f"{path}: expected an integer (a fixed length) or a mapping with kind: "
-                f"{', '.join(tags)}; got {_show(got)}")
-    if kind in _BOUNDS:
-        bound = next(iter(ctx.values()))
-        return f"{path}: must be {_BOUNDS[kind]} {bound}, got {_show(got)}"
-    if kind in ("model_type", "model_attributes_type"):
-        return f"{path}: expected a mapping (key: value lines), got {_show(got)}"
-    if kind == "value_error":
-        msg = str(ctx.get("error", err["msg"]))
-        if msg.startswith("@"):
-            field, _, msg = msg[1:].partition(": ")
-            path = f"{path}.{field}" if path else field
-        return f"{path}: {msg}" if path else msg
-    base = kind.split("_")[0]
-    if base in _EXPECTED:
-        return f"{path}: expected {_EXPECTED[base]}, got {_show(got)}"
-    return f"{path}: {err['msg']}" + (f" (got {_show(got)})" if "input" in err else "")
-
-
-def render_validation_error(exc: ValidationError, root: type) -> list[str]:
-    """One friendly line per pydantic error, each starting with its dotted YAML path."""
-    out = []
-    for err in exc.errors(include_url=False):
-        path, tp = _walk(root, err["loc"])
-        line = _message(err, path or "(top level)", tp, root)
-        if line not in out:
-            out.append(line)
-    return out

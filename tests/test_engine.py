@@ -275,3 +275,27 @@ class TestResultFiles:
         text = "".join(f.read_text() for f in res.run_dir.iterdir())
         assert res.summary["counts"]["ok"] == 2
         assert "hunter2pass" not in text and "http://***@127.0.0.1" in text
+
+
+class TestClientHealth:
+    def test_a_blocked_event_loop_is_reported_as_client_limited(self, server, make_profile):
+        """When the client's own loop stalls (here a progress callback that blocks 30 ms), the
+        summary says the client limited the run, with the lag it measured."""
+        import time
+
+        res = run(make_profile(server.url, workload__num_requests=20, workload__output_tokens=16),
+                  on_progress=lambda _p: time.sleep(0.03))
+        client = res.summary["client"]
+        assert client["client_limited"] is True
+        assert client["event_loop_lag_ms"]["max"] >= 25.0
+        warning = client["warnings"][0]
+        assert warning["warning"] == "client_limited"
+        assert any("event-loop lag" in r for r in warning["reasons"])
+
+    def test_a_healthy_client_raises_no_warning(self, server, make_profile):
+        """A light run (c=2, 10 ms tokens) leaves the client far from its limits: no warning."""
+        res = run(make_profile(server.url, workload__num_requests=10, workload__output_tokens=16))
+        client = res.summary["client"]
+        assert client["client_limited"] is False
+        assert client["warnings"] == []
+        assert client["cpu_busy_fraction"] < 0.5
