@@ -126,12 +126,15 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         cpu0 = time.process_time()
         status(f"running {profile.name}: {metadata.redact_url(url)} {model}")
         with JsonlSink(run_dir / REQUESTS) as sink:
+            result_t0 = now_ns()
             ticker = _start_ticker(on_progress, total, profile.workload.duration_s, live)
             try:
                 result = await drive(workload, backend, opts, on_record=sink.write, stop=stop)
             finally:
                 if ticker is not None:
                     ticker.cancel()
+                    on_progress(Progress(total, profile.workload.duration_s,
+                                         (now_ns() - result_t0) / 1e9, live))
         cpu_s = time.process_time() - cpu0
         ended_at = dt.datetime.now(dt.timezone.utc)
     finally:

@@ -45,11 +45,13 @@ class Workload:
         self.endpoint = endpoint
         self.prompt_format = prompt_format
         path = tokenizer_path or cfg.prompt.tokenizer
-        if tokenizer is None and path is not None and prompt_format == "text":
+        if tokenizer is None and path is not None:
             tokenizer = load_tokenizer(path)
+        # Also counts the tokens of each streamed chunk when the server gives no per-chunk usage.
+        self.tokenizer: TokenizerLike | None = tokenizer
         if prompt_format == "token_ids":
             self._prompts: Any = TokenIdPrompts(cfg.seed, vocab_size)
-        elif tokenizer is not None:
+        elif tokenizer is not None and prompt_format == "text":
             self._prompts = TokenizerPrompts(tokenizer, cfg.seed)
         else:
             self._prompts = TextPrompts(cfg.seed)
