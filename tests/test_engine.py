@@ -189,6 +189,9 @@ class TestDriver:
         lag = [(r.t_send_ns - r.t_sched_ns) / MS for r in sorted(res.records, key=lambda r: r.id)]
         assert lag[0] < 2.0
         assert lag[-1] > 300.0  # ~ 4 x 130 ms of service minus 4 x 10 ms of schedule
+        client = res.summary["client"]
+        assert client["client_limited"] is False  # the cap, not a slow client, held them back
+        assert [w["warning"] for w in client["warnings"]] == ["schedule_slip"]
 
     def test_warmup_requests_are_recorded_but_excluded(self, server, make_profile):
         """Warm-up requests appear in requests.jsonl flagged, and in no statistic."""
