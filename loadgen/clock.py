@@ -14,9 +14,12 @@ now_ns = time.perf_counter_ns
 _SPIN_NS = 1_200_000
 
 
-async def sleep_until(deadline_ns: int) -> int:
-    """Sleep until ``deadline_ns`` on the ``now_ns`` clock; return how late we woke (ns, >= 0)."""
+async def sleep_until(deadline_ns: int) -> int | None:
+    """Sleep until ``deadline_ns`` on the ``now_ns`` clock; return how late we woke (ns, >= 0),
+    or None when the deadline had already passed (the caller was late, not the timer)."""
     remaining = deadline_ns - now_ns()
+    if remaining <= 0:
+        return None
     if remaining > _SPIN_NS:
         await asyncio.sleep((remaining - _SPIN_NS) / 1e9)
     while now_ns() < deadline_ns:

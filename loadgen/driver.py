@@ -115,7 +115,9 @@ async def drive(specs: SpecSource, backend: Backend, opts: DriveOptions,
             if end_ns is not None and deadline >= end_ns:
                 break
             spec = specs.request(i)  # built before the deadline, so it costs no lag
-            res.wake_late_ns.append(await sleep_until(deadline))
+            late = await sleep_until(deadline)
+            if late is not None:
+                res.wake_late_ns.append(late)
             if sem is not None:
                 await sem.acquire()
             task = asyncio.create_task(one(i, deadline, spec))
