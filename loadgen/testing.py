@@ -14,6 +14,7 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
     reasoning_tokens       the first N tokens are sent as ``reasoning_content``
     fail                   "status:<code>" | "reset_after:<n>" | "malformed_after:<n>" |
                            "garbage" | "no_done" | "stall_after:<n>" | "error_event_after:<n>"
+    fail_every             apply ``fail`` only to every n-th request the server receives
 
 Like the simulator, this module imports nothing from the client side, so a bug shared between
 an encoder and a decoder cannot hide itself.
@@ -160,7 +161,10 @@ def make_app(defaults: dict) -> Any:
         cfg = dict(defaults)
         cfg.update(body.get("loadgen_test") or {})
         prefix = "chatcmpl" if request.path.endswith("/chat/completions") else "cmpl"
-        rid = f"{prefix}-test-{next(counter)}"
+        n = next(counter)
+        rid = f"{prefix}-test-{n}"
+        if cfg.get("fail_every") and n % int(cfg["fail_every"]) != 0:
+            cfg["fail"] = ""
         return await _stream(request, body, cfg, log, rid, recv_ns)
 
     async def models(request: web.Request) -> Any:
