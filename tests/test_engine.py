@@ -32,24 +32,26 @@ def trail_ms(rec, log):
 class TestTimingAgainstServerLog:
     def test_concurrency_1_chunks_trail_the_server_by_under_2ms(self, server, make_profile):
         """At c=1 chunks are stamped 0-2 ms (p95; p50 under 0.5 ms) after the server sent them,
-        TTFT exceeds the server's own by under 3 ms, and ITL and TPOT match its log."""
+        TTFT exceeds the server's own by under 1 ms (median; 5 ms max), ITL and TPOT match."""
         res = run(make_profile(server.url, load__concurrency=1, workload__num_requests=10,
-                               workload__output_tokens=20))
+                               workload__output_tokens=20, load__warmup_requests=2))
         log = server.log()
-        trails = np.concatenate([trail_ms(r, log) for r in res.records])
+        measured = [r for r in res.records if not r.warmup]
+        trails = np.concatenate([trail_ms(r, log) for r in measured])
         assert trails.min() >= 0.0
         assert np.median(trails) < 0.5
         assert np.percentile(trails, 95) < 2.0
-        itl_err = []
-        for r in res.records:
+        itl_err, ttft_excess = [], []
+        for r in measured:
             gt = log[r.response_id]
             # Server-side TTFT counts from when it read the request; ours from just before we
             # sent it, so ours is longer by the request's trip: small but never negative.
             ours = (r.t_first_token_ns - r.t_send_ns) / MS
             theirs = (gt["first_token_ns"] - gt["recv_ns"]) / MS
-            assert 0 <= ours - theirs < 3.0
+            ttft_excess.append(ours - theirs)
             assert ours >= 50.0
             itl_err.append(np.diff(r.chunk_times_ns) / MS - np.diff(gt["chunk_ns"]) / MS)
+        assert min(ttft_excess) >= 0 and np.median(ttft_excess) < 1.0 and max(ttft_excess) < 5.0
         itl_err = np.abs(np.concatenate(itl_err))
         assert np.median(itl_err) < 0.5
         assert np.percentile(itl_err, 95) < 2.0
