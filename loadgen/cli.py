@@ -2,6 +2,7 @@
 
     loadgen run PROFILE [flags]     run a benchmark; results in reports/<run-id>/
     loadgen sim [--preset ...]      serve the built-in GPU-serving simulator on a port
+    loadgen report RUN_DIR          report.md, report.html, plots, CSV/Parquet of a saved run
 
 Exit codes: 0 done (and, with --fail-on-sla, the SLA passed), 1 the SLA failed with
 --fail-on-sla, 2 bad input or an unreachable target, 130 interrupted before any record.
@@ -91,6 +92,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any simulator setting, e.g. --set max_num_seqs=64 (repeatable)")
     s.add_argument("--ground-truth", help="write the per-request ground-truth log (JSONL) here")
+
+    rp = sub.add_parser("report", help="write report.md, report.html, plots and CSV/Parquet of a saved run",
+                        description="Regenerate a saved run's reports (no server needed): report.md, a "
+                        "self-contained report.html, plots/*.png, requests.csv, requests.parquet, and "
+                        "cost.json when a GPU price is known.")
+    rp.add_argument("run_dir", help="a run directory, e.g. reports/<run-id>")
+    rp.add_argument("-o", "--out", help="write the report files here (default: the run directory)")
+    rp.add_argument("--gpu-hour-cost", type=float, metavar="USD", help="price of one GPU-hour, for "
+                    "$ per million tokens (default: the run's gpu_hour_cost label)")
+    rp.add_argument("--gpu-count", type=float, metavar="N", help="GPUs serving the model (default: "
+                    "the run's gpu_count label, else 1)")
     return p
 
 
@@ -215,6 +227,30 @@ def cmd_sim(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_report(a: argparse.Namespace) -> int:
+    from loadgen.report import CostError, ReportError, write_report
+    from loadgen.result import ResultError
+
+    try:
+        written = write_report(a.run_dir, a.out, gpu_hour_cost=a.gpu_hour_cost, gpu_count=a.gpu_count)
+    except (ResultError, CostError, ReportError) as exc:
+        return _die(str(exc))
+    except OSError as exc:
+        return _die(f"cannot write the report: {exc}")
+    for path in written.values():
+        print(f"wrote {path}")
+    cost_path = written.get("cost.json")
+    if cost_path is not None:
+        import json
+
+        cost = json.loads(cost_path.read_text())
+        print("cost  " + ", ".join(
+            f"{'-' if v is None else f'${v:.4g}'} per million {k.replace('_', ' ')}" for k, v in (
+                (k, cost[f"usd_per_million_{k}"])
+                for k in ("output_tokens", "total_tokens", "output_tokens_at_goodput"))))
+    return EXIT_OK
+
+
 def _run_loop(coro: Any) -> Any:
     try:
         import uvloop
@@ -239,6 +275,6 @@ def _raise_fd_limit() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "sim": cmd_sim}[a.command](a)
+        return {"run": cmd_run, "sim": cmd_sim, "report": cmd_report}[a.command](a)
     except SystemExit as exc:
         return int(exc.code or 0)

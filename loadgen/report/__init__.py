@@ -1,0 +1,88 @@
+"""Reports of one saved run: ``report.md``, a self-contained ``report.html``, ``plots/*.png``,
+``requests.csv``, ``requests.parquet`` and, when a GPU price is known, ``cost.json``.
+
+Works from the saved files alone (no server): ``write_report("reports/run-a")``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from loadgen.records import RequestRecord
+from loadgen.report.cost import CostError, CostInputs, cost_figures, cost_inputs
+from loadgen.result import load_records, load_summary
+
+__all__ = ["write_report", "ReportError", "CostError", "CostInputs", "cost_figures", "cost_inputs",
+           "REPORT_MD", "REPORT_HTML", "REQUESTS_CSV", "REQUESTS_PARQUET", "COST_JSON", "PLOTS_DIR"]
+
+REPORT_MD, REPORT_HTML = "report.md", "report.html"
+REQUESTS_CSV, REQUESTS_PARQUET, COST_JSON, PLOTS_DIR = "requests.csv", "requests.parquet", "cost.json", "plots"
+
+
+class ReportError(Exception):
+    """A report that cannot be written (e.g. Parquet support is not installed)."""
+
+
+def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
+                 gpu_hour_cost: float | None = None, gpu_count: float | None = None) -> dict[str, Path]:
+    """Write the report files of the run in ``run_dir`` into ``out_dir`` (default: the run dir).
+
+    ``gpu_hour_cost`` (USD per GPU-hour) and ``gpu_count`` override the run's labels
+    ``gpu_hour_cost`` / ``gpu_count``; without a price there is no ``cost.json`` and the
+    report's cost section says how to get one. Returns every file written, keyed by its path
+    relative to ``out_dir`` ("report.md", "plots/cdf_ttft.png", ...).
+    Raises ``loadgen.result.ResultError`` for a directory that is not a readable run,
+    ``CostError`` for a price or count that is not a positive number, ``ReportError`` when
+    pyarrow (Parquet) is missing.
+    """
+    from loadgen.report.blocks import Image
+    from loadgen.report.html import render_html
+    from loadgen.report.markdown import render_markdown
+    from loadgen.report.plots import render_plots
+    from loadgen.report.sections import build_sections
+
+    summary = load_summary(run_dir)
+    records = load_records(run_dir)
+    inputs = cost_inputs((summary.get("conditions") or {}).get("labels"),
+                         gpu_hour_cost=gpu_hour_cost, gpu_count=gpu_count)
+    cost = cost_figures(summary, inputs) if inputs is not None else None
+
+    out = Path(out_dir) if out_dir is not None else Path(run_dir)
+    (out / PLOTS_DIR).mkdir(parents=True, exist_ok=True)
+    written: dict[str, Path] = {}
+
+    def put(rel: str, data: bytes) -> None:
+        path = out / rel
+        path.write_bytes(data)
+        written[rel] = path
+
+    images = []
+    for plot in render_plots(summary, records):
+        rel = f"{PLOTS_DIR}/{plot.name}.png"
+        put(rel, plot.png)
+        images.append(Image(rel, plot.title, plot.caption, plot.png))
+    sections = build_sections(summary, cost, images)
+    title = f"loadgen report: {summary.get('run_id')}"
+    put(REPORT_MD, render_markdown(title, sections).encode())
+    put(REPORT_HTML, render_html(title, sections).encode())
+    if cost is not None:
+        put(COST_JSON, orjson.dumps(cost, option=orjson.OPT_INDENT_2) + b"\n")
+    written.update(write_tables(records, out))
+    return dict(sorted(written.items()))
+
+
+def write_tables(records: list[RequestRecord], out_dir: Path) -> dict[str, Path]:
+    """``requests.csv`` and ``requests.parquet``: ``metrics.request_frame`` of the records,
+    one row per request (warm-up included, flagged by its ``warmup`` column)."""
+    from loadgen.metrics import request_frame
+
+    frame = request_frame(records)
+    csv_path, parquet_path = out_dir / REQUESTS_CSV, out_dir / REQUESTS_PARQUET
+    frame.to_csv(csv_path, index=False)
+    try:
+        frame.to_parquet(parquet_path, index=False)
+    except ImportError as exc:
+        raise ReportError(f"cannot write {REQUESTS_PARQUET}: {exc} (pip install pyarrow)") from None
+    return {REQUESTS_CSV: csv_path, REQUESTS_PARQUET: parquet_path}

@@ -1,0 +1,133 @@
+"""The conditions block: what was measured, with what, on what, and when (it comes first,
+because a number without its conditions is meaningless)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from loadgen.report.blocks import Section, Table, Text, num
+
+
+def conditions_section(summary: dict) -> Section:
+    cond = summary.get("conditions") or {}
+    tgt = cond.get("target") or {}
+    client = cond.get("client") or {}
+    host = cond.get("host") or {}
+    profile = cond.get("profile") or {}
+    workload = profile.get("workload") or {}
+    rows = [
+        ("run", f"{summary.get('run_id')}" + (" (interrupted: partial results)" if summary.get("interrupted") else "")),
+        ("target", f"{tgt.get('url')} ({tgt.get('endpoint')} endpoint)"),
+        ("model", str(tgt.get("model"))),
+        *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator")),
+        ("load", load_shape(cond.get("load") or {})),
+        ("requests", _requests(workload)),
+        ("seed", str(cond.get("seed"))),
+        ("labels", ", ".join(f"{k}={v}" for k, v in (cond.get("labels") or {}).items()) or "none"),
+        ("client", _client(client)),
+        ("python", f"{client.get('python_implementation', 'Python')} {client.get('python')}, "
+                   f"event loop {client.get('event_loop')}"),
+        ("host", f"{host.get('cpus')} CPUs ({host.get('cpus_usable')} usable), {host.get('platform')}"),
+        ("started", str(summary.get("started_at"))),
+        ("ended", str(summary.get("ended_at"))),
+        ("measured window", f"{num((summary.get('window') or {}).get('seconds'))} s (first measured send to last end)"),
+        ("prompt lengths", "approximate (no tokenizer: one common word counted as one token; the "
+                           "server's usage.prompt_tokens is the realised length)"
+         if cond.get("prompt_lengths_approximate") else "exact"),
+        ("token counts", _sources((summary.get("metrics") or {}).get("token_count_source"))),
+    ]
+    blocks: list = [Table(("condition", "value"), tuple(rows))]
+    blocks += lengths_blocks(cond.get("lengths") or {})
+    return Section("Conditions", tuple(blocks))
+
+
+def server_rows(server: dict, sim: Any) -> list[tuple[str, str]]:
+    """What the server told us about itself: response headers, /version, /v1/models."""
+    rows = []
+    if sim:
+        rows.append(("backend", "built-in simulator: " + _flat(sim)))
+    headers = server.get("headers") or {}
+    rows.append(("server headers", ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none identifying the engine"))
+    rows.append(("server /version", _flat(server["version"]) if server.get("version") is not None else "not served"))
+    models = (server.get("models") or {}).get("data") or []
+    listed = []
+    for m in models:
+        extra = {k: v for k, v in m.items() if k not in ("id", "object", "created", "permission", "root", "parent")}
+        listed.append(f"{m.get('id')}" + (f" ({_flat(extra)})" if extra else ""))
+    rows.append(("server /v1/models", "; ".join(listed) or f"HTTP {server.get('models_status')}, no models listed"))
+    return rows
+
+
+def load_shape(load: dict) -> str:
+    warm = f"; {load.get('warmup_requests', 0)} warm-up requests (excluded)"
+    if load.get("concurrency"):
+        return f"closed loop, concurrency {load['concurrency']}{warm}"
+    cap = f", max {load['max_concurrency']} in flight" if load.get("max_concurrency") else ""
+    burst = f" (burstiness {load.get('burstiness')})" if load.get("arrival") == "gamma" else ""
+    return f"open loop, {load.get('rate')} req/s {load.get('arrival')}{burst}{cap}{warm}"
+
+
+def lengths_blocks(lengths: dict) -> list:
+    requested = lengths.get("requested") or {}
+    realised = lengths.get("realised") or {}
+    sampled = realised.get("sampled") or {}
+    rows = []
+    for key, label, server_key in (("input_tokens", "input tokens", "server_prompt_tokens"),
+                                   ("output_tokens", "output tokens", "server_output_tokens")):
+        rows.append((label, length_spec(requested.get(key)), _dist(sampled.get(key)),
+                     _dist(realised.get(server_key))))
+    out: list = [Text("Lengths, requested vs realised (mean / p50 / p99 / max tokens; "
+                      "server-reported = the server's usage counts of ok requests):"),
+                 Table(("", "requested", "sampled by the workload", "server-reported"), tuple(rows))]
+    short = realised.get("output_tokens_short_of_requested")
+    if short:
+        out.append(Text(f"{short} ok requests returned fewer output tokens than requested "
+                        "(the server stopped early: ignore_eos not honoured?)."))
+    return out
+
+
+def length_spec(spec: Any) -> str:
+    if not isinstance(spec, dict):
+        return str(spec)
+    kind = spec.get("kind", "?")
+    if kind == "fixed":
+        return f"fixed {spec.get('value')}"
+    if kind == "empirical":
+        values = spec.get("values")
+        return f"empirical ({len(values)} values)" if isinstance(values, list) else f"empirical {spec.get('path', '')}".strip()
+    rest = ", ".join(f"{k}={v}" for k, v in spec.items() if k != "kind" and v is not None)
+    return f"{kind} ({rest})"
+
+
+def _dist(d: dict | None) -> str:
+    if not d or not d.get("count"):
+        return "-"
+    return " / ".join(num(d.get(k), 1) for k in ("mean", "p50", "p99", "max"))
+
+
+def _requests(workload: dict) -> str:
+    n, dur = workload.get("num_requests"), workload.get("duration_s")
+    parts = ([f"{n} measured requests"] if n is not None else []) + ([f"for at most {dur} s"] if dur else [])
+    return ", ".join(parts) or "-"
+
+
+def _client(client: dict) -> str:
+    commit = client.get("git_commit")
+    return (f"loadgen {client.get('loadgen_version')}" + (f" (git {commit})" if commit else "")
+            + f", transport {client.get('transport')}")
+
+
+def _sources(counts: dict | None) -> str:
+    names = {"usage": "server usage (final count)", "continuous_usage": "server per-chunk usage",
+             "tokenizer": "tokenizer", "chunks": "one per chunk (approximate)"}
+    if not counts:
+        return "-"
+    return ", ".join(f"{names.get(k, k)}: {v} requests" for k, v in counts.items())
+
+
+def _flat(obj: Any) -> str:
+    if isinstance(obj, dict):
+        return ", ".join(f"{k}={_flat(v)}" for k, v in obj.items())
+    if isinstance(obj, list):
+        return "[" + ", ".join(_flat(v) for v in obj) + "]"
+    return str(obj)

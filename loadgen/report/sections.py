@@ -1,0 +1,184 @@
+"""The report, section by section, from a run's summary, its cost figures and its plots.
+
+Order: alerts, conditions, SLA verdict and goodput, latency table, throughput, errors, client
+health, Little's law, cost, plots. Every number here is read from ``summary.json`` (or
+``cost.json``); nothing is recomputed, so the report and the result file cannot disagree.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
+from loadgen.report.conditions import conditions_section
+from loadgen.report.cost import COST_LABEL, COUNT_LABEL, FORMULA
+
+LATENCY_ROWS: tuple[tuple[str, str], ...] = (
+    ("TTFT", "ttft_ms"), ("TTFB", "ttfb_ms"), ("ITL (per chunk)", "itl_ms"),
+    ("ITL (per token)", "itl_per_token_ms"), ("TPOT", "tpot_ms"), ("E2E", "e2e_ms"),
+)
+LATENCY_STATS: tuple[str, ...] = ("p50", "p90", "p95", "p99", "p99_9", "mean")
+LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe a steady state
+
+
+def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
+    alerts = top_alerts(summary)
+    out = [Section("Alerts", tuple(alerts))] if alerts else []
+    out += [conditions_section(summary), sla_section(summary), latency_section(summary),
+            throughput_section(summary), errors_section(summary), client_section(summary),
+            littles_law_section(summary), cost_section(cost)]
+    out.append(Section("Plots", tuple(plots)))
+    return out
+
+
+def top_alerts(summary: dict) -> list[Alert]:
+    """What a reader must see before any number: the client limited the run, or it was cut short."""
+    out = []
+    for w in (summary.get("client") or {}).get("warnings") or []:
+        out.append(Alert("warning", f"{w.get('warning')}:", _warning_text(w)))
+    if summary.get("interrupted"):
+        out.append(Alert("warning", "interrupted:", "the run was stopped early; the figures cover "
+                         "the requests that finished."))
+    return out
+
+
+def sla_section(summary: dict) -> Section:
+    sla = summary.get("sla") or {}
+    verdict = sla.get("verdict", "none")
+    blocks: list = []
+    if verdict == "none":
+        blocks.append(Alert("warning", "SLA verdict: NONE", "no run-level rule was set (sla.rules)."))
+    else:
+        blocks.append(Alert("ok" if verdict == "pass" else "error", f"SLA verdict: {verdict.upper()}"))
+        rows = tuple((d["rule"], "no data" if d.get("value") is None else f"{d['value']:.4g}",
+                      ("pass" if d["passed"] else "FAIL") + (f" ({d['reason']})" if d.get("reason") else ""))
+                     for d in sla.get("details") or [])
+        blocks.append(Table(("rule", "measured", "result"), rows, "lrl"))
+    g = (summary.get("metrics") or {}).get("goodput") or {}
+    slos = sla.get("slos") or {}
+    slo_text = ", ".join(f"{k} <= {v:g} ms" for k, v in slos.items()) or "none set: every ok request counts"
+    blocks.append(Table(("goodput", "value"), (
+        ("per-request SLOs", slo_text),
+        ("good requests/s", num(g.get("requests_per_s"))),
+        ("good output tokens/s", num(g.get("output_tokens_per_s"))),
+        ("requests that met every SLO", pct(g.get("attained_fraction"))),
+    ), "lr"))
+    return Section("SLA and goodput", tuple(blocks))
+
+
+def latency_table(summary: dict) -> Table:
+    metrics = summary.get("metrics") or {}
+    rows = []
+    for label, key in LATENCY_ROWS:
+        d = metrics.get(key) or {}
+        rows.append((label, str(d.get("count", 0)), *(num(d.get(s)) for s in LATENCY_STATS)))
+    header = ("metric (ms)", "n", *(s.replace("_", ".") for s in LATENCY_STATS))
+    return Table(header, tuple(rows), "l" + "r" * (len(header) - 1))
+
+
+def latency_section(summary: dict) -> Section:
+    return Section("Latency", (latency_table(summary), Text(
+        "Measured ok requests, warm-up excluded. TTFT: first token-bearing event minus send; TTFB: "
+        "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
+        "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
+        "end of stream minus send.")))
+
+
+def throughput_section(summary: dict) -> Section:
+    m = summary.get("metrics") or {}
+    c = summary.get("counts") or {}
+    rows = (
+        ("requests/s", num(m.get("request_throughput_rps"))),
+        ("input tokens/s", num(m.get("input_tokens_per_s"))),
+        ("output tokens/s", num(m.get("output_tokens_per_s"))),
+        ("total tokens/s", num(m.get("total_tokens_per_s"))),
+        ("mean requests in flight", num(m.get("mean_concurrency"))),
+        ("requests", f"sent {c.get('sent')}, ok {c.get('ok')}, failed {c.get('failed')}, "
+                     f"cancelled {c.get('cancelled')} (+{c.get('warmup', 0)} warm-up, excluded)"),
+    )
+    return Section("Throughput", (Table(("throughput", "value"), rows, "lr"),
+                                  Text(f"Rates are per second of the measured window "
+                                       f"({num((summary.get('window') or {}).get('seconds'))} s).")))
+
+
+def errors_section(summary: dict) -> Section:
+    c = summary.get("counts") or {}
+    by_class = c.get("errors_by_class") or {}
+    if not by_class:
+        return Section("Errors", (Text(f"No errors: all {c.get('sent', 0)} measured requests succeeded."),))
+    sent = c.get("sent") or 0
+    rows = tuple((k, str(v), pct(v / sent if sent else None)) for k, v in by_class.items())
+    return Section("Errors", (
+        Table(("error class", "requests", "share of sent"), rows, "lrr"),
+        Text(f"Error rate {pct(c.get('error_rate'), 2)} (failed / (ok + failed)); failed requests "
+             "count against goodput and are never dropped."),
+    ))
+
+
+def client_section(summary: dict) -> Section:
+    client = summary.get("client") or {}
+    lag = (summary.get("metrics") or {}).get("client_lag_ms") or {}
+    loop = client.get("event_loop_lag_ms") or {}
+    blocks: list = [Alert("warning", f"{w.get('warning')}:", _warning_text(w))
+                    for w in client.get("warnings") or []]
+    if not blocks:
+        blocks.append(Alert("ok", "The client kept up:", "no sign that the load generator, rather "
+                            "than the server, limited this run."))
+    busy = client.get("cpu_busy_fraction")
+    blocks.append(Table(("client health", "value"), (
+        ("send lag (send - scheduled), ms", f"p50 {num(lag.get('p50'))}, p99 {num(lag.get('p99'))}, "
+                                             f"max {num(lag.get('max'))}"),
+        ("event-loop lag, ms", f"p50 {num(loop.get('p50'))}, p99 {num(loop.get('p99'))}, max {num(loop.get('max'))}"),
+        ("client CPU", f"{pct(busy, 0)} of a core ({num(client.get('cpu_seconds'))} s)"),
+    ), "ll"))
+    return Section("Client health", tuple(blocks))
+
+
+def littles_law_section(summary: dict) -> Section:
+    m = summary.get("metrics") or {}
+    ll = m.get("littles_law") or {}
+    ratio = ll.get("ratio")
+    table = Table(("Little's law (L = throughput x latency)", "value"), (
+        ("dispatch window (first to last send)", f"{num(ll.get('window_seconds'))} s"),
+        ("measured mean in flight", num(ll.get("measured_concurrency"))),
+        ("completions/s x mean latency", num(ll.get("expected_concurrency"))),
+        ("ratio", num(ratio, 3)),
+    ), "lr")
+    if ratio is None:
+        verdict = Alert("warning", "Not checked:", "too few requests to check Little's law.")
+    elif abs(ratio - 1) <= LITTLE_TOLERANCE:
+        verdict = Alert("ok", "Consistent:", f"within {LITTLE_TOLERANCE:.0%}; the run was in a "
+                        "steady state and its averages describe it.")
+    else:
+        verdict = Alert("warning", "Inconsistent:", f"the ratio is more than {LITTLE_TOLERANCE:.0%} "
+                        "from 1: the run was too short or too unsteady for its averages to describe it.")
+    return Section("Little's law", (table, verdict))
+
+
+def cost_section(cost: dict | None) -> Section:
+    if cost is None:
+        return Section("Cost", (Text(
+            f"Not computed: give the price of a GPU-hour (loadgen report --gpu-hour-cost USD, or "
+            f"--label {COST_LABEL}=USD when running) and the GPU count ({COUNT_LABEL} label or "
+            "--gpu-count, default 1)."),))
+    src = cost["source"]
+    rate = cost["throughput"]
+    rows = (
+        ("output tokens", num(rate["output_tokens_per_s"]), money(cost["usd_per_million_output_tokens"])),
+        ("total tokens (input + output)", num(rate["total_tokens_per_s"]), money(cost["usd_per_million_total_tokens"])),
+        ("output tokens at goodput", num(rate["goodput_output_tokens_per_s"]),
+         money(cost["usd_per_million_output_tokens_at_goodput"])),
+    )
+    return Section("Cost", (
+        Text(f"{money(cost['gpu_hour_cost_usd'])} per GPU-hour ({src[COST_LABEL]}) x "
+             f"{cost['gpu_count']:g} GPU{'' if cost['gpu_count'] == 1 else 's'} ({src[COUNT_LABEL]}) = {money(cost['usd_per_hour'])} per hour."),
+        Table(("tokens", "tokens/s", "$ per million tokens"), rows, "lrr"),
+        Text(f"{FORMULA}. At goodput, only output of requests that met every SLO counts as delivered."),
+    ))
+
+
+def _warning_text(w: dict) -> str:
+    text = str(w.get("message", ""))
+    if w.get("reasons"):
+        text += " (" + "; ".join(w["reasons"]) + ")"
+    return text
