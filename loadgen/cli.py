@@ -3,6 +3,9 @@
     loadgen run PROFILE [flags]     run a benchmark; results in reports/<run-id>/
     loadgen sim [--preset ...]      serve the built-in GPU-serving simulator on a port
     loadgen report RUN_DIR          report.md, report.html, plots, CSV/Parquet of a saved run
+    loadgen compare RUN RUN... -o DIR   side by side, condition diff, CDFs of saved runs
+    loadgen gate CANDIDATE --baseline BASE --rules profiles/gate.yaml
+                                    CI gate: exit 0 pass, 1 regression, 2 not comparable/bad input
 
 Exit codes: 0 done (and, with --fail-on-sla, the SLA passed), 1 the SLA failed with
 --fail-on-sla, 2 bad input or an unreachable target, 130 interrupted before any record.
@@ -103,6 +106,32 @@ def build_parser() -> argparse.ArgumentParser:
                     "$ per million tokens (default: the run's gpu_hour_cost label)")
     rp.add_argument("--gpu-count", type=float, metavar="N", help="GPUs serving the model (default: "
                     "the run's gpu_count label, else 1)")
+
+    c = sub.add_parser("compare", help="compare saved runs side by side (metrics, conditions, CDFs)",
+                       description="Compare saved runs (no server needed): every metric side by side "
+                       "with its difference relative to the first run, every condition in which the "
+                       "runs differ, and overlaid CDFs. Writes compare.md, compare.json and "
+                       "cdf_*.png into the output directory.")
+    c.add_argument("runs", nargs="+", metavar="RUN", help="run directories (the first is the reference)")
+    c.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+
+    gt = sub.add_parser("gate", help="fail CI when a run regressed against a baseline beyond noise",
+                        description="Check a candidate run against a baseline under a rules file. A rule "
+                        "fails only when the whole bootstrap confidence interval lies beyond its bound. "
+                        "Exit 0 pass, 1 regression, 2 runs not comparable or bad input.")
+    gt.add_argument("candidate", metavar="CANDIDATE", help="the run under test (a run directory)")
+    gt.add_argument("--baseline", required=True, metavar="BASE", help="the run to compare against")
+    gt.add_argument("--rules", default=str(_PROFILE_DIR / "gate.yaml"), metavar="PATH",
+                    help="rules YAML (default: the shipped profiles/gate.yaml)")
+    gt.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here (one testcase per rule)")
+    gt.add_argument("--markdown", metavar="PATH", help="write the Markdown summary here too "
+                    "(e.g. for $GITHUB_STEP_SUMMARY)")
+    gt.add_argument("--json", metavar="PATH", help="write the full result as JSON here")
+    gt.add_argument("--resamples", type=int, metavar="N", help="bootstrap resamples per rule "
+                    "(default: the rules file's, 2000)")
+    gt.add_argument("--seed", type=int, metavar="N", help="bootstrap seed (default: the rules file's, 0)")
+    gt.add_argument("--allow-different", action="store_true", help="gate even when the workload, "
+                    "model or endpoint differ (they are still listed)")
     return p
 
 
@@ -251,6 +280,53 @@ def cmd_report(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_compare(a: argparse.Namespace) -> int:
+    from loadgen import compare_report
+    from loadgen.comparison import compare
+    from loadgen.result import ResultError
+
+    try:
+        cmp = compare(a.runs)
+        written = compare_report.write(cmp, a.out)
+    except (ResultError, ValueError) as exc:
+        return _die(str(exc))
+    except OSError as exc:
+        return _die(f"cannot write the comparison: {exc}")
+    for w in cmp.warnings:
+        print(f"WARNING: {w}")
+    print(compare_report.markdown(cmp).split("## Conditions that differ")[0].rstrip())
+    print("\nconditions that differ: " + (", ".join(cmp.differing_fields) or "none"))
+    for path in written:
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def cmd_gate(a: argparse.Namespace) -> int:
+    import json
+
+    from loadgen import gate_report
+    from loadgen.gate import GateError, gate
+    from loadgen.result import ResultError
+
+    try:
+        res = gate(a.candidate, a.baseline, a.rules, resamples=a.resamples, seed=a.seed,
+                   allow_different=a.allow_different)
+    except (GateError, ResultError) as exc:
+        return _die(str(exc))
+    text = gate_report.markdown(res)
+    print(text, end="")
+    try:
+        if a.markdown:
+            Path(a.markdown).write_text(text)
+        if a.junit:
+            Path(a.junit).write_text(gate_report.junit_xml(res))
+        if a.json:
+            Path(a.json).write_text(json.dumps(gate_report.to_dict(res), indent=2) + "\n")
+    except OSError as exc:
+        return _die(f"cannot write the gate report: {exc}")
+    return res.exit_code
+
+
 def _run_loop(coro: Any) -> Any:
     try:
         import uvloop
@@ -275,6 +351,6 @@ def _raise_fd_limit() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "sim": cmd_sim, "report": cmd_report}[a.command](a)
+        return {"run": cmd_run, "sim": cmd_sim, "compare": cmd_compare, "gate": cmd_gate, "report": cmd_report}[a.command](a)
     except SystemExit as exc:
         return int(exc.code or 0)

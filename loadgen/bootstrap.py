@@ -1,0 +1,151 @@
+"""Bootstrap confidence intervals of run statistics, from the per-request records.
+
+A run's statistic (p99 TTFT, output tokens/s, error rate, ...) is recomputed on resamples of
+its measured requests drawn with replacement. A resample is a vector of counts (how often each
+request was drawn), so every statistic is the same code with weights:
+
+- a latency percentile or mean pools the samples of the drawn requests: a request drawn twice
+  contributes its TTFT twice, and all of its inter-token gaps twice (ITL resamples requests,
+  not gaps: gaps of one request are correlated, and a regression that stalls some requests
+  must move whole requests in or out);
+- a rate is the drawn requests' total (ok requests, output tokens, good requests) over the
+  run's fixed measured window; error rate and attained fraction are ratios of drawn counts.
+
+With all counts 1 each statistic equals the value in summary.json (the tests check that).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from loadgen import sla as sla_mod
+from loadgen.metrics import itl_values, request_frame
+from loadgen.records import CANCELLED, RequestRecord
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
+STATS: tuple[str, ...] = (*PERCENTILES, "mean")
+# Higher is better for these; lower is better for every distribution metric and error_rate.
+HIGHER_IS_BETTER = frozenset({
+    "request_throughput_rps", "input_tokens_per_s", "output_tokens_per_s", "total_tokens_per_s",
+    "goodput_rps", "goodput_output_tokens_per_s", "goodput_attained_fraction"})
+RATE_METRICS: tuple[str, ...] = (*sorted(HIGHER_IS_BETTER), "error_rate")
+DISTRIBUTION_METRICS: tuple[str, ...] = sla_mod.DISTRIBUTION_METRICS
+
+
+@dataclass(frozen=True)
+class RunSamples:
+    """Per-request arrays of one run's measured (non-warm-up) requests, index = request."""
+
+    n: int
+    window_s: float
+    owners: dict[str, np.ndarray]  # metric -> request index of each sample
+    values: dict[str, np.ndarray]  # metric -> sample values (ms)
+    per_request: dict[str, np.ndarray]  # ok, failed, good, prompt_tokens, output_tokens, ...
+
+    @classmethod
+    def from_run(cls, records: list[RequestRecord], summary: dict) -> "RunSamples":
+        measured = [r for r in records if not r.warmup]
+        frame = request_frame(measured)
+        ok = frame["ok"].to_numpy(dtype=bool)
+        failed = ~ok & (frame["error_class"] != CANCELLED).to_numpy()
+        owners, values = {}, {}
+        for metric in ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms", "client_lag_ms"):
+            col = frame[metric].to_numpy(dtype=float)
+            keep = ~np.isnan(col) & (ok if metric != "client_lag_ms" else True)
+            owners[metric], values[metric] = np.flatnonzero(keep), col[keep]
+        per_record = [itl_values([r]) for r in measured]
+        for k, metric in enumerate(("itl_ms", "itl_per_token_ms")):
+            parts = [p[k] for p in per_record]
+            owners[metric] = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
+            values[metric] = np.concatenate(parts) if parts else np.empty(0)
+        slos = {k: float(v) for k, v in ((summary.get("sla") or {}).get("slos") or {}).items()}
+        good = sla_mod.good_mask(ok, {k: frame[k].to_numpy(dtype=float) for k in slos}, slos)
+        out_all = frame["output_tokens"].fillna(0).to_numpy(dtype=np.float64)
+        prompt = frame["prompt_tokens"].fillna(0).to_numpy(dtype=np.float64)
+        per_request = {"ok": ok.astype(float), "failed": failed.astype(float),
+                       "good": good.astype(float), "ok_output_tokens": out_all * ok,
+                       "ok_prompt_tokens": prompt * ok, "good_output_tokens": out_all * good}
+        return cls(len(measured), float((summary.get("window") or {}).get("seconds") or 0.0),
+                   owners, values, per_request)
+
+
+def statistic(run: RunSamples, metric: str, stat: str | None,
+              counts: np.ndarray | None = None) -> float:
+    """``metric`` (``stat``) of ``run`` with request ``i`` drawn ``counts[i]`` times (None: once
+    each, i.e. the run as measured). NaN when undefined (no samples, zero-length window)."""
+    if metric in DISTRIBUTION_METRICS:
+        vals = run.values[metric]
+        if counts is not None:
+            vals = np.repeat(vals, counts[run.owners[metric]])
+        if vals.size == 0:
+            return float("nan")
+        if stat == "mean":
+            return float(vals.mean())
+        return float(np.percentile(vals, PERCENTILES[stat], method="linear"))
+    w = np.ones(run.n) if counts is None else counts
+    pr = run.per_request
+
+    def total(key: str) -> float:
+        return float(w @ pr[key])
+
+    def per_s(x: float) -> float:
+        return x / run.window_s if run.window_s > 0 else float("nan")
+
+    def frac(num: float, den: float) -> float:
+        return num / den if den else float("nan")
+
+    rates: dict[str, Callable[[], float]] = {
+        "request_throughput_rps": lambda: per_s(total("ok")),
+        "input_tokens_per_s": lambda: per_s(total("ok_prompt_tokens")),
+        "output_tokens_per_s": lambda: per_s(total("ok_output_tokens")),
+        "total_tokens_per_s": lambda: per_s(total("ok_prompt_tokens") + total("ok_output_tokens")),
+        "goodput_rps": lambda: per_s(total("good")),
+        "goodput_output_tokens_per_s": lambda: per_s(total("good_output_tokens")),
+        "goodput_attained_fraction": lambda: frac(total("good"), total("ok") + total("failed")),
+        "error_rate": lambda: frac(total("failed"), total("ok") + total("failed")),
+    }
+    return rates[metric]()
+
+
+def ratio(candidate: float, baseline: float) -> float:
+    """candidate / baseline, with 0/0 = 1 (no change) and x/0 = inf."""
+    if baseline == 0:
+        return 1.0 if candidate == 0 else float("inf")
+    return candidate / baseline
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float  # the statistic (or ratio) of the runs as measured
+    low: float
+    high: float
+    resamples_used: int  # resamples where the statistic was defined
+
+
+def bootstrap(candidate: RunSamples, baseline: RunSamples | None, metric: str, stat: str | None,
+              *, resamples: int, confidence: float, rng: np.random.Generator) -> Interval:
+    """Percentile bootstrap interval of the candidate/baseline ratio of the statistic (or, with
+    ``baseline=None``, of the candidate's statistic itself). Each resample redraws the requests
+    of each run independently, with replacement, keeping each run's request count."""
+    def point(run: RunSamples) -> float:
+        return statistic(run, metric, stat)
+
+    def draw(run: RunSamples) -> float:
+        counts = np.bincount(rng.integers(0, run.n, run.n), minlength=run.n) if run.n else np.zeros(0, int)
+        return statistic(run, metric, stat, counts)
+
+    if baseline is None:
+        estimate = point(candidate)
+        samples = np.array([draw(candidate) for _ in range(resamples)])
+    else:
+        estimate = ratio(point(candidate), point(baseline))
+        samples = np.array([ratio(draw(candidate), draw(baseline)) for _ in range(resamples)])
+    samples = samples[~np.isnan(samples)]
+    if samples.size == 0 or np.isnan(estimate):
+        return Interval(estimate, float("nan"), float("nan"), int(samples.size))
+    tail = (1.0 - confidence) / 2 * 100
+    low, high = np.percentile(samples, [tail, 100 - tail], method="linear")
+    return Interval(float(estimate), float(low), float(high), int(samples.size))

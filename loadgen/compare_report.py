@@ -1,0 +1,114 @@
+"""Render a Comparison: compare.md, compare.json and overlaid CDF plots (matplotlib, Agg).
+
+Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot state), so this works
+headless and from several threads, and a notebook can show them directly.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from loadgen.comparison import LATENCIES, Comparison
+
+_TITLES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
+
+
+def fmt(value: Any) -> str:
+    """A number for a table: 4 significant digits, integers as integers, missing as an em dash."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    if isinstance(value, float) and math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    if isinstance(value, (int, float)) and float(value).is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) >= 1e-3 else f"{value:.3g}"
+    if isinstance(value, dict):  # a realised length distribution
+        return " ".join(f"{k} {fmt(v)}" for k, v in value.items() if k in ("mean", "p50", "p99"))
+    return str(value)
+
+
+def fmt_rel(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "—"
+    return f"{value:+.1%}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(cmp: Comparison) -> str:
+    names, ref = cmp.names, cmp.names[0]
+    lines = [f"# loadgen compare: {' vs '.join(names)}", ""]
+    for w in cmp.warnings:
+        lines.append(f"> **Warning:** {w}")
+        lines.append(">")
+    if cmp.warnings:
+        lines[-1] = ""
+    lines += ["| run | path | started | sent | ok | failed | SLA |", "|---|---|---|---|---|---|---|"]
+    for n, p, s in zip(names, cmp.paths, cmp.summaries):
+        c = s.get("counts") or {}
+        lines.append(f"| {_cell(n)} | {_cell(str(p))} | {s.get('started_at', '—')} | {c.get('sent')} "
+                     f"| {c.get('ok')} | {c.get('failed')} | {(s.get('sla') or {}).get('verdict', '—')} |")
+    head = ["metric", *names, *(f"{n} vs {ref}" for n in names[1:])]
+    lines += ["", f"## Metrics (relative difference to {ref})", "",
+              "| " + " | ".join(map(_cell, head)) + " |", "|" + "---|" * len(head)]
+    for row in cmp.table.index:
+        cells = [row, *(fmt(cmp.table.at[row, n]) for n in names),
+                 *(fmt_rel(cmp.relative.at[row, n]) for n in names[1:])]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "## Conditions that differ", ""]
+    if cmp.conditions:
+        lines += ["| field | " + " | ".join(map(_cell, names)) + " |", "|" + "---|" * (len(names) + 1)]
+        for d in cmp.conditions:
+            lines.append(f"| {d.field} | " + " | ".join(_cell(fmt(v)) for v in d.values) + " |")
+    else:
+        lines.append("None: the runs were measured under the same recorded conditions.")
+    lines += ["", "Not compared: the run name and output location (`profile.name`, "
+              "`profile.output.*`); `profile.*` fields also recorded under an effective name "
+              "are listed once, under that name.", "", "## Distributions", ""]
+    lines += [f"![{_TITLES[m]} CDF](cdf_{m}.png)" for m in LATENCIES]
+    return "\n".join(lines) + "\n"
+
+
+def cdf_figures(cmp: Comparison) -> dict[str, Any]:
+    """{metric: Figure}: the empirical CDF of each latency, one line per run."""
+    from matplotlib.figure import Figure
+
+    figures = {}
+    for metric, by_run in cmp.samples().items():
+        fig = Figure(figsize=(7, 4.2), dpi=100)
+        ax = fig.add_subplot()
+        for name, values in by_run.items():
+            if values.size:
+                x = np.sort(values)
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post",
+                        label=f"{name} (n={x.size})")
+        ax.set_xlabel(f"{_TITLES[metric]} (ms)")
+        ax.set_ylabel("fraction of samples ≤ x")
+        ax.set_title(f"{_TITLES[metric]}: empirical CDF")
+        ax.set_ylim(0, 1.01)
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right", fontsize="small")
+        fig.tight_layout()
+        figures[metric] = fig
+    return figures
+
+
+def write(cmp: Comparison, out_dir: str | Path) -> list[Path]:
+    """Write compare.md, compare.json and cdf_<metric>.png into ``out_dir``; returns the paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for metric, fig in cdf_figures(cmp).items():
+        path = out / f"cdf_{metric}.png"
+        fig.savefig(path)
+        written.append(path)
+    (out / "compare.md").write_text(markdown(cmp))
+    (out / "compare.json").write_bytes(cmp.to_json())
+    return [out / "compare.md", out / "compare.json", *written]

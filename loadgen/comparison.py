@@ -1,0 +1,236 @@
+"""Compare N saved runs: metrics side by side, every condition they differ in, overlaid CDFs.
+
+(The module is ``comparison``, not ``compare``: importing a submodule ``loadgen.compare``
+would replace the public function ``loadgen.compare`` with the module.)
+
+Pure: reads ``summary.json`` and ``requests.jsonl`` of saved runs, never a server. The first
+run is the reference; every other run's metrics are also given relative to it.
+
+The condition diff flattens ``conditions`` to dotted paths (``lengths.requested.output_tokens
+.value``) and lists every path whose value is not the same in all runs, with three exceptions,
+all on purpose and all listed here:
+
+- ``IGNORED_CONDITIONS``: the run's own name and where its files went. They differ between
+  any two runs and say nothing about what was measured. Everything else is kept, including
+  ``target.url`` (a different host or port is a different server until shown otherwise) and
+  ``client.git_commit`` (a different client build, dirty flag included).
+- ``SHADOWED``: ``profile.*`` fields that ``conditions`` also reports under an effective name
+  (``profile.load`` is ``load``, ``profile.target.model`` (requested, often null) is
+  ``target.model`` (what was driven)); each difference is listed once, under that name.
+- A realised length distribution (``lengths.realised.*``, a dict of count/mean/p50/...) is one
+  field, compared without its ``count`` (the number of requests, which is listed on its own as
+  ``profile.workload.num_requests``); an empty mapping is the same as an absent one.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from loadgen import sla as sla_mod
+from loadgen.result import load_records, load_summary
+
+IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
+SHADOWED: dict[str, str] = {
+    "profile.target.url": "target.url", "profile.target.endpoint": "target.endpoint",
+    "profile.target.model": "target.model", "profile.target.transport": "target.transport",
+    "profile.workload.seed": "seed", "profile.load": "load", "profile.labels": "labels",
+    "profile.workload.input_tokens": "lengths.requested.input_tokens",
+    "profile.workload.output_tokens": "lengths.requested.output_tokens",
+}
+# A difference under these makes the runs' latencies not like-for-like: warned about at the top.
+WORKLOAD_FIELDS: tuple[str, ...] = ("profile.workload.*", "lengths.*", "load.*", "seed")
+
+LATENCIES: tuple[str, ...] = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+TABLE_STATS: tuple[str, ...] = ("p50", "p90", "p95", "p99", "p99_9", "mean")
+TABLE_RUN_METRICS: tuple[str, ...] = (
+    "request_throughput_rps", "input_tokens_per_s", "output_tokens_per_s", "total_tokens_per_s",
+    "goodput_rps", "goodput_output_tokens_per_s", "goodput_attained_fraction", "error_rate",
+    "mean_concurrency",
+)
+TABLE_COUNTS: tuple[str, ...] = ("sent", "ok", "failed")
+ABSENT = "(absent)"
+
+
+@dataclass(frozen=True)
+class ConditionDiff:
+    """One condition field and its value in each run (``ABSENT`` where a run lacks it)."""
+
+    field: str
+    values: tuple[Any, ...]
+
+
+def matches(path: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(path, p) or path == p.removesuffix(".*") for p in patterns)
+
+
+def flatten_conditions(conditions: dict) -> dict[str, Any]:
+    """``conditions`` as {dotted path: leaf value}, ignored and shadowed fields left out."""
+    out: dict[str, Any] = {}
+
+    def walk(node: Any, path: str) -> None:
+        if matches(path, IGNORED_CONDITIONS) or path in SHADOWED:
+            return
+        if isinstance(node, dict) and {"count", "mean"} <= node.keys():
+            out[path] = {k: v for k, v in node.items() if k != "count"}
+        elif isinstance(node, dict):
+            for key, child in node.items():
+                walk(child, f"{path}.{key}" if path else str(key))
+        else:
+            out[path] = node
+
+    walk(conditions, "")
+    return out
+
+
+def condition_diff(conditions: Sequence[dict]) -> list[ConditionDiff]:
+    """Every field (dotted path, sorted) whose value is not the same in all ``conditions``."""
+    flat = [flatten_conditions(c) for c in conditions]
+    fields = sorted(set().union(*flat))
+    out = []
+    for f in fields:
+        values = tuple(d.get(f, ABSENT) for d in flat)
+        if any(v != values[0] for v in values[1:]):
+            out.append(ConditionDiff(f, values))
+    return out
+
+
+def workload_differences(diff: Sequence[ConditionDiff]) -> list[str]:
+    return [d.field for d in diff if matches(d.field, WORKLOAD_FIELDS)]
+
+
+def metric_value(summary: dict, row: str) -> float | None:
+    """The number behind a table row label: ``"ttft_ms p99"``, ``"goodput_rps"`` or ``"sent"``."""
+    metric, _, stat = row.partition(" ")
+    if stat:
+        value = (summary["metrics"].get(metric) or {}).get(stat)
+    elif metric in TABLE_COUNTS:
+        value = summary["counts"].get(metric)
+    else:
+        value: Any = summary
+        for key in sla_mod.RUN_METRICS[metric]:
+            value = value.get(key) if isinstance(value, dict) else None
+    return None if value is None else float(value)
+
+
+TABLE_ROWS: tuple[str, ...] = (
+    *(f"{m} {s}" for m in LATENCIES for s in TABLE_STATS), *TABLE_RUN_METRICS, *TABLE_COUNTS)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The result of ``compare``: usable from a notebook (``table``, ``relative`` are DataFrames
+    indexed by row labels such as ``"ttft_ms p99"``, one column per run) and rendered by
+    ``loadgen.compare_report`` into compare.md, compare.json and CDF plots."""
+
+    names: tuple[str, ...]
+    paths: tuple[Path, ...]
+    summaries: tuple[dict, ...]
+    table: pd.DataFrame
+    relative: pd.DataFrame  # (value - first run's) / first run's; NaN where undefined
+    conditions: tuple[ConditionDiff, ...]
+    warnings: tuple[str, ...]
+
+    @property
+    def differing_fields(self) -> list[str]:
+        return [d.field for d in self.conditions]
+
+    def frame(self) -> pd.DataFrame:
+        """Values and relative differences in one frame (columns ``run`` and ``run vs first``)."""
+        out = self.table.copy()
+        for name in self.names[1:]:
+            out[f"{name} vs {self.names[0]}"] = self.relative[name]
+        return out
+
+    def samples(self) -> dict[str, dict[str, np.ndarray]]:
+        """{metric: {run: per-request (ITL: per-gap) values in ms}} for ok measured requests."""
+        from loadgen.metrics import itl_values, request_frame
+
+        out: dict[str, dict[str, np.ndarray]] = {m: {} for m in LATENCIES}
+        for name, path in zip(self.names, self.paths):
+            records = load_records(path)
+            frame = request_frame(records)
+            keep = frame[frame["ok"] & ~frame["warmup"]]
+            for m in LATENCIES:
+                col = itl_values(records)[0] if m == "itl_ms" else keep[m].to_numpy(dtype=float)
+                out[m][name] = col[~np.isnan(col)]
+        return out
+
+    def to_dict(self) -> dict:
+        def clean(x: Any) -> Any:
+            return None if x is None or np.isnan(x) else float(x)
+
+        return {
+            "runs": [{"name": n, "path": str(p), "run_id": s.get("run_id")}
+                     for n, p, s in zip(self.names, self.paths, self.summaries)],
+            "reference": self.names[0],
+            "warnings": list(self.warnings),
+            "condition_diff": [{"field": d.field, "values": list(d.values)} for d in self.conditions],
+            "ignored_conditions": list(IGNORED_CONDITIONS),
+            "shadowed_conditions": dict(SHADOWED),
+            "metrics": {row: {n: clean(self.table.at[row, n]) for n in self.names}
+                        for row in self.table.index},
+            "relative": {row: {n: clean(self.relative.at[row, n]) for n in self.names[1:]}
+                         for row in self.relative.index},
+        }
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2)
+
+    def _repr_markdown_(self) -> str:  # Jupyter renders a Comparison as its Markdown report
+        from loadgen.compare_report import markdown
+
+        return markdown(self)
+
+
+def compare(paths: Sequence[str | Path]) -> Comparison:
+    """Compare saved runs (run directories, or their summary.json). Needs at least two.
+
+    Raises ``loadgen.result.ResultError`` for a path that is not a readable run (including a
+    summary written with a ``schema_version`` this loadgen does not read) and ``ValueError``
+    for fewer than two paths.
+    """
+    if len(paths) < 2:
+        raise ValueError(f"compare needs at least two runs, got {len(paths)}")
+    summaries = [load_summary(p) for p in paths]
+    run_dirs = tuple(Path(p).parent if Path(p).is_file() else Path(p) for p in paths)
+    names = _unique_names([s.get("run_id") or d.name for s, d in zip(summaries, run_dirs)])
+    table = pd.DataFrame({n: [metric_value(s, row) for row in TABLE_ROWS]
+                          for n, s in zip(names, summaries)}, index=list(TABLE_ROWS), dtype=float)
+    first = table[names[0]]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        relative = table.sub(first, axis=0).div(first.where(first != 0), axis=0)
+    diff = condition_diff([s.get("conditions") or {} for s in summaries])
+    return Comparison(tuple(names), run_dirs, tuple(summaries), table, relative, tuple(diff),
+                      tuple(_warnings(names, summaries, diff)))
+
+
+def _warnings(names: Sequence[str], summaries: Sequence[dict], diff: Sequence[ConditionDiff]) -> list[str]:
+    out = []
+    workload = workload_differences(diff)
+    if workload:
+        out.append("the runs' workloads differ (" + ", ".join(workload) + "): their latencies and "
+                   "throughputs are not like-for-like")
+    for field in ("target.model", "target.endpoint"):
+        if any(d.field == field for d in diff):
+            out.append(f"the runs drove a different {field.split('.')[1]} ({field})")
+    for name, s in zip(names, summaries):
+        if (s.get("client") or {}).get("client_limited"):
+            out.append(f"{name}: the client limited this run (client.client_limited): its "
+                       "latencies include client delay")
+        if s.get("interrupted"):
+            out.append(f"{name}: the run was interrupted before it finished")
+    return out
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    out: list[str] = []
+    for i, n in enumerate(names):
+        out.append(n if n not in out and names.count(n) == 1 else f"{n}#{i + 1}")
+    return out

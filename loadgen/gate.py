@@ -1,0 +1,241 @@
+"""The CI gate: a candidate run against a baseline run, under a rules file, beyond the noise.
+
+Pure: reads two saved runs and a YAML rules file. A rule fails only when the whole bootstrap
+confidence interval (``loadgen.bootstrap``) lies beyond its bound, so a difference that noise
+can explain never fails the build; a point estimate beyond the bound whose interval still
+reaches inside it passes, flagged "within noise". Exit codes (``GateResult.exit_code``):
+0 every rule passed, 1 a regression, 2 the runs are not comparable (see ``GATE_FIELDS``) or
+a rule could not be evaluated on the baseline. Bad input (an unreadable run, an unknown
+schema version, an invalid rules file) raises ``GateError`` or ``ResultError``.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from loadgen import bootstrap as bs
+from loadgen.comparison import condition_diff, matches
+from loadgen.profile import _UniqueKeyLoader
+from loadgen.profile_errors import render_validation_error, yaml_error_problem
+from loadgen.result import load_records, load_summary
+
+# Condition fields that must match for a gate to mean anything: what was asked (workload shape,
+# lengths, load, seed), of which model, on which endpoint, and the per-request SLOs goodput
+# counts against. Run length (num_requests, duration_s) may differ: the intervals account for
+# the number of requests. Compare's condition diff lists everything else that differs.
+GATE_FIELDS: tuple[str, ...] = (
+    "profile.workload.*", "lengths.requested.*", "load.*", "seed", "target.model",
+    "target.endpoint", "profile.sla.ttft_ms", "profile.sla.tpot_ms", "profile.sla.e2e_ms")
+RUN_LENGTH_FIELDS: tuple[str, ...] = ("profile.workload.num_requests", "profile.workload.duration_s")
+BOUNDS = ("max_regression", "min_ratio", "max_ratio", "max", "min")
+_PERCENT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%\s*$")
+
+
+class GateError(Exception):
+    """An invalid rules file; ``problems`` name YAML paths like ``rules[0].stat: ...``."""
+
+    def __init__(self, problems: list[str], source: str | None = None):
+        self.problems, self.source = list(problems), source
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        head = f"{self.source}: invalid gate rules" if self.source else "invalid gate rules"
+        return head + "".join(f"\n  - {p}" for p in self.problems)
+
+
+class _Model(BaseModel):
+    # Unknown keys are errors: a misspelt bound (`max_regresion`) must not silently gate nothing.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GateRule(_Model):
+    """One bound on one statistic. Exactly one of the bounds is set:
+    ``max_regression`` (relative, "10%" or 0.10: worse by at most that much; worse means higher
+    for latencies and error rate, lower for throughputs and goodput), ``min_ratio`` /
+    ``max_ratio`` (candidate / baseline), ``max`` / ``min`` (absolute, on the candidate)."""
+
+    metric: str
+    stat: str | None = None
+    max_regression: float | None = Field(None, ge=0)
+    min_ratio: float | None = Field(None, gt=0)
+    max_ratio: float | None = Field(None, gt=0)
+    max: float | None = None
+    min: float | None = None
+
+    @field_validator("max_regression", mode="before")
+    @classmethod
+    def _percent(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            m = _PERCENT.match(v)
+            if not m:
+                raise ValueError(f"expected a percentage such as '10%' or a fraction such as 0.1, got {v!r}")
+            return float(m.group(1)) / 100
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1:
+            raise ValueError(f"{v!r} is ambiguous; write a percentage ('{v:g}%') or a fraction "
+                             f"({v / 100:g})")
+        return v
+
+    @model_validator(mode="after")
+    def _valid(self):
+        if self.metric in bs.DISTRIBUTION_METRICS:
+            if self.stat not in bs.STATS:
+                raise ValueError(f"@stat: {self.metric} needs a stat, one of {', '.join(bs.STATS)} "
+                                 f"(got {self.stat!r})")
+        elif self.metric in bs.RATE_METRICS:
+            if self.stat is not None:
+                raise ValueError(f"@stat: {self.metric} is a run-level number and takes no stat")
+        else:
+            raise ValueError(f"@metric: unknown metric {self.metric!r}; valid: "
+                             f"{', '.join(bs.DISTRIBUTION_METRICS + bs.RATE_METRICS)}")
+        set_ = [b for b in BOUNDS if getattr(self, b) is not None]
+        if len(set_) != 1:
+            raise ValueError(f"set exactly one bound of {', '.join(BOUNDS)} (got "
+                             f"{', '.join(set_) or 'none'})")
+        return self
+
+    @property
+    def bound(self) -> str:
+        return next(b for b in BOUNDS if getattr(self, b) is not None)
+
+    @property
+    def relative(self) -> bool:
+        return self.bound in ("max_regression", "min_ratio", "max_ratio")
+
+    def text(self) -> str:
+        head = f"{self.stat} {self.metric}" if self.stat else self.metric
+        value = getattr(self, self.bound)
+        shown = f"{value * 100:g}%" if self.bound == "max_regression" else f"{value:g}"
+        return f"{head} {self.bound} {shown}"
+
+    def limit(self) -> tuple[str, float]:
+        """The bound on the estimate (a ratio for relative rules): ("<=" | ">=", value)."""
+        v = float(getattr(self, self.bound))
+        if self.bound == "max_regression":
+            return (">=", 1 - v) if self.metric in bs.HIGHER_IS_BETTER else ("<=", 1 + v)
+        return {"min_ratio": (">=", v), "max_ratio": ("<=", v), "max": ("<=", v), "min": (">=", v)}[self.bound]
+
+
+class BootstrapConfig(_Model):
+    resamples: int = Field(2000, ge=100)
+    confidence: float = Field(0.95, gt=0.5, lt=1)
+    seed: int = 0
+
+
+class GateRules(_Model):
+    rules: tuple[GateRule, ...] = Field(min_length=1)
+    bootstrap: BootstrapConfig = BootstrapConfig()
+
+
+def load_rules(path: str | Path) -> GateRules:
+    """Read and validate a rules file; ``GateError`` names each problem's YAML path."""
+    source = str(path)
+    try:
+        data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)
+    except OSError as exc:
+        raise GateError([f"cannot read rules file: {exc.strerror or exc}"], source) from None
+    except yaml.YAMLError as exc:
+        raise GateError([yaml_error_problem(exc)], source) from None
+    try:
+        return GateRules.model_validate(data)
+    except ValidationError as exc:
+        raise GateError(render_validation_error(exc, GateRules), source) from None
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    rule: GateRule
+    status: str  # "pass" | "fail" | "error"
+    baseline: float | None  # the statistic in each run, as measured
+    candidate: float | None
+    interval: bs.Interval | None  # of candidate/baseline (relative rules) or of candidate
+    within_noise: bool  # the estimate is beyond the bound but the interval is not wholly
+    message: str
+
+
+@dataclass(frozen=True)
+class GateResult:
+    candidate: str
+    baseline: str
+    results: tuple[RuleResult, ...]
+    resamples: int
+    confidence: float
+    seed: int
+    not_comparable: tuple[str, ...] = ()  # differing GATE_FIELDS when the gate refused
+    allowed_differences: tuple[str, ...] = ()  # differing GATE_FIELDS let through by allow_different
+    condition_differences: tuple[str, ...] = field(default=())
+
+    @property
+    def exit_code(self) -> int:
+        if self.not_comparable or any(r.status == "error" for r in self.results):
+            return 2
+        return 1 if any(r.status == "fail" for r in self.results) else 0
+
+    @property
+    def verdict(self) -> str:
+        return {0: "pass", 1: "regression", 2: "not comparable"}[self.exit_code]
+
+
+def gate(candidate: str | Path, baseline: str | Path, rules: GateRules | str | Path, *,
+         resamples: int | None = None, seed: int | None = None,
+         allow_different: bool = False) -> GateResult:
+    """Check ``candidate`` against ``baseline`` under ``rules`` (a GateRules or a YAML path)."""
+    if not isinstance(rules, GateRules):
+        rules = load_rules(rules)
+    cfg = rules.bootstrap
+    resamples = cfg.resamples if resamples is None else resamples
+    seed = cfg.seed if seed is None else seed
+    if resamples < 100:
+        raise GateError([f"resamples: must be >= 100, got {resamples}"])
+    cand_s, base_s = load_summary(candidate), load_summary(baseline)
+    names = (cand_s.get("run_id") or Path(candidate).name, base_s.get("run_id") or Path(baseline).name)
+    diff = condition_diff([base_s.get("conditions") or {}, cand_s.get("conditions") or {}])
+    blocking = tuple(d.field for d in diff
+                     if matches(d.field, GATE_FIELDS) and not matches(d.field, RUN_LENGTH_FIELDS))
+    common = dict(candidate=names[0], baseline=names[1], resamples=resamples,
+                  confidence=cfg.confidence, seed=seed,
+                  condition_differences=tuple(d.field for d in diff))
+    if blocking and not allow_different:
+        return GateResult(results=(), not_comparable=blocking, **common)
+    cand = bs.RunSamples.from_run(load_records(candidate), cand_s)
+    base = bs.RunSamples.from_run(load_records(baseline), base_s)
+    results = tuple(_check(r, cand, base, resamples, cfg.confidence, seed) for r in rules.rules)
+    return GateResult(results=results, allowed_differences=blocking, **common)
+
+
+def _check(rule: GateRule, cand: bs.RunSamples, base: bs.RunSamples, resamples: int,
+           confidence: float, seed: int) -> RuleResult:
+    # One generator per rule, seeded by the rule's text: a rule's interval does not change
+    # when other rules are added, removed or reordered.
+    rng = np.random.default_rng([seed, zlib.crc32(rule.text().encode())])
+    c_val = bs.statistic(cand, rule.metric, rule.stat)
+    b_val = bs.statistic(base, rule.metric, rule.stat)
+    shown = (None if np.isnan(b_val) else b_val), (None if np.isnan(c_val) else c_val)
+    if rule.relative and np.isnan(b_val):
+        return RuleResult(rule, "error", *shown, None, False,
+                          f"the baseline has no {rule.metric} data: cannot compare against it")
+    if np.isnan(c_val):
+        return RuleResult(rule, "fail", *shown, None, False,
+                          f"the candidate has no {rule.metric} data (no successful requests?)")
+    iv = bs.bootstrap(cand, base if rule.relative else None, rule.metric, rule.stat,
+                      resamples=resamples, confidence=confidence, rng=rng)
+    op, limit = rule.limit()
+    if op == "<=":
+        failed, beyond = iv.low > limit, iv.estimate > limit
+    else:
+        failed, beyond = iv.high < limit, iv.estimate < limit
+    noise = beyond and not failed
+    what = "ratio candidate/baseline" if rule.relative else "candidate"
+    msg = (f"{what} {iv.estimate:.4g}, {confidence:.0%} CI [{iv.low:.4g}, {iv.high:.4g}], "
+           f"bound {op} {limit:.4g}: ")
+    msg += ("the whole interval is beyond the bound" if failed else
+            "beyond the bound but within noise (the interval reaches inside it)" if noise else
+            "within the bound")
+    return RuleResult(rule, "fail" if failed else "pass", *shown, iv, noise, msg)

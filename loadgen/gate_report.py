@@ -1,0 +1,122 @@
+"""Render a GateResult: Markdown for a CI step summary, JUnit XML (one testcase per rule), JSON."""
+
+from __future__ import annotations
+
+import math
+import xml.etree.ElementTree as ET
+from typing import Any
+
+from loadgen.compare_report import fmt
+from loadgen.gate import GateResult, RuleResult
+
+_ICON = {"pass": "✅ pass", "fail": "❌ FAIL", "error": "⚠️ error"}
+
+
+def _pct(ratio: float) -> str:
+    if math.isinf(ratio):
+        return "+∞"
+    return f"{ratio - 1:+.1%}"
+
+
+def _cells(r: RuleResult) -> tuple[str, str, str]:
+    """(estimate, interval, bound) as shown: % change for relative rules, values for absolute."""
+    op, limit = r.rule.limit()
+    sign = "≤" if op == "<=" else "≥"
+    iv = r.interval
+    if r.rule.relative:
+        bound = f"{sign} {_pct(limit)}"
+        if iv is None:
+            return "—", "—", bound
+        return _pct(iv.estimate), f"[{_pct(iv.low)}, {_pct(iv.high)}]", bound
+    bound = f"{sign} {fmt(limit)}"
+    if iv is None:
+        return "—", "—", bound
+    return fmt(iv.estimate), f"[{fmt(iv.low)}, {fmt(iv.high)}]", bound
+
+
+def markdown(res: GateResult) -> str:
+    icon = {"pass": "✅", "regression": "❌", "not comparable": "⚠️"}[res.verdict]
+    lines = [f"## loadgen gate {icon} {res.verdict}: {res.candidate} vs baseline {res.baseline}", ""]
+    if res.not_comparable:
+        lines += ["The runs are not comparable; these conditions differ (rerun with the same "
+                  "profile, or pass `--allow-different` to gate anyway):", ""]
+        lines += [f"- `{f}`" for f in res.not_comparable]
+        return "\n".join(lines) + "\n"
+    if res.allowed_differences:
+        lines += ["> **Warning:** gated with `--allow-different` although these conditions differ: "
+                  + ", ".join(f"`{f}`" for f in res.allowed_differences), ""]
+    lines += [f"Bootstrap: {res.resamples} resamples, {res.confidence:.0%} confidence interval, "
+              f"seed {res.seed}; requests resampled with replacement within each run. A rule fails "
+              "only when the whole interval is beyond its bound.", "",
+              "| | rule | baseline | candidate | change | "
+              f"{res.confidence:.0%} CI | bound | note |", "|---|---|---|---|---|---|---|---|"]
+    for r in res.results:
+        est, ci, bound = _cells(r)
+        note = ("within noise" if r.within_noise else
+                "" if r.status == "pass" else r.message if r.interval is None else "regression")
+        if not r.rule.relative:
+            est = "—"
+        lines.append(f"| {_ICON[r.status]} | `{r.rule.text()}` | {fmt(r.baseline)} | "
+                     f"{fmt(r.candidate)} | {est} | {ci} | {bound} | {note} |")
+    failed = sum(r.status != "pass" for r in res.results)
+    lines += ["", f"{len(res.results) - failed} of {len(res.results)} rules passed."]
+    return "\n".join(lines) + "\n"
+
+
+def junit_xml(res: GateResult) -> str:
+    """JUnit XML in the common Jenkins/Ant form: testsuites > testsuite > testcase
+    (> failure | error), so any CI system lists each rule as a test case."""
+    cases = res.results
+    failures = sum(r.status == "fail" for r in cases)
+    errors = sum(r.status == "error" for r in cases) + (1 if res.not_comparable else 0)
+    tests = len(cases) + (1 if res.not_comparable else 0)
+    counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors)}
+    suites = ET.Element("testsuites", name="loadgen gate", **counts)
+    suite = ET.SubElement(suites, "testsuite", name=f"loadgen gate: {res.candidate} vs {res.baseline}",
+                          **counts, skipped="0", time="0")
+    props = ET.SubElement(suite, "properties")
+    for k, v in (("candidate", res.candidate), ("baseline", res.baseline),
+                 ("resamples", res.resamples), ("confidence", res.confidence), ("seed", res.seed)):
+        ET.SubElement(props, "property", name=k, value=str(v))
+    if res.not_comparable:
+        case = ET.SubElement(suite, "testcase", name="runs are comparable", classname="loadgen.gate", time="0")
+        err = ET.SubElement(case, "error", type="NotComparable",
+                            message="conditions differ: " + ", ".join(res.not_comparable))
+        err.text = "\n".join(res.not_comparable)
+    for r in cases:
+        case = ET.SubElement(suite, "testcase", name=r.rule.text(), classname="loadgen.gate", time="0")
+        if r.status == "fail":
+            el = ET.SubElement(case, "failure", type="Regression", message=r.message)
+            el.text = _detail(r)
+        elif r.status == "error":
+            el = ET.SubElement(case, "error", type="CannotEvaluate", message=r.message)
+            el.text = _detail(r)
+        else:
+            ET.SubElement(case, "system-out").text = _detail(r)
+    ET.indent(suites)
+    return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _detail(r: RuleResult) -> str:
+    return f"baseline {fmt(r.baseline)}, candidate {fmt(r.candidate)}; {r.message}"
+
+
+def to_dict(res: GateResult) -> dict[str, Any]:
+    def num(x: Any) -> Any:
+        return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else x
+
+    return {
+        "candidate": res.candidate, "baseline": res.baseline, "verdict": res.verdict,
+        "exit_code": res.exit_code, "resamples": res.resamples, "confidence": res.confidence,
+        "seed": res.seed, "not_comparable": list(res.not_comparable),
+        "allowed_differences": list(res.allowed_differences),
+        "condition_differences": list(res.condition_differences),
+        "rules": [{
+            "rule": r.rule.text(), "metric": r.rule.metric, "stat": r.rule.stat,
+            "bound": r.rule.bound, "limit": list(r.rule.limit()), "status": r.status,
+            "baseline": num(r.baseline), "candidate": num(r.candidate),
+            "estimate": num(r.interval.estimate) if r.interval else None,
+            "interval": [num(r.interval.low), num(r.interval.high)] if r.interval else None,
+            "within_noise": r.within_noise, "message": r.message,
+        } for r in res.results],
+    }
