@@ -8,12 +8,14 @@ left it (same CLOCK_MONOTONIC as the client), matched here to loadgen's records 
 Sign convention: trail = client timestamp - simulator timestamp. The simulator stamps a chunk
 right AFTER ``await response.write()`` returns, i.e. after the bytes were already handed to the
 kernel, so the client on the other core can read and stamp them a little before the simulator's
-own stamp: trails may be slightly negative, and the lower bounds below allow for that
-(``NEG_MARGIN_MS``), while anything further below would mean the client stamps events before
-they were sent.
+own stamp: trails may be slightly negative (``NEG_MARGIN_MS`` on the median; a client stamping
+events before they were sent would move the median far below it).
 
 Tolerances were set from measurements on the 2-core development machine (shared with other
-work; see each docstring) with headroom for a busy CI host.
+work; figures beside each test). On two cores shared by client, simulator and whatever else
+runs, any single sample can be hit by a descheduling of either process (measured: one
+simulator stamp 5 ms late with another test suite running alongside), so the tight bounds are
+on the median and the 10th/90th percentiles, and only loose ones on p99 and the maximum.
 """
 
 from __future__ import annotations
@@ -23,19 +25,21 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-import pytest
 
 from loadgen import api
 from loadgen.profile import load_profile
 
 MS = 1e6
 PRESET = "llama3-8b-fp16@h100"  # B=1 decode step ~7 ms, prefill of 32 tokens ~1 ms
-# The simulator stamps after write() returned; a client on the other core may stamp first.
-# Typically by up to 0.1-0.2 ms here; a single stamp can be later still when the simulator is
-# preempted or collects garbage between its write and its clock read (one chunk in 4096 was
-# -1.5 ms at c=64), so the bound is on the 1st percentile: a client that stamps events before
-# they are sent would shift the whole distribution, not one sample.
-NEG_MARGIN_MS = 0.5
+# The simulator stamps after write() returned; a client on the other core may stamp first,
+# typically by up to 0.1-0.2 ms here, so the bulk of the trails may sit that far below zero:
+# NEG_MARGIN_MS bounds the median. Single stamps can be far later when the simulator is
+# descheduled or collects garbage between its write and its clock read (measured -1.5 ms for
+# one chunk in 4096 at c=64 alone, -5 ms with another test suite running on the same 2 cores),
+# so no single sample is bounded below; a client stamping before the bytes were sent (at send
+# time, say) would move the median by ~TTFT (7+ ms), and a role-only chunk taken for a token
+# would change the chunk count.
+NEG_MARGIN_MS = 0.2
 
 
 def _run_sim(tmp_path: Path, concurrency: int, num_requests: int, output_tokens: int):
@@ -79,42 +83,51 @@ def _p(x: np.ndarray, q: float) -> float:
 
 
 def test_concurrency_1_matches_simulator_ground_truth(tmp_path):
-    """At c=1: first token trails the simulator's send by p50 < 0.5 ms, p99 < 3 ms; TTFT exceeds
-    the simulator's by -0.2..3 ms; TPOT within 1 %; chunk and token counts equal."""
-    # Measured here (6 runs, 16 x 48 tokens): first-token trail min -0.11, p50 -0.05..0.07,
-    # p99 0.13-0.24 ms; every chunk's trail p50 0.09-0.13 ms; TTFT error 0.5-1.6 ms (the
-    # request's own trip: serialise, write, the server reads its headers); TPOT error <= 0.25 %.
+    """At c=1: first token trails the simulator's send by p50 -0.2..0.5 ms (p90 < 1, p99 < 5 ms),
+    TTFT exceeds the simulator's by -0.2..3 ms (p10..p90), TPOT within 1 % (p90; max 3 %)."""
+    # Measured here (standalone, 9 runs of 16 x 48 tokens): first-token trail p50 -0.05..0.07,
+    # p99 0.13-0.24 ms; every chunk's trail p50 0.09-0.13 ms, p99 0.37-0.46 ms; TTFT error
+    # 0.5-1.6 ms (the request's own trip: serialise, write, the server reads its headers), with
+    # single requests at 3.3-3.9 ms or -1.7 ms when the shared machine was busy; TPOT error
+    # <= 0.25 %.
     res, truth = _run_sim(tmp_path, concurrency=1, num_requests=16, output_tokens=48)
     m = _compare(res, truth)
-    assert _p(m["first"], 1) >= -NEG_MARGIN_MS
-    assert _p(m["first"], 50) < 0.5
-    assert _p(m["first"], 99) < 3.0
-    assert _p(m["chunks"], 1) >= -NEG_MARGIN_MS
-    assert _p(m["chunks"], 50) < 0.5
+    assert -NEG_MARGIN_MS <= _p(m["first"], 50) < 0.5
+    assert _p(m["first"], 90) < 1.0
+    assert _p(m["first"], 99) < 5.0
+    assert -NEG_MARGIN_MS <= _p(m["chunks"], 50) < 0.5
+    assert _p(m["chunks"], 99) < 2.0
     # Client TTFT counts from just before its write, the simulator's from its handler starting
     # (headers parsed): ours is longer by the request's trip, never shorter beyond the margin.
-    assert m["ttft_err"].min() >= -0.2
-    assert m["ttft_err"].max() < 3.0
-    assert np.abs(m["tpot_rel"]).max() < 0.01
+    assert _p(m["ttft_err"], 10) >= -NEG_MARGIN_MS
+    assert _p(m["ttft_err"], 50) < 2.0
+    assert _p(m["ttft_err"], 90) < 3.0
+    tpot_err = np.abs(m["tpot_rel"])
+    assert _p(tpot_err, 90) < 0.01
+    assert tpot_err.max() < 0.03
     tpot = res.summary["metrics"]["tpot_ms"]
     gt_tpot = np.mean([g["tpot_ms"] for g in truth.values()])
     assert abs(tpot["mean"] / gt_tpot - 1) < 0.01
 
 
 def test_concurrency_64_matches_simulator_ground_truth(tmp_path):
-    """At c=64: first token trails the simulator's send by p50 < 2 ms, p99 < 10 ms; TPOT within
-    5 %; chunk and token counts equal."""
-    # Measured here (5 runs, 128 x 32 tokens): first-token trail p50 0.04-0.7, p99 1.0-3.3 ms,
-    # max 5.1 ms; every chunk's trail p50 0.5-0.9 ms, p99 1.3-3.2 ms; TPOT error <= 1.7 %.
+    """At c=64: first token and every chunk trail the simulator's send by p50 -0.2..2 ms, p99 < 10
+    ms; TPOT within 2 % (p90; max 5 %); chunk and token counts equal."""
+    # Measured here (standalone, 5 runs of 128 x 64 tokens): first-token trail p50 0.5-0.9,
+    # p99 1.0-1.3 ms, max 1.8 ms; every chunk's trail p50 0.6-0.8 ms, p99 1.2-2.3 ms; TPOT
+    # error <= 0.7 %. 64 tokens, not fewer: TPOT spans first to last chunk, so one chunk late by
+    # a scheduling hiccup moves it by delay / span (with 32 tokens, one 11 ms hiccup once made
+    # it 5.2 %).
     # TTFT is not compared at c=64: a closed loop of 64 slots sends in bursts (the whole batch
     # finishes on the same engine step), and the time from loadgen's send stamp to the
     # simulator's handler start then includes both processes working through the burst
     # (measured 2-39 ms); bench/fidelity.py --sweep reports it.
     res, truth = _run_sim(tmp_path, concurrency=64, num_requests=128, output_tokens=64)
     m = _compare(res, truth)
-    assert _p(m["first"], 1) >= -NEG_MARGIN_MS
-    assert _p(m["first"], 50) < 2.0
+    assert -NEG_MARGIN_MS <= _p(m["first"], 50) < 2.0
     assert _p(m["first"], 99) < 10.0
-    assert _p(m["chunks"], 1) >= -NEG_MARGIN_MS
-    assert _p(m["chunks"], 50) < 2.0
-    assert np.abs(m["tpot_rel"]).max() < 0.05
+    assert -NEG_MARGIN_MS <= _p(m["chunks"], 50) < 2.0
+    assert _p(m["chunks"], 99) < 10.0
+    tpot_err = np.abs(m["tpot_rel"])
+    assert _p(tpot_err, 90) < 0.02
+    assert tpot_err.max() < 0.05
