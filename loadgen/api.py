@@ -54,8 +54,14 @@ class Progress:
 
 def run(profile: Profile | str | Path, *, api_key: str | None = None,
         on_progress: Callable[[Progress], None] | None = None) -> RunResult:
-    """Run ``profile`` to completion and save its results; see ``run_async``."""
-    return asyncio.run(run_async(profile, api_key=api_key, on_progress=on_progress))
+    """Run ``profile`` to completion and save its results; see ``run_async``. Uses uvloop when
+    it is installed (the client then spends less CPU per streamed token)."""
+    coro = run_async(profile, api_key=api_key, on_progress=on_progress)
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 async def run_async(profile: Profile | str | Path, *, api_key: str | None = None,

@@ -168,6 +168,17 @@ class TestFailures:
             assert 0.5 <= (r.t_end_ns - r.t_send_ns) / 1e9 < 2.0
 
 
+class TestConnections:
+    @pytest.mark.parametrize("transport", TRANSPORTS)
+    def test_connections_are_kept_alive_and_reused(self, server, make_profile, transport):
+        """A closed loop of 2 slots sends its 12 requests over 2 connections, not 12: a new
+        connection per request would add its setup to every TTFT (and exhaust ports)."""
+        res = run(make_profile(server.url, workload__num_requests=12, target__transport=transport))
+        log = server.log()
+        ports = {log[r.response_id]["peer_port"] for r in res.records}
+        assert len(ports) == 2
+
+
 class TestDriver:
     def test_open_loop_follows_the_seeded_schedule(self, server, make_profile):
         """Each request is stamped with its absolute deadline and sent within 0.5 ms of it (p50),

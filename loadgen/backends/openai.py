@@ -152,30 +152,44 @@ class _Stream:
         if self.error_body is not None:
             self.error_body += raw
             return len(self.error_body) <= _ERROR_BODY_LIMIT
+        events = self.dec.feed(raw)
+        if not events:
+            return True
         loads = orjson.loads
-        for data in self.dec.feed(raw):
-            if data == b"[DONE]":
-                self.done = True
-                continue
-            try:
-                obj = loads(data)
-                choices = obj.get("choices")
-            except (orjson.JSONDecodeError, AttributeError):
-                _fail(rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)
-                return False
-            if rec.response_id is None:
-                rec.response_id = obj.get("id") or self.rid
-            u = obj.get("usage")
-            if choices:
-                c = choices[0]
-                if self.chat:
-                    d = c.get("delta") or {}
-                    text = d.get("content")
-                    reasoning = d.get("reasoning_content") or d.get("reasoning")
-                else:
-                    text = c.get("text")
+        times = rec.chunk_times_ns
+        counts = rec.chunk_tokens
+        chat = self.chat
+        tokens = 0
+        try:
+            for data in events:
+                if data == b"[DONE]":
+                    self.done = True
+                    continue
+                try:
+                    obj = loads(data)
+                    choices = obj.get("choices")
+                except (orjson.JSONDecodeError, AttributeError):
+                    _fail(rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)
+                    return False
+                if rec.response_id is None:
+                    rec.response_id = obj.get("id") or self.rid
+                u = obj.get("usage")
+                if u:
+                    self.usage = u  # the last one seen is the total (final chunk or continuous)
+                if choices:
+                    c = choices[0]
                     reasoning = None
-                if text or reasoning:
+                    if chat:
+                        d = c.get("delta") or {}
+                        text = d.get("content")
+                        if not text:
+                            reasoning = d.get("reasoning_content") or d.get("reasoning")
+                            if not reasoning:
+                                continue  # role-only or empty delta: not a token
+                    else:
+                        text = c.get("text")
+                        if not text:
+                            continue
                     n = 1
                     if u and "completion_tokens" in u:
                         # continuous_usage_stats: the cumulative count says how many tokens
@@ -185,9 +199,9 @@ class _Stream:
                         self.continuous = True
                         if n < 1:
                             n = 1
-                    rec.chunk_times_ns.append(t)
-                    rec.chunk_tokens.append(n)
-                    self.live.tokens += n
+                    times.append(t)
+                    counts.append(n)
+                    tokens += n
                     if rec.t_first_token_ns is None:
                         rec.t_first_token_ns = t
                     if reasoning:
@@ -197,11 +211,11 @@ class _Stream:
                         rec.t_first_content_ns = t
                     if self.texts is not None:
                         self.texts.append(text or reasoning)
-            elif "error" in obj:
-                _fail(rec, R.SERVER_ERROR_EVENT, _error_text(data), t)
-                return False
-            if u:
-                self.usage = u
+                elif "error" in obj:
+                    _fail(rec, R.SERVER_ERROR_EVENT, _error_text(data), t)
+                    return False
+        finally:
+            self.live.tokens += tokens
         return True
 
     def finish(self, t_end: int) -> None:

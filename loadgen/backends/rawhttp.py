@@ -39,6 +39,7 @@ class _Conn(asyncio.Protocol):
         self._body: list[bytes] = []
         self._t = 0
         self._complete = False
+        self._keep_alive = False
         self._stopped = False
         self.got_bytes = False
 
@@ -86,7 +87,7 @@ class _Conn(asyncio.Protocol):
                 self._done(reuse=False)
                 return
         if self._complete:
-            self._done(reuse=self._parser.should_keep_alive())
+            self._done(reuse=self._keep_alive)
 
     def eof_received(self) -> bool:
         return False
@@ -108,7 +109,9 @@ class _Conn(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
+        # llhttp answers "keep alive?" only inside this callback; after it the state is reset.
         self._complete = True
+        self._keep_alive = self._parser.should_keep_alive()
 
     def _done(self, reuse: bool) -> None:
         self.busy = False
