@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = argparse.ArgumentParser(prog="loadgen", description="Load-test and benchmark LLM inference servers.")
     p.add_argument("--version", action="version", version=f"loadgen {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="what to do; `loadgen COMMAND --help` documents each")
 
     r = sub.add_parser("run", help="run a benchmark profile and write reports/<run-id>/",
                        description="Run a benchmark. Flags override the profile; --set reaches any field.")
@@ -84,6 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", help="directory for run folders (default: reports)")
     g.add_argument("--run-id", help="folder name for this run (default: time-name-random)")
     g.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    g.add_argument("--no-report", action="store_true",
+                   help="skip report.md/report.html/plots at the end (`loadgen report` makes them later)")
     g.add_argument("--fail-on-sla", action="store_true", help="exit 1 when the SLA verdict is fail")
 
     s = sub.add_parser("sim", help="serve the built-in GPU-serving simulator",
@@ -227,7 +230,18 @@ def cmd_run(a: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("loadgen: aborted; records finished so far are in the run's requests.jsonl", file=sys.stderr)
         return EXIT_INTERRUPTED
+    report = None
+    if not a.no_report:
+        from loadgen.report import write_report
+
+        try:
+            report = write_report(result.run_dir).get("report.html")
+        except Exception as exc:  # noqa: BLE001 - the run's files are saved; the report is extra
+            print(f"loadgen: warning: report not written ({exc}); try `loadgen report "
+                  f"{result.run_dir}`", file=sys.stderr)
     print_summary(result)
+    if report is not None:
+        print(f"report   {result.run_dir / 'report.html'}")
     if a.fail_on_sla and result.summary["sla"]["verdict"] == "fail":
         return EXIT_SLA_FAIL
     return EXIT_OK

@@ -128,6 +128,5 @@ def print_summary(result: Any, file: Any = None) -> None:
                   + (f" ({'; '.join(w['reasons'])})" if w.get("reasons") else ""))
     if cond.get("prompt_lengths_approximate"):
         con.print("[dim]prompt lengths are approximate (no tokenizer); server-reported prompt tokens are used where given[/dim]")
-    con.print(f"results  {result.run_dir}/")
-    for name in sorted(p.name for p in result.run_dir.iterdir()):
-        con.print(f"         {result.run_dir / name}", soft_wrap=True)
+    con.print(f"results  {result.run_dir}/  ({', '.join(sorted(p.name for p in result.run_dir.iterdir()))})",
+              soft_wrap=True)
