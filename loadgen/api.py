@@ -128,6 +128,8 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             profile.workload.num_requests + load.warmup_requests
         if schedule is not None:
             total = len(schedule) if total is None else min(total, len(schedule))
+        specs, prompt_fit = await _fit_prompts(profile, transport, model, workload, total, status)
+        server["identity"] = _identity(server, specs, total)
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         status(f"running {profile.name}: {metadata.redact_url(url)} {model}")
@@ -135,7 +137,7 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             result_t0 = now_ns()
             ticker = _start_ticker(on_progress, total, profile.workload.duration_s, live)
             try:
-                result = await drive(workload, backend, opts, on_record=sink.write, stop=stop)
+                result = await drive(specs, backend, opts, on_record=sink.write, stop=stop)
             finally:
                 if ticker is not None:
                     ticker.cancel()
@@ -155,10 +157,64 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         "interrupted": result.interrupted,
         "conditions": _conditions(profile, url, model, server, workload, records, sim_info),
     }
+    summary["conditions"]["prompt_lengths"] = prompt_fit
+    if prompt_fit["method"] == "server /tokenize" and prompt_fit["exact"] == prompt_fit["requests_fitted"]:
+        summary["conditions"]["prompt_lengths_approximate"] = False
     summary.update(metrics.summarize(records, sla=profile.sla))
     summary["client"] = _client_health(result, cpu_s, records, capped=bool(load.max_concurrency))
     write_summary(run_dir, summary)
     return RunResult(run_dir, summary, records)
+
+
+# Beyond this many requests (an unbounded duration run), prompts stay approximate.
+_FIT_LIMIT = 20_000
+
+
+async def _fit_prompts(profile: Profile, transport: Any, model: str, workload: Workload,
+                       total: int | None, status: Callable[[str], None]) -> tuple[Any, dict]:
+    """Exact prompt lengths from the server's /tokenize when it has one and nothing better is
+    configured; otherwise the workload as it is, and how its lengths were made."""
+    from loadgen.server_tokenize import ServerTokenizer, fit_prompts
+
+    t = profile.target
+    if t.prompt_format == "token_ids":
+        return workload, {"method": "token ids (exact)"}
+    if workload.tokenizer is not None:
+        return workload, {"method": "local tokenizer (exact)"}
+    approx = {"method": "approximate (one common word ~ one token)"}
+    if profile.workload.prompt.server_tokenize == "never" or t.endpoint not in ("chat", "completions"):
+        return workload, approx
+    tokenizer = ServerTokenizer(transport, model, chat=t.endpoint == "chat")
+    if not await tokenizer.available():
+        return workload, {**approx, "server_tokenize": "not offered by the server"}
+    n = min(total if total is not None else _FIT_LIMIT, _FIT_LIMIT)
+    status(f"fitting {n} prompts to exact lengths with the server's /tokenize")
+    specs, info = await fit_prompts(tokenizer, workload, n)
+    if total is None:
+        info["note"] = f"requests past {n} keep approximate lengths"
+    return specs, info
+
+
+def _identity(server: dict, specs: Any, total: int | None) -> dict:
+    """Who answered: engine, version, served model and its context length, from what the
+    server said; and how many requests would not fit that context (they will fail)."""
+    models = (server.get("models") or {}).get("data") or [{}]
+    first = models[0] if isinstance(models[0], dict) else {}
+    version = server.get("version")
+    owned_by = first.get("owned_by")
+    engine = {"vllm": "vllm", "sglang": "sglang", "loadgen-sim": "loadgen-sim",
+              "tensorrt_llm": "tensorrt-llm", "llamacpp": "llama.cpp"}.get(str(owned_by).lower())
+    header = (server.get("headers") or {}).get("server", "")
+    out = {"engine": engine or owned_by, "version": version.get("version") if isinstance(version, dict) else version,
+           "served_model": first.get("id"), "root": first.get("root"),
+           "max_model_len": first.get("max_model_len"), "server_header": header or None}
+    limit = out["max_model_len"]
+    if isinstance(limit, int) and total:
+        n = min(total, _FIT_LIMIT)
+        over = sum(1 for i in range(n)
+                   if (s := specs.request(i)).prompt_tokens + s.output_tokens > limit)
+        out["requests_over_max_model_len"] = over
+    return out
 
 
 def _conditions(profile: Profile, url: str, model: str, server: dict, workload: Workload,

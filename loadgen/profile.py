@@ -205,6 +205,9 @@ class PromptConfig(_Model):
     source: Literal["synthetic"] = "synthetic"
     tokenizer: str | None = None
     system_prompt_tokens: int = Field(0, ge=0)
+    # Without a local tokenizer, fit text prompts to exact lengths with the server's /tokenize
+    # when it offers one (vLLM does; "never" keeps the word-count approximation).
+    server_tokenize: Literal["auto", "never"] = "auto"
 
     @field_validator("tokenizer")
     @classmethod

@@ -58,7 +58,10 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
     fail_kind, _, fail_arg = fail.partition(":")
     fail_n = int(fail_arg) if fail_arg.isdigit() else 0
     prompt = body.get("messages") if chat else body.get("prompt")
-    prompt_tokens = len(prompt) if isinstance(prompt, list) and not chat else len(json.dumps(prompt).split())
+    if cfg.get("tokenize"):
+        prompt_tokens = toy_token_count(prompt, chat)
+    else:
+        prompt_tokens = len(prompt) if isinstance(prompt, list) and not chat else len(json.dumps(prompt).split())
 
     if fail_kind == "status":
         code = int(fail_arg or 500)
@@ -151,6 +154,20 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
     return resp
 
 
+def toy_token_count(prompt: Any, chat: bool) -> int:
+    """The test server's own tokenizer (served at /tokenize when ``tokenize`` is on): a word of
+    up to 6 letters is one token, longer words more; completions add a BOS token, chat a
+    template of 3 tokens per message plus 2. Deliberately unlike one-word-one-token."""
+    def words(text: str) -> int:
+        return sum(1 + len(w) // 7 for w in text.split())
+
+    if chat:
+        return sum(3 + words(m.get("content") or "") for m in prompt) + 2
+    if isinstance(prompt, list):
+        return len(prompt) + 1
+    return words(prompt) + 1
+
+
 def make_app(defaults: dict) -> Any:
     from aiohttp import web
 
@@ -173,6 +190,15 @@ def make_app(defaults: dict) -> Any:
         return web.json_response({"object": "list", "data": [
             {"id": defaults["model"], "object": "model", "owned_by": "loadgen-testing", "max_model_len": 32768}]})
 
+    async def tokenize(request: web.Request) -> Any:
+        # vLLM's shape: {"model", "prompt"} or {"model", "messages"} -> {"count", "tokens", ...}
+        if not defaults.get("tokenize"):
+            raise web.HTTPNotFound()
+        body = await request.json()
+        chat = "messages" in body
+        n = toy_token_count(body["messages"] if chat else body["prompt"], chat)
+        return web.json_response({"count": n, "max_model_len": 32768, "tokens": list(range(n))})
+
     async def get_log(request: web.Request) -> Any:
         return web.json_response(list(log.entries.values()))
 
@@ -188,6 +214,7 @@ def make_app(defaults: dict) -> Any:
     app.router.add_post("/v1/chat/completions", completions)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
+    app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/_log", get_log)
     app.router.add_delete("/_log", clear_log)
     return app

@@ -315,3 +315,44 @@ class TestClientHealth:
         assert client["client_limited"] is False
         assert client["warnings"] == []
         assert client["cpu_busy_fraction"] < 0.5
+
+
+@pytest.fixture(scope="module")
+def tok_server():
+    """A scripted server that offers /tokenize with its own (toy) tokenizer."""
+    from loadgen.testing import StreamServer
+
+    with StreamServer(ttft_ms=5, itl_ms=1, tokenize=True) as s:
+        yield s
+
+
+class TestServerTokenize:
+    @pytest.mark.parametrize("endpoint", ["chat", "completions"])
+    def test_prompts_fit_the_servers_tokenizer_exactly(self, tok_server, make_profile, endpoint):
+        """With /tokenize on the server, every prompt's realised length (the server's
+        usage.prompt_tokens) equals the requested length, chat template included."""
+        res = run(make_profile(tok_server.url, workload__num_requests=12, target__endpoint=endpoint,
+                               workload__input_tokens={"kind": "uniform", "min": 20, "max": 300}))
+        assert all(r.prompt_tokens == r.requested_prompt_tokens for r in res.records)
+        assert len({r.requested_prompt_tokens for r in res.records}) > 3
+        cond = res.summary["conditions"]
+        assert cond["prompt_lengths"]["method"] == "server /tokenize"
+        assert cond["prompt_lengths"]["exact"] == 12
+        assert cond["prompt_lengths_approximate"] is False
+
+    def test_without_tokenize_lengths_are_flagged_approximate(self, server, make_profile):
+        """A server without /tokenize leaves the word approximation, and the result says so."""
+        res = run(make_profile(server.url, workload__num_requests=2))
+        cond = res.summary["conditions"]
+        assert cond["prompt_lengths_approximate"] is True
+        assert cond["prompt_lengths"]["server_tokenize"] == "not offered by the server"
+
+    def test_server_identity_and_context_overflow(self, tok_server, make_profile):
+        """The conditions name the served model and its context length, and count requests
+        whose prompt plus output would not fit it."""
+        res = run(make_profile(tok_server.url, workload__num_requests=2))
+        ident = res.summary["conditions"]["server"]["identity"]
+        assert ident["served_model"] == "test-model"
+        assert ident["max_model_len"] == 32768
+        assert ident["engine"] == "loadgen-testing"
+        assert ident["requests_over_max_model_len"] == 0
