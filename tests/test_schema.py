@@ -49,3 +49,22 @@ def test_an_old_schema_version_is_rejected():
     summary = json.loads(SUMMARIES[0].read_text())
     summary["schema_version"] = 0
     assert not validator().is_valid(summary)
+
+
+def test_a_fresh_run_validates(tmp_path):
+    """A run made now (scripted server with /tokenize) writes a summary the schema accepts, so
+    the schema cannot fall behind the code that writes summaries."""
+    import asyncio
+
+    from loadgen import api
+    from loadgen.profile import load_profile
+    from loadgen.testing import StreamServer
+
+    with StreamServer(ttft_ms=2, itl_ms=1, tokenize=True) as s:
+        p = load_profile(None, overrides={
+            "target.url": s.url, "workload.num_requests": 6, "load.concurrency": 2,
+            "workload.output_tokens": 4, "output.dir": str(tmp_path), "output.progress": False,
+            "sla.ttft_ms": 100.0, "sla.rules": ["p99 ttft_ms < 100"]})
+        res = asyncio.run(api.run_async(p))
+    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator().iter_errors(res.summary)]
+    assert errors == []
