@@ -9,7 +9,12 @@ request was drawn), so every statistic is the same code with weights:
   not gaps: gaps of one request are correlated, and a regression that stalls some requests
   must move whole requests in or out);
 - a rate is the drawn requests' total (ok requests, output tokens, good requests) over the
-  run's fixed measured window; error rate and attained fraction are ratios of drawn counts.
+  run's measured window; error rate and attained fraction are ratios of drawn counts. In a
+  closed loop the window is not fixed: N slots finish sooner when requests are faster, so the
+  window scales with the drawn requests' total time in flight (Little's law: window x mean
+  concurrency = total latency). Without that, a run of fixed-length requests would give a rate
+  interval of zero width, and any throughput change would read as beyond noise. An open loop
+  keeps the fixed window: there the schedule, not the latency, sets the pace.
 
 With all counts 1 each statistic equals the value in summary.json (the tests check that).
 """
@@ -41,6 +46,7 @@ class RunSamples:
 
     n: int
     window_s: float
+    closed_loop: bool  # rates scale with the drawn requests' time in flight (see module doc)
     owners: dict[str, np.ndarray]  # metric -> request index of each sample
     values: dict[str, np.ndarray]  # metric -> sample values (ms)
     per_request: dict[str, np.ndarray]  # ok, failed, good, prompt_tokens, output_tokens, ...
@@ -65,11 +71,16 @@ class RunSamples:
         good = sla_mod.good_mask(ok, {k: frame[k].to_numpy(dtype=float) for k in slos}, slos)
         out_all = frame["output_tokens"].fillna(0).to_numpy(dtype=np.float64)
         prompt = frame["prompt_tokens"].fillna(0).to_numpy(dtype=np.float64)
+        send = frame["t_send_ns"].to_numpy(dtype=np.float64)
+        end = frame["t_end_ns"].astype("Float64").fillna(np.nan).to_numpy(dtype=np.float64)
+        busy = np.nan_to_num(end - send, nan=0.0) / 1e9
         per_request = {"ok": ok.astype(float), "failed": failed.astype(float),
                        "good": good.astype(float), "ok_output_tokens": out_all * ok,
-                       "ok_prompt_tokens": prompt * ok, "good_output_tokens": out_all * good}
+                       "ok_prompt_tokens": prompt * ok, "good_output_tokens": out_all * good,
+                       "busy_s": busy}
+        load = (summary.get("conditions") or {}).get("load") or {}
         return cls(len(measured), float((summary.get("window") or {}).get("seconds") or 0.0),
-                   owners, values, per_request)
+                   bool(load.get("concurrency")), owners, values, per_request)
 
 
 def statistic(run: RunSamples, metric: str, stat: str | None,
@@ -91,8 +102,13 @@ def statistic(run: RunSamples, metric: str, stat: str | None,
     def total(key: str) -> float:
         return float(w @ pr[key])
 
+    window = run.window_s
+    if run.closed_loop and counts is not None:
+        busy, drawn = float(pr["busy_s"].sum()), total("busy_s")
+        window = window * drawn / busy if busy > 0 else window
+
     def per_s(x: float) -> float:
-        return x / run.window_s if run.window_s > 0 else float("nan")
+        return x / window if window > 0 else float("nan")
 
     def frac(num: float, den: float) -> float:
         return num / den if den else float("nan")

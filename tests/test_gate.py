@@ -42,9 +42,22 @@ class TestStatistics:
             assert bs.statistic(run, metric, None) == metric_value(s, metric)
 
     def test_a_request_drawn_twice_contributes_all_its_gaps_twice(self):
-        run = bs.RunSamples(2, 1.0, {"itl_ms": np.array([0, 0, 1])}, {"itl_ms": np.array([1.0, 3.0, 10.0])}, {})
+        run = bs.RunSamples(2, 1.0, False, {"itl_ms": np.array([0, 0, 1])},
+                            {"itl_ms": np.array([1.0, 3.0, 10.0])}, {})
         assert bs.statistic(run, "itl_ms", "mean", np.array([2, 0])) == 2.0
         assert bs.statistic(run, "itl_ms", "mean", np.array([1, 1])) == 14 / 3
+
+
+    def test_closed_loop_rates_scale_with_time_in_flight(self):
+        """In a closed loop, drawing the slower of two requests twice stretches the window:
+        2 ok requests over 1 s whose latencies are 1 s and 3 s; drawing the 3 s one twice gives
+        2 requests over 1 s x 6/4, i.e. 4/3 requests/s; an open loop keeps 2/s."""
+        pr = {"ok": np.array([1.0, 1.0]), "busy_s": np.array([1.0, 3.0])}
+        closed = bs.RunSamples(2, 1.0, True, {}, {}, pr)
+        opened = bs.RunSamples(2, 1.0, False, {}, {}, pr)
+        assert bs.statistic(closed, "request_throughput_rps", None) == 2.0
+        assert bs.statistic(closed, "request_throughput_rps", None, np.array([0, 2])) == pytest.approx(4 / 3)
+        assert bs.statistic(opened, "request_throughput_rps", None, np.array([0, 2])) == 2.0
 
 
 class TestVerdicts:
