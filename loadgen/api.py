@@ -29,6 +29,7 @@ from loadgen.driver import DriveOptions, drive
 from loadgen.profile import Profile, load_profile
 from loadgen.records import JsonlSink
 from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, RunResult, write_summary
+from loadgen.server_scraper import ServerMetricsScraper, attach as attach_server_metrics
 from loadgen.workload import Workload, build_schedule
 
 # The client is saturated (and its latencies inflated) when its event loop runs this late, or
@@ -109,6 +110,7 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         # Uncapped open loop: no cap, or the pool would silently queue (coordinated omission).
         max_connections=slots,
         connect_timeout_s=t.connect_timeout_s, read_timeout_s=t.read_timeout_s))
+    scraper = None
     try:
         server = await _probe_server(transport, url)
         model = t.model or _first_model(server, url)
@@ -130,6 +132,10 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             total = len(schedule) if total is None else min(total, len(schedule))
         specs, prompt_fit = await _fit_prompts(profile, transport, model, workload, total, status)
         server["identity"] = _identity(server, specs, total)
+        # Its own connection, so a scrape never takes a request's slot; first scrape before the load.
+        scraper = await ServerMetricsScraper.open(
+            profile.server_metrics, t.transport, url,
+            {k: v for k, v in headers.items() if k == "Authorization"}, t.connect_timeout_s)
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         status(f"running {profile.name}: {metadata.redact_url(url)} {model}")
@@ -145,7 +151,10 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
                                          (now_ns() - result_t0) / 1e9, live))
         cpu_s = time.process_time() - cpu0
         ended_at = dt.datetime.now(dt.timezone.utc)
+        server_series = await scraper.stop(expected_requests=sum(1 for r in result.records if r.ok))
     finally:
+        if scraper is not None:
+            await scraper.aclose()
         await transport.aclose()
 
     records = result.records
@@ -162,6 +171,7 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         summary["conditions"]["prompt_lengths_approximate"] = False
     summary.update(metrics.summarize(records, sla=profile.sla))
     summary["client"] = _client_health(result, cpu_s, records, capped=bool(load.max_concurrency))
+    attach_server_metrics(summary, run_dir, server_series, records)
     write_summary(run_dir, summary)
     return RunResult(run_dir, summary, records)
 

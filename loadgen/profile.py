@@ -22,7 +22,7 @@ from pydantic import field_validator, model_validator
 __all__ = [
     "EmpiricalLength", "FixedLength", "LengthDist", "LoadConfig", "LognormalLength",
     "NormalLength", "OutputConfig", "Profile", "ProfileError", "PromptConfig", "REQUEST_METRICS",
-    "RUN_METRICS", "STATS", "SlaConfig", "SlaRule", "TargetConfig", "UniformLength",
+    "RUN_METRICS", "STATS", "ServerMetricsConfig", "SlaConfig", "SlaRule", "TargetConfig", "UniformLength",
     "WorkloadConfig", "apply_override", "load_profile", "profile_to_yaml",
 ]
 
@@ -317,6 +317,18 @@ class SlaConfig(_Model):
     rules: tuple[SlaRule, ...] = ()
 
 
+class ServerMetricsConfig(_Model):
+    """Scraping the target's Prometheus metrics during the run: one GET of ``path`` every
+    ``interval_s`` on a connection of its own, kept in ``server_metrics.jsonl`` and summarized
+    beside the client's figures. ``enabled: true`` scrapes when the server serves metrics loadgen
+    knows (vLLM, SGLang, TensorRT-LLM, the simulator) and otherwise notes why not in the summary;
+    the run goes on either way."""
+
+    enabled: bool = True
+    interval_s: float = Field(1.0, ge=0.05)
+    path: str = Field("/metrics", pattern=r"^/")
+
+
 class OutputConfig(_Model):
     dir: str = "reports"
     run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -334,6 +346,7 @@ class Profile(_Model):
     labels: StrDict = {}
     output: OutputConfig = OutputConfig()
     sim: dict[str, Any] = {}
+    server_metrics: ServerMetricsConfig = ServerMetricsConfig()
 
     def resolved(self) -> dict[str, Any]:
         """Every setting, defaults included, as JSON-ready data (for result files)."""

@@ -1,0 +1,315 @@
+"""The server's own view of a run: its Prometheus ``/metrics`` in one normalized form.
+
+Each engine names the same facts differently (vLLM ``vllm:num_requests_running``, SGLang
+``sglang:num_running_reqs``, TensorRT-LLM ``trtllm_num_requests_running``); ``ENGINES`` maps
+them onto one set of keys, and ``detect_engine`` picks the map from the names a server serves.
+Parsing is ``prometheus_client``'s, never a hand-written one.
+
+A scrape becomes one flat row (``normalize``): gauges ``running``, ``waiting``,
+``kv_cache_usage`` (0..1), counters ``preemptions_total``, ``prompt_tokens_total``,
+``generation_tokens_total``, and ``<hist>_sum_s`` / ``<hist>_count`` of the latency histograms
+``ttft``, ``itl``, ``tpot``, ``e2e`` and ``queue_time``; None where the engine has no such
+metric. Series with several label sets (data-parallel engines, several models) are summed,
+except ``kv_cache_usage``, a fraction, which is averaged.
+
+trtllm-serve answers ``/metrics`` with JSON iteration statistics, not Prometheus text (its
+Prometheus text is at ``/prometheus/metrics``); ``trtllm_json_row`` reads the gauges it has
+(running, waiting, KV-cache blocks used / max). It has no latency histograms.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Sequence
+
+import orjson
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = ["ENGINES", "EngineNames", "HISTOGRAMS", "GAUGES", "COUNTERS", "Samples", "parse",
+           "detect_engine", "normalize", "metrics_labels", "trtllm_json_row", "ROW_KEYS", "summarize",
+           "client_means"]
+
+HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
+GAUGES = ("running", "waiting", "kv_cache_usage")
+COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total")
+# The keys of a normalized row, in order (the columns of ``server_metrics.jsonl`` after t_ns).
+ROW_KEYS = GAUGES + COUNTERS + tuple(f"{h}_{p}" for h in HISTOGRAMS for p in ("sum_s", "count"))
+
+# sample name -> [(labels, value), ...]
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineNames:
+    """One engine's metric names for each normalized key; the first name present wins (newer
+    names first, then the older ones the same engine used to serve)."""
+
+    engine: str
+    prefix: str
+    scalars: Mapping[str, tuple[str, ...]]
+    histograms: Mapping[str, tuple[str, ...]]
+    # Gauges that state configuration rather than load (copied into the run's conditions).
+    config_gauges: tuple[str, ...] = ()
+    marker: str | None = None  # a name only this engine serves (the simulator's own metric)
+
+    def wanted(self) -> tuple[str, ...]:
+        """Every sample name a scrape must keep: the scalars and each histogram's _sum/_count."""
+        out = [n for names in self.scalars.values() for n in names]
+        out += [f"{n}{s}" for names in self.histograms.values() for n in names for s in ("_sum", "_count")]
+        return tuple(out)
+
+
+_VLLM_SCALARS = {
+    "running": ("vllm:num_requests_running",),
+    "waiting": ("vllm:num_requests_waiting",),
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "preemptions_total": ("vllm:num_preemptions_total",),
+    "prompt_tokens_total": ("vllm:prompt_tokens_total",),
+    "generation_tokens_total": ("vllm:generation_tokens_total",),
+}
+# vLLM's old ``time_per_output_token_seconds`` was the per-token gap (renamed
+# ``inter_token_latency_seconds``); its per-request TPOT is ``request_time_per_output_token``.
+_VLLM_HISTOGRAMS = {
+    "ttft": ("vllm:time_to_first_token_seconds",),
+    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "tpot": ("vllm:request_time_per_output_token_seconds",),
+    "e2e": ("vllm:e2e_request_latency_seconds",),
+    "queue_time": ("vllm:request_queue_time_seconds",),
+}
+
+ENGINES: dict[str, EngineNames] = {
+    "vllm": EngineNames("vllm", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS),
+    # The built-in simulator serves vLLM's names, plus one of its own.
+    "sim": EngineNames("sim", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS,
+                       marker="loadgen_sim_pacing_lag_seconds_total"),
+    "sglang": EngineNames("sglang", "sglang:", {
+        "running": ("sglang:num_running_reqs",),
+        "waiting": ("sglang:num_queue_reqs",),
+        "kv_cache_usage": ("sglang:token_usage",),
+        "preemptions_total": ("sglang:num_retracted_requests_total",),  # SGLang "retracts"
+        "prompt_tokens_total": ("sglang:prompt_tokens_total",),
+        "generation_tokens_total": ("sglang:generation_tokens_total",),
+    }, {
+        "ttft": ("sglang:time_to_first_token_seconds",),
+        # SGLang observes the gap per token (sum += gap, count += tokens in the step).
+        "itl": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+        "e2e": ("sglang:e2e_request_latency_seconds",),
+        "queue_time": ("sglang:queue_time_seconds",),
+    }, config_gauges=("sglang:max_total_num_tokens", "sglang:max_running_requests",
+                      "sglang:max_prefill_tokens", "sglang:context_len")),
+    # trtllm-serve's /prometheus/metrics. Its time_per_output_token is per request (TPOT).
+    "trtllm": EngineNames("trtllm", "trtllm_", {
+        "running": ("trtllm_num_requests_running",),
+        "waiting": ("trtllm_num_requests_waiting",),
+        "kv_cache_usage": ("trtllm_kv_cache_utilization",),
+        "prompt_tokens_total": ("trtllm_prompt_tokens_total",),
+        "generation_tokens_total": ("trtllm_generation_tokens_total",),
+    }, {
+        "ttft": ("trtllm_time_to_first_token_seconds",),
+        "tpot": ("trtllm_time_per_output_token_seconds",),
+        "e2e": ("trtllm_e2e_request_latency_seconds",),
+        "queue_time": ("trtllm_request_queue_time_seconds",),
+    }, config_gauges=("trtllm_kv_cache_max_blocks", "trtllm_kv_cache_tokens_per_block",
+                      "trtllm_max_batch_size_static", "trtllm_max_num_active_requests")),
+}
+
+# Labels that describe the server (the others split a series: le, finished_reason, source, ...).
+_DESCRIPTIVE_LABELS = frozenset({"model_name", "name", "model", "engine", "engine_type",
+                                 "tp_rank", "pp_rank", "dp_rank", "moe_ep_rank"})
+
+
+def parse(text: str | bytes) -> Samples:
+    """Prometheus text exposition -> every sample's labels and value, keyed by sample name
+    (``vllm:e2e_request_latency_seconds_sum``, ``vllm:prompt_tokens_total``, ...)."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    out: Samples = defaultdict(list)
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            out[s.name].append((s.labels, float(s.value)))
+    return dict(out)
+
+
+def detect_engine(samples: Samples) -> str | None:
+    """The engine whose names the samples use: sim (vLLM names plus the simulator's marker),
+    vllm, sglang or trtllm; None when no known name is present."""
+    names = samples.keys()
+    if ENGINES["sim"].marker in names:
+        return "sim"
+    for engine in ("vllm", "sglang", "trtllm"):
+        wanted = set(ENGINES[engine].wanted())
+        if any(n in wanted for n in names):
+            return engine
+    return None
+
+
+def normalize(samples: Samples, engine: str) -> dict[str, float | None]:
+    """One scrape in loadgen's keys (see the module docstring); None for what it lacks."""
+    names = ENGINES[engine]
+    row: dict[str, float | None] = {}
+    for key in GAUGES + COUNTERS:
+        row[key] = _first(samples, names.scalars.get(key, ()), mean=key == "kv_cache_usage")
+    for h in HISTOGRAMS:
+        base = next((n for n in names.histograms.get(h, ()) if f"{n}_count" in samples), None)
+        row[f"{h}_sum_s"] = _total(samples, f"{base}_sum") if base else None
+        row[f"{h}_count"] = _total(samples, f"{base}_count") if base else None
+    return row
+
+
+def metrics_labels(samples: Samples, engine: str | None) -> dict:
+    """What the labels and config gauges of one scrape reveal of the engine's configuration:
+    ``info`` (every ``*_info`` series of the engine, e.g. vLLM's ``cache_config_info`` with
+    block_size, gpu_memory_utilization, num_gpu_blocks), ``config`` (config gauges such as
+    SGLang's ``max_total_num_tokens``), ``labels`` (each descriptive label's distinct values
+    across the engine's series: ``model_name``, ``engine``, ``tp_rank``, ...)."""
+    if engine is None:
+        return {"engine": None, "info": {}, "config": {}, "labels": {}}
+    names = ENGINES[engine]
+    info: dict[str, dict[str, str]] = {}
+    values: dict[str, set[str]] = defaultdict(set)
+    for name, series in samples.items():
+        if not name.startswith(names.prefix):
+            continue
+        if name.endswith("_info") and series:
+            info[name] = dict(series[0][0])
+            continue
+        for labels, _ in series:
+            for k, v in labels.items():
+                if k in _DESCRIPTIVE_LABELS:
+                    values[k].add(v)
+    config = {n: _total(samples, n) for n in names.config_gauges if n in samples}
+    labels = {k: sorted(v) for k, v in sorted(values.items())}
+    return {"engine": engine, "info": info, "config": config, "labels": labels}
+
+
+def trtllm_json_row(body: bytes) -> dict[str, float | None] | None:
+    """trtllm-serve's JSON ``/metrics`` (iteration statistics since the last call, newest last)
+    -> a row with the gauges it carries; None when it is not that (not JSON, or no iteration:
+    the server drained nothing since the last call, or runs without iteration stats)."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    stats = data if isinstance(data, list) else [data]
+    last = next((s for s in reversed(stats) if isinstance(s, dict) and "numActiveRequests" in s), None)
+    if last is None:
+        return None
+    row: dict[str, float | None] = dict.fromkeys(ROW_KEYS)
+    row["running"] = _num(last.get("numActiveRequests"))
+    row["waiting"] = _num(last.get("numQueuedRequests"))
+    kv = last.get("kvCacheStats") or {}
+    used, total = _num(kv.get("usedNumBlocks")), _num(kv.get("maxNumBlocks"))
+    row["kv_cache_usage"] = used / total if used is not None and total else None
+    return row
+
+
+def _first(samples: Samples, names: Iterable[str], *, mean: bool = False) -> float | None:
+    for n in names:
+        if n in samples:
+            return _total(samples, n, mean=mean)
+    return None
+
+
+def _total(samples: Samples, name: str, *, mean: bool = False) -> float | None:
+    series = samples.get(name)
+    if not series:
+        return None
+    total = sum(v for _, v in series)
+    return total / len(series) if mean else total
+
+
+def _num(v: object) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+
+# ----------------------------------------------------------------------------- the run's view
+# Client statistic compared with each server histogram: same quantity, measured at each end.
+COMPARED = (("ttft", "ttft", "TTFT"), ("itl", "itl", "ITL (per chunk)"),
+            ("itl_per_token", "itl", "ITL (per token)"), ("tpot", "tpot", "TPOT"),
+            ("e2e", "e2e", "E2E"))
+
+
+def summarize(rows: Sequence[Mapping], window_ns: tuple[int, int] | None,
+              client: Mapping[str, float | None]) -> dict:
+    """The run's ``server`` block from its scrapes (``rows``: ``t_ns`` plus ``ROW_KEYS``, in time
+    order, the first taken before the load and the last after it).
+
+    ``gauges``: mean and max of running, waiting and kv_cache_usage over the scrapes inside
+    ``window_ns`` (the measured window; all scrapes when none falls inside). ``preemptions``,
+    ``tokens``: counter deltas, last minus first scrape. ``histograms``: per histogram the deltas
+    of count and sum and ``mean_ms`` = sum delta / count delta. ``client_vs_server``: the
+    client's mean (``client``, from ``client_means``) minus the server's: what HTTP, the network
+    and the client add on top of what the server measured itself (queueing inside the server is
+    in both; ``histograms.queue_time`` says how much of it there was).
+    """
+    out: dict = {"gauges": {}, "preemptions": None, "tokens": {}, "histograms": {},
+                 "client_vs_server": {}}
+    if not rows:
+        return out
+    inside = [r for r in rows if window_ns and window_ns[0] <= r["t_ns"] <= window_ns[1]] or list(rows)
+    for g in GAUGES:
+        vals = [r[g] for r in inside if r.get(g) is not None]
+        out["gauges"][g] = ({"mean": sum(vals) / len(vals), "max": max(vals), "samples": len(vals)}
+                            if vals else None)
+    first, last = rows[0], rows[-1]
+    out["preemptions"] = _delta(first, last, "preemptions_total")
+    out["tokens"] = {"prompt": _delta(first, last, "prompt_tokens_total"),
+                     "generation": _delta(first, last, "generation_tokens_total")}
+    for h in HISTOGRAMS:
+        count, total = _delta(first, last, f"{h}_count"), _delta(first, last, f"{h}_sum_s")
+        if count is None or total is None:
+            continue
+        out["histograms"][h] = {"count": count, "sum_s": total,
+                                "mean_ms": total / count * 1e3 if count > 0 else None}
+    for key, hist, _label in COMPARED:
+        server = (out["histograms"].get(hist) or {}).get("mean_ms")
+        ours = client.get(key)
+        if server is None or ours is None:
+            continue
+        out["client_vs_server"][key] = {"client_mean_ms": ours, "server_mean_ms": server,
+                                        "difference_ms": ours - server}
+    return out
+
+
+def client_means(records: Sequence) -> dict[str, float | None]:
+    """The client's mean TTFT, ITL (per chunk and per token), TPOT and E2E in ms over every ok
+    request, warm-up included: the server's histogram deltas count those too.
+
+    Per chunk: the gaps between consecutive content chunks; per token: the same gaps summed and
+    divided among the tokens the later chunks carried (sum of gaps / sum of their tokens)."""
+    ttft, e2e, tpot = [], [], []
+    gaps_ns = chunk_gaps = tokens = 0
+    for r in records:
+        if not r.ok:
+            continue
+        if r.t_first_token_ns is not None:
+            ttft.append(r.t_first_token_ns - r.t_send_ns)
+        if r.t_end_ns is not None:
+            e2e.append(r.t_end_ns - r.t_send_ns)
+        times = r.chunk_times_ns
+        if len(times) >= 2:
+            gaps_ns += times[-1] - times[0]
+            chunk_gaps += len(times) - 1
+            counts = r.chunk_tokens if len(r.chunk_tokens) == len(times) else [1] * len(times)
+            tokens += sum(max(n, 1) for n in counts[1:])
+            if r.output_tokens and r.output_tokens >= 2 and r.t_first_token_ns is not None:
+                tpot.append((times[-1] - r.t_first_token_ns) / (r.output_tokens - 1))
+
+    def mean_ms(v: list) -> float | None:
+        return sum(v) / len(v) / 1e6 if v else None
+
+    return {"ttft": mean_ms(ttft), "e2e": mean_ms(e2e), "tpot": mean_ms(tpot),
+            "itl": gaps_ns / chunk_gaps / 1e6 if chunk_gaps else None,
+            "itl_per_token": gaps_ns / tokens / 1e6 if tokens else None}
+
+
+def _delta(first: Mapping, last: Mapping, key: str) -> float | None:
+    """last - first (an int when whole: counts), None when absent or when the counter went
+    down (the server restarted during the run)."""
+    a, b = first.get(key), last.get(key)
+    if a is None or b is None or b < a:
+        return None
+    d = b - a
+    return int(d) if float(d).is_integer() and not key.endswith("_sum_s") else d

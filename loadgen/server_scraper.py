@@ -1,0 +1,226 @@
+"""Scraping the target's ``/metrics`` while a run goes on, without disturbing what it measures.
+
+One GET per interval on a connection of its own (a one-connection transport of the run's kind,
+so the scrape never takes a slot from a request), on the run's event loop. Parsing is kept off
+that loop's busy time: the first scrape, before the load, is parsed in full (engine detection,
+configuration labels); during the load a scrape only keeps the lines of the samples it needs
+(a prefix test per line, about 0.1 ms for vLLM's ~50 KB, where parsing all of it with
+``prometheus_client`` takes ~10 ms, enough to show up as event-loop lag); every kept scrape is
+parsed after the load. The last scrape is taken after the load ends (retried for up to a second
+until the server's TTFT histogram has counted every request, as its bookkeeping may trail the
+stream's end), so histogram deltas cover the whole run.
+
+Results: ``server_metrics.jsonl`` in the run folder, one line per scrape (``t_ns`` on loadgen's
+``perf_counter_ns`` clock, the midpoint of the GET; ``rtt_ms``; the normalized row), the
+summary's ``server`` block and ``conditions.server.metrics_labels``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import orjson
+
+from loadgen import server_metrics as sm
+from loadgen.backends.transports import TransportOptions, make_transport
+from loadgen.clock import now_ns
+
+SERVER_METRICS = "server_metrics.jsonl"
+TRTLLM_PROMETHEUS_PATH = "/prometheus/metrics"
+_SETTLE_S, _SETTLE_STEP_S = 1.0, 0.1
+
+
+@dataclass(slots=True)
+class ServerSeries:
+    """What the scraper saw: availability (with the reason when not), the engine and format,
+    the normalized rows (``t_ns``, ``rtt_ms`` and ``server_metrics.ROW_KEYS``) and the labels."""
+
+    available: bool
+    note: str | None = None
+    engine: str | None = None
+    format: str | None = None  # "prometheus" or "trtllm_json"
+    path: str | None = None
+    interval_s: float | None = None
+    rows: list[dict] = field(default_factory=list)
+    failed: int = 0
+    labels: dict = field(default_factory=dict)
+
+
+class ServerMetricsScraper:
+    """Scrapes ``path`` every ``interval_s`` between ``start`` and ``stop``."""
+
+    def __init__(self, transport: Any, path: str, interval_s: float) -> None:
+        self._transport = transport
+        self._path = path
+        self._interval_ns = int(interval_s * 1e9)
+        self._series = ServerSeries(available=False, path=path, interval_s=interval_s)
+        self._kept: list[tuple[int, int, bytes | dict | None]] = []  # (t_ns, rtt_ns, lines or row)
+        self._wanted: tuple[bytes, ...] = ()
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._closed = False
+
+    @classmethod
+    async def open(cls, config: Any, transport_kind: str, base_url: str, headers: Mapping[str, str],
+                   connect_timeout_s: float) -> ServerMetricsScraper:
+        """A scraper for the profile's ``server_metrics`` section, started (its first scrape
+        done) when the section is enabled."""
+        transport = make_transport(transport_kind, TransportOptions(
+            base_url=base_url.rstrip("/"), max_connections=1, connect_timeout_s=connect_timeout_s,
+            read_timeout_s=max(5.0, config.interval_s),
+            headers={**headers, "Accept": "text/plain;version=0.0.4", "Accept-Encoding": "identity"}))
+        scraper = cls(transport, config.path, config.interval_s)
+        if config.enabled:
+            await scraper.start()
+        else:
+            scraper._series.note = "server_metrics.enabled is false"
+        return scraper
+
+    async def start(self) -> None:
+        """Take the first scrape (parsed in full) and, when the server serves metrics loadgen
+        knows, start scraping every interval; otherwise leave a note saying why not."""
+        got = await self._get(self._path)
+        if isinstance(got, str):
+            self._series.note = got
+            return
+        t_ns, rtt_ns, body = got
+        s = self._series
+        if body.lstrip()[:1] in (b"[", b"{"):
+            # trtllm-serve: JSON iteration stats at /metrics, Prometheus text elsewhere.
+            other = await self._get(TRTLLM_PROMETHEUS_PATH)
+            if isinstance(other, str) or not self._use_prometheus(TRTLLM_PROMETHEUS_PATH, *other):
+                s.format, s.engine, s.available = "trtllm_json", "trtllm", True
+                s.note = (f"{self._path} serves JSON iteration statistics (trtllm-serve) and "
+                          f"{TRTLLM_PROMETHEUS_PATH} no Prometheus text: running, waiting and "
+                          "KV-cache usage only, no latency histograms")
+                self._kept.append((t_ns, rtt_ns, sm.trtllm_json_row(body)))
+        elif not self._use_prometheus(self._path, t_ns, rtt_ns, body):
+            return
+        self._task = asyncio.create_task(self._loop())
+
+    def _use_prometheus(self, path: str, t_ns: int, rtt_ns: int, body: bytes) -> bool:
+        s = self._series
+        try:
+            samples = sm.parse(body)
+        except ValueError as exc:
+            s.note = f"GET {path}: not Prometheus text ({exc})"
+            return False
+        engine = sm.detect_engine(samples)
+        if engine is None:
+            s.note = f"GET {path}: no vLLM, SGLang or TensorRT-LLM metric names ({len(samples)} samples)"
+            return False
+        s.available, s.engine, s.format, s.path, s.note = True, engine, "prometheus", path, None
+        s.labels = sm.metrics_labels(samples, engine)
+        self._path = path
+        self._wanted = tuple(n.encode() for n in sm.ENGINES[engine].wanted())
+        self._kept.append((t_ns, rtt_ns, sm.normalize(samples, engine)))
+        return True
+
+    async def _loop(self) -> None:
+        t0 = now_ns()
+        k = 1
+        while True:
+            wait_s = (t0 + k * self._interval_ns - now_ns()) / 1e9
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), max(0.0, wait_s))
+                return  # stop() was called
+            await self._scrape()
+            # After a slow scrape, skip the deadlines it overran instead of catching up in a burst.
+            k = max(k + 1, (now_ns() - t0) // self._interval_ns + 1)
+
+    async def _scrape(self) -> None:
+        got = await self._get(self._path)
+        if isinstance(got, str):
+            self._series.failed += 1
+            return
+        t_ns, rtt_ns, body = got
+        if self._series.format == "trtllm_json":
+            self._kept.append((t_ns, rtt_ns, sm.trtllm_json_row(body)))
+        else:
+            self._kept.append((t_ns, rtt_ns, b"\n".join(
+                line for line in body.split(b"\n") if line.startswith(self._wanted))))
+
+    async def _get(self, path: str) -> tuple[int, int, bytes] | str:
+        """(midpoint on loadgen's clock, round trip, body) of a 200, else why not."""
+        t_a = now_ns()
+        try:
+            status, _headers, body = await self._transport.get(path, timeout_s=5.0)
+        except Exception as exc:  # noqa: BLE001 - a failed scrape is a note, never a failed run
+            cls, msg = self._transport.classify(exc)
+            return f"GET {path}: {cls} ({msg})"
+        t_b = now_ns()
+        if status != 200:
+            return f"GET {path}: HTTP {status}"
+        return (t_a + t_b) // 2, t_b - t_a, body
+
+    async def stop(self, expected_requests: int | None = None) -> ServerSeries:
+        """Stop the interval scrapes, take the last one, close the connection and return the
+        series. With ``expected_requests``, the last scrape is retried (up to 1 s) until the
+        server's TTFT histogram has grown by that many since the first scrape."""
+        s = self._series
+        if self._task is not None:
+            self._stop.set()
+            await self._task
+            self._task = None
+            deadline = now_ns() + int(_SETTLE_S * 1e9)
+            while True:
+                n = len(self._kept)
+                await self._scrape()
+                if expected_requests is None or len(self._kept) == n or now_ns() >= deadline or \
+                        self._ttft_growth() >= expected_requests:
+                    break
+                self._kept.pop()
+                await asyncio.sleep(_SETTLE_STEP_S)
+        await self.aclose()
+        if s.available:
+            s.rows = [self._row(t, rtt, kept) for t, rtt, kept in self._kept]
+        return s
+
+    def _ttft_growth(self) -> float:
+        first, last = self._kept[0][2], self._kept[-1][2]
+        if not isinstance(first, dict) or not isinstance(last, bytes):
+            return float("inf")  # nothing to wait for (no histogram, or a failed last scrape)
+        now = sm.normalize(sm.parse(last), self._series.engine).get("ttft_count")
+        then = first.get("ttft_count")
+        return float("inf") if now is None or then is None else now - then
+
+    def _row(self, t_ns: int, rtt_ns: int, kept: bytes | dict | None) -> dict:
+        if isinstance(kept, bytes):
+            kept = sm.normalize(sm.parse(kept), self._series.engine)
+        return {"t_ns": t_ns, "rtt_ms": rtt_ns / 1e6, **(kept or dict.fromkeys(sm.ROW_KEYS))}
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            self._task = None
+        if not self._closed:
+            self._closed = True
+            await self._transport.aclose()
+
+
+def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Sequence) -> None:
+    """Write ``server_metrics.jsonl`` and put the ``server`` block and the engine's
+    configuration labels into ``summary``."""
+    block: dict[str, Any] = {"available": series.available, "note": series.note,
+                             "engine": series.engine, "format": series.format, "path": series.path,
+                             "interval_s": series.interval_s}
+    if series.available:
+        rows = series.rows
+        with open(Path(run_dir) / SERVER_METRICS, "wb") as f:
+            for row in rows:
+                f.write(orjson.dumps(row) + b"\n")
+        window = summary.get("window") or {}
+        span = (window["start_ns"], window["end_ns"]) if window.get("start_ns") is not None else None
+        rtt = [r["rtt_ms"] for r in rows]
+        block.update({"file": SERVER_METRICS, "scrapes": len(rows), "failed_scrapes": series.failed,
+                      "scrape_rtt_ms": {"mean": sum(rtt) / len(rtt), "max": max(rtt)} if rtt else None,
+                      "includes_warmup": bool((summary.get("counts") or {}).get("warmup"))})
+        block.update(sm.summarize(rows, span, sm.client_means(records)))
+        summary.setdefault("conditions", {}).setdefault("server", {})["metrics_labels"] = series.labels
+    summary["server"] = block
