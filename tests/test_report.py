@@ -74,10 +74,11 @@ class TestMarkdown:
         assert "| requests/s | 28.19 |" in lines
 
     def test_sections_come_in_order_conditions_first(self, base_a):
-        """Conditions, SLA, latency, throughput, errors, client, Little's law, cost, plots."""
+        """Conditions, SLA, latency, throughput, errors, client, server, Little's law, cost, plots."""
         heads = [l for l in (base_a / "report.md").read_text().splitlines() if l.startswith("## ")]
         assert heads == ["## Conditions", "## SLA and goodput", "## Latency", "## Throughput",
-                         "## Errors", "## Client health", "## Little's law", "## Cost", "## Plots"]
+                         "## Errors", "## Client health", "## Server view", "## Little's law",
+                         "## Cost", "## Plots"]
 
     def test_conditions_list_model_labels_and_lengths(self, base_a):
         """The conditions block names the target, model, server, load, labels and lengths."""

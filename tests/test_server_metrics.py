@@ -4,17 +4,20 @@ scraped during a run and set beside the client's figures."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import orjson
 import pytest
 
 from loadgen import server_metrics as sm
 from loadgen.records import RequestRecord
+from loadgen.report import write_report
 from loadgen.server_scraper import SERVER_METRICS, ServerMetricsScraper
 
 from conftest import run
 
 MS = 1_000_000
+FIXTURES = Path(__file__).parent / "fixtures" / "runs"
 
 # A trimmed real vLLM (V1 engine) exposition: the names loadgen reads, the info series, and
 # neighbours that must not be mistaken for them (buckets, _created, by-reason splits).
@@ -367,6 +370,14 @@ class TestRuns:
         assert abs(server["client_vs_server"]["itl"]["difference_ms"]) < 2.0
         assert res.summary["conditions"]["server"]["metrics_labels"]["labels"]["model_name"]
 
+        written = write_report(res.run_dir)
+        md = written["report.md"].read_text()
+        assert "plots/server_view.png" in written
+        assert "## Server view" in md and "| TTFT | 16 |" in md
+        assert "![Server view beside the client's](plots/server_view.png)" in md
+        assert "server /metrics labels | engine sim; model_name:" in md
+        assert 'alt="Server view beside the client&#x27;s"' in written["report.html"].read_text()
+
     def test_target_without_metrics_runs_fine(self, server, make_profile):
         """The scripted test server has no /metrics: the run succeeds, the summary says so."""
         res = run(make_profile(server.url))
@@ -374,6 +385,14 @@ class TestRuns:
         assert res.summary["server"]["available"] is False
         assert res.summary["server"]["note"] == "GET /metrics: HTTP 404"
         assert not (res.run_dir / SERVER_METRICS).exists()
+        md = write_report(res.run_dir)["report.md"].read_text()
+        assert "No server metrics: GET /metrics: HTTP 404." in md
+
+    def test_runs_saved_without_server_metrics_still_report(self, tmp_path):
+        """A saved run from before server metrics gets a note, and no server plot."""
+        written = write_report(FIXTURES / "base-a", tmp_path)
+        assert "Not scraped: this run has no server metrics" in written["report.md"].read_text()
+        assert "plots/server_view.png" not in written
 
     def test_disabled_scraping_is_noted(self, server, make_profile):
         """server_metrics.enabled: false never asks for /metrics."""

@@ -42,6 +42,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
     from loadgen.report.markdown import render_markdown
     from loadgen.report.plots import render_plots
     from loadgen.report.sections import build_sections
+    from loadgen.report.server import load_rows, server_plot
 
     summary = load_summary(run_dir)
     records = load_records(run_dir)
@@ -59,7 +60,8 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
         written[rel] = path
 
     images = []
-    for plot in render_plots(summary, records):
+    server = server_plot(summary, records, load_rows(run_dir))
+    for plot in render_plots(summary, records) + ([server] if server is not None else []):
         rel = f"{PLOTS_DIR}/{plot.name}.png"
         put(rel, plot.png)
         images.append(Image(rel, plot.title, plot.caption, plot.png))

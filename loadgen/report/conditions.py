@@ -55,7 +55,22 @@ def server_rows(server: dict, sim: Any) -> list[tuple[str, str]]:
         extra = {k: v for k, v in m.items() if k not in ("id", "object", "created", "permission", "root", "parent")}
         listed.append(f"{m.get('id')}" + (f" ({_flat(extra)})" if extra else ""))
     rows.append(("server /v1/models", "; ".join(listed) or f"HTTP {server.get('models_status')}, no models listed"))
+    labels = server.get("metrics_labels")
+    if labels:
+        rows.append(("server /metrics labels", metrics_labels_text(labels)))
     return rows
+
+
+def metrics_labels_text(labels: dict) -> str:
+    """What the engine's metric labels and config gauges say of its configuration, flattened
+    (labels whose value is None are left out)."""
+    parts = [f"engine {labels.get('engine')}"]
+    parts += [f"{k}: {', '.join(v)}" for k, v in (labels.get("labels") or {}).items()]
+    parts += [f"{k}={v:g}" for k, v in (labels.get("config") or {}).items()]
+    for name, info in (labels.get("info") or {}).items():
+        kept = ", ".join(f"{k}={v}" for k, v in info.items() if v not in ("None", "") and not k.startswith("_"))
+        parts.append(f"{name}: {kept}")
+    return "; ".join(parts)
 
 
 def load_shape(load: dict) -> str:

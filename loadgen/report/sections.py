@@ -1,7 +1,7 @@
 """The report, section by section, from a run's summary, its cost figures and its plots.
 
 Order: alerts, conditions, SLA verdict and goodput, latency table, throughput, errors, client
-health, Little's law, cost, plots. Every number here is read from ``summary.json`` (or
+health, the server's view, Little's law, cost, plots. Every number here is read from ``summary.json`` (or
 ``cost.json``); nothing is recomputed, so the report and the result file cannot disagree.
 """
 
@@ -12,6 +12,7 @@ from typing import Sequence
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
 from loadgen.report.conditions import conditions_section
 from loadgen.report.cost import COST_LABEL, COUNT_LABEL, FORMULA
+from loadgen.report.server import PLOT_NAME as SERVER_PLOT, server_section
 
 LATENCY_ROWS: tuple[tuple[str, str], ...] = (
     ("TTFT", "ttft_ms"), ("TTFB", "ttfb_ms"), ("ITL (per chunk)", "itl_ms"),
@@ -24,10 +25,11 @@ LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe
 def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
     alerts = top_alerts(summary)
     out = [Section("Alerts", tuple(alerts))] if alerts else []
+    server_plots = tuple(p for p in plots if p.file.endswith(f"/{SERVER_PLOT}.png"))
     out += [conditions_section(summary), sla_section(summary), latency_section(summary),
             throughput_section(summary), errors_section(summary), client_section(summary),
-            littles_law_section(summary), cost_section(cost)]
-    out.append(Section("Plots", tuple(plots)))
+            server_section(summary, server_plots), littles_law_section(summary), cost_section(cost)]
+    out.append(Section("Plots", tuple(p for p in plots if p not in server_plots)))
     return out
 
 

@@ -1,0 +1,171 @@
+"""The report's "Server view": what the server's own metrics said, beside the client's figures.
+
+The plot puts both on one time axis (loadgen's ``perf_counter_ns``, seconds since the first
+measured send): requests the server was running and holding in its queue next to the requests
+the client had in flight, the KV-cache usage, and the client's send lag next to the server's
+queue time. A growing server queue with a punctual client is the server's queueing; a late
+client with an empty server queue is the client's own lag. The table sets the server
+histograms' means beside the client's means of the same quantities. Runs saved without
+server metrics (older runs, targets without ``/metrics``) get a note instead.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import orjson
+
+from loadgen.records import RequestRecord
+from loadgen.report import timeseries
+from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
+
+SERVER_METRICS = "server_metrics.jsonl"  # as written by loadgen.server_scraper
+PLOT_NAME = "server_view"
+MEAN_ROWS = (("TTFT", "ttft", "ttft"), ("ITL (per chunk)", "itl", "itl"),
+             ("ITL (per token)", "itl_per_token", "itl"), ("TPOT", "tpot", "tpot"),
+             ("E2E", "e2e", "e2e"), ("queue time (server only)", None, "queue_time"))
+
+
+def load_rows(run_dir: str | Path) -> list[dict]:
+    """The scrapes of a saved run (``server_metrics.jsonl``), or [] when it has none."""
+    path = Path(run_dir) / SERVER_METRICS
+    if not path.exists():
+        return []
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def server_section(summary: dict, plots: Sequence[Image] = ()) -> Section:
+    server = summary.get("server")
+    if not server:
+        return Section("Server view", (Text(
+            "Not scraped: this run has no server metrics (it was saved by a loadgen without them)."),))
+    if not server.get("available"):
+        return Section("Server view", (Text(
+            f"No server metrics: {server.get('note') or 'not scraped'}. The report shows the "
+            "client's view only (server_metrics.enabled, server_metrics.path in the profile)."),))
+    g = server.get("gauges") or {}
+    tokens = server.get("tokens") or {}
+    rtt = server.get("scrape_rtt_ms") or {}
+    rows = (
+        ("engine (from metric names)", f"{server.get('engine')} ({server.get('format')}, {server.get('path')})"),
+        ("scrapes", f"{server.get('scrapes')} every {num(server.get('interval_s'))} s, "
+                    f"{server.get('failed_scrapes', 0)} failed; round trip mean {num(rtt.get('mean'))} ms, "
+                    f"max {num(rtt.get('max'))} ms"),
+        ("requests running (server)", _gauge(g.get("running"), num)),
+        ("requests waiting (server queue)", _gauge(g.get("waiting"), num)),
+        ("KV-cache usage", _gauge(g.get("kv_cache_usage"), pct)),
+        ("preemptions during the run", _int(server.get("preemptions"))),
+        ("tokens (server counters)", f"prompt {_int(tokens.get('prompt'))}, generation {_int(tokens.get('generation'))}"),
+    )
+    blocks: list = [Table(("server view", "value"), rows, "ll")]
+    if server.get("note"):
+        blocks.append(Text(f"Note: {server['note']}."))
+    blocks += [means_table(server), Text(
+        "Server means are the server's histograms over the run (sum delta / count delta between "
+        "the scrape before the load and the one after it); client means are over the same "
+        "requests (every ok one" + (", warm-up included" if server.get("includes_warmup") else "")
+        + "). Client minus server is what HTTP, the network and the client add; queueing inside "
+        "the server is in both, and the queue-time row says how much of it there was. Gauges: "
+        "mean and max over the scrapes inside the measured window.")]
+    blocks += list(plots)
+    return Section("Server view", tuple(blocks))
+
+
+def means_table(server: dict) -> Table:
+    hists = server.get("histograms") or {}
+    cmp = server.get("client_vs_server") or {}
+    rows = []
+    for label, client_key, hist in MEAN_ROWS:
+        h = hists.get(hist)
+        if h is None:
+            continue
+        c = cmp.get(client_key) or {} if client_key else {}
+        rows.append((label, _int(h.get("count")), num(h.get("mean_ms")), num(c.get("client_mean_ms")),
+                     num(c.get("difference_ms"))))
+    return Table(("mean (ms)", "server n", "server", "client", "client - server"), tuple(rows), "lrrrr")
+
+
+def server_plot(summary: dict, records: Sequence[RequestRecord], rows: Sequence[dict]):
+    """The server-view figure, or None without scrapes; a ``loadgen.report.plots.Plot``."""
+    if not rows or not (summary.get("server") or {}).get("available"):
+        return None
+    from loadgen.report import plots as P
+
+    win = timeseries.window_ns(records)
+    t0 = win[0] if win else rows[0]["t_ns"]
+    t_ns = np.array([r["t_ns"] for r in rows], np.int64)
+    x = (t_ns - t0) / 1e9
+    fig = P.Figure(figsize=(9.0, 6.4), dpi=P.DPI, layout="constrained")
+    P.FigureCanvasAgg(fig)
+    ax_req, ax_kv, ax_lag = fig.subplots(3, 1, sharex=True)
+
+    for key, label, colour in (("running", "server: running", P._OK), ("waiting", "server: waiting (queued)", P._FAIL)):
+        y = _column(rows, key)
+        if not np.isnan(y).all():
+            ax_req.step(x, y, where="post", color=colour, lw=1.5, label=label)
+    ax_req.step(x, _in_flight(records, t_ns), where="post", color="#2ca02c", lw=1.2, ls="--",
+                label="client: in flight")
+    ax_req.set_ylabel("requests")
+    ax_req.legend(loc="upper right", fontsize=8)
+
+    kv = _column(rows, "kv_cache_usage") * 100
+    if np.isnan(kv).all():
+        P._no_data(ax_kv)
+    else:
+        ax_kv.step(x, kv, where="post", color="#9467bd", lw=1.5)
+    ax_kv.set_ylabel("KV cache used (%)")
+
+    lag = [((r.t_send_ns - t0) / 1e9, (r.t_send_ns - r.t_sched_ns) / 1e6) for r in records if not r.warmup]
+    if lag:
+        lx, ly = zip(*lag)
+        ax_lag.scatter(lx, ly, s=8, color=P._LINE, label="client: send lag per request")
+    queue = _interval_means(rows, "queue_time")
+    keep = ~np.isnan(queue)
+    if keep.any():
+        ax_lag.plot(x[keep], queue[keep], "o-", color=P._FAIL, lw=1.2, ms=3,
+                    label="server: mean queue time of requests counted since the last scrape")
+    ax_lag.set_ylabel("ms")
+    ax_lag.legend(loc="upper right", fontsize=8)
+    ax_lag.set_xlabel("time (s since first measured send; both sides on loadgen's clock)")
+    ax_req.set_title(f"Server view ({(summary.get('server') or {}).get('engine')}) beside the client's")
+    for ax in (ax_req, ax_kv, ax_lag):
+        ax.grid(True, color="#eeeeee")
+        ax.set_ylim(bottom=0)
+    return P.Plot(PLOT_NAME, "Server view beside the client's",
+                  "Scraped every interval from the server's /metrics: requests it was running and "
+                  "queueing (solid) against the requests the client had in flight (dashed), its "
+                  "KV-cache usage, and its queue time against the client's send lag. A growing "
+                  "server queue is queueing in the server; send lag with an empty queue is the client.",
+                  P._png(fig))
+
+
+def _column(rows: Sequence[dict], key: str) -> np.ndarray:
+    return np.array([np.nan if r.get(key) is None else r[key] for r in rows], np.float64)
+
+
+def _in_flight(records: Sequence[RequestRecord], t_ns: np.ndarray) -> np.ndarray:
+    """Requests (warm-up included: the server sees them too) sent and not yet ended at each t."""
+    send = np.array([r.t_send_ns for r in records], np.int64)
+    end = np.array([r.t_end_ns if r.t_end_ns is not None else r.t_send_ns for r in records], np.int64)
+    return ((send[None, :] <= t_ns[:, None]) & (end[None, :] > t_ns[:, None])).sum(axis=1).astype(float)
+
+
+def _interval_means(rows: Sequence[dict], hist: str) -> np.ndarray:
+    """Per scrape, the mean (ms) of the observations the histogram gained since the previous one."""
+    s, c = _column(rows, f"{hist}_sum_s"), _column(rows, f"{hist}_count")
+    out = np.full(len(rows), np.nan)
+    if len(rows) > 1:
+        ds, dc = np.diff(s), np.diff(c)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[1:] = np.where(dc > 0, ds / dc * 1e3, np.nan)
+    return out
+
+
+def _gauge(g: dict | None, fmt) -> str:
+    return "-" if not g else f"mean {fmt(g.get('mean'))}, max {fmt(g.get('max'))} ({g.get('samples')} scrapes)"
+
+
+def _int(v) -> str:
+    return "-" if v is None else f"{v:,.0f}"
