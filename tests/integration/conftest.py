@@ -1,0 +1,107 @@
+"""A real vLLM server for the integration suite, started once for the package.
+
+The engine is "available" when ``python scripts/real_engines.py setup`` has installed vLLM into
+its cached venv and built the tiny model; otherwise every test here is skipped (with the reason
+and that command), so the default ``python -m pytest -q`` stays fast without it. Environment:
+
+    LOADGEN_REAL_ENGINES=1   the engine must be there: a missing setup fails instead of skipping
+    LOADGEN_REAL_ENGINES=0   skip the suite even when the engine is set up
+    LOADGEN_VLLM_URL=URL     use a vLLM already running there (nothing is started or stopped)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from loadgen.profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _load_script():
+    """scripts/real_engines.py as a module (it is a script, not part of the package)."""
+    name = "loadgen_real_engines"
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "real_engines.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+real_engines = _load_script()
+
+
+@dataclass(frozen=True)
+class Engine:
+    url: str
+    model: str
+
+    def metrics_text(self) -> str:
+        with urllib.request.urlopen(self.url + "/metrics", timeout=10) as r:
+            return r.read().decode()
+
+    def post(self, path: str, body: dict) -> Any:
+        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return json.loads(r.read())
+
+
+def _model_at(url: str) -> str:
+    with urllib.request.urlopen(url.rstrip("/") + "/v1/models", timeout=10) as r:
+        return json.loads(r.read())["data"][0]["id"]
+
+
+@pytest.fixture(scope="package")
+def vllm():
+    """A running vLLM (the tiny model), stopped when the package's tests are done."""
+    url = os.environ.get("LOADGEN_VLLM_URL")
+    if url:
+        yield Engine(url.rstrip("/"), _model_at(url))
+        return
+    flag = os.environ.get("LOADGEN_REAL_ENGINES")
+    if flag == "0":
+        pytest.skip("LOADGEN_REAL_ENGINES=0")
+    ok, why = real_engines.available()
+    if not ok:
+        msg = f"real vLLM not available: {why}; set it up with: {real_engines.SETUP_HINT}"
+        if flag == "1":
+            pytest.fail("LOADGEN_REAL_ENGINES=1 but " + msg)
+        pytest.skip(msg)
+    # A server of this session's own: a concurrent suite (or `serve` by hand) never shares it,
+    # so the /metrics deltas count only these tests' requests.
+    name = f"pytest-{os.getpid()}"
+    try:
+        st = real_engines.serve(name=name)
+    except RuntimeError as exc:
+        pytest.fail(f"vLLM did not start: {exc}")
+    try:
+        yield Engine(st["url"], st["model"])
+    finally:
+        real_engines.stop(name=name)
+
+
+@pytest.fixture
+def vllm_profile(vllm, tmp_path: Path):
+    """A profile against the vLLM server, as if the CLI had been given these dotted overrides."""
+
+    def make(**overrides: Any):
+        base = {"target.url": vllm.url, "target.model": vllm.model,
+                "workload.num_requests": 8, "load.concurrency": 4,
+                "workload.input_tokens": 64, "workload.output_tokens": 16,
+                "output.dir": str(tmp_path / "reports"), "output.progress": False}
+        base.update({k.replace("__", "."): v for k, v in overrides.items()})
+        return load_profile(None, overrides=base)
+
+    return make
