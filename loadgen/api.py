@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-import orjson
-
 from loadgen import metadata, metrics
-from loadgen.backends.openai import Live, OpenAIBackend, OpenAIOptions
+from loadgen.backends.base import Live, ProbeError
+from loadgen.backends.openai import OpenAIBackend
+from loadgen.backends.sglang import SGLangBackend
+from loadgen.backends.triton import TritonBackend
 from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.clock import now_ns
 from loadgen.driver import DriveOptions, drive
@@ -37,6 +38,10 @@ from loadgen.workload import Workload, build_schedule
 LOOP_LAG_LIMIT_MS = 5.0
 CPU_BUSY_LIMIT = 0.9
 _PROGRESS_EVERY_S = 0.25
+# target.endpoint -> the protocol adapter; each has probe() (what the server says about
+# itself, and the model) and for_target() (the backend for a profile's target).
+BACKENDS: dict[str, Any] = {"chat": OpenAIBackend, "completions": OpenAIBackend,
+                            "triton_generate": TritonBackend, "sglang_generate": SGLangBackend}
 
 
 class RunError(Exception):
@@ -112,15 +117,15 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         connect_timeout_s=t.connect_timeout_s, read_timeout_s=t.read_timeout_s))
     scraper = None
     try:
-        server = await _probe_server(transport, url)
-        model = t.model or _first_model(server, url)
+        backend_cls = BACKENDS[t.endpoint]
+        try:
+            server, model = await backend_cls.probe(transport, url, t.model)
+        except ProbeError as exc:
+            raise RunError(str(exc)) from None
         workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
         schedule = build_schedule(load, profile.workload)
         live = Live()
-        backend = OpenAIBackend(OpenAIOptions(
-            endpoint=t.endpoint, model=model, ignore_eos=t.ignore_eos, include_usage=t.include_usage,
-            continuous_usage_stats=t.continuous_usage_stats, extra_body=t.extra_body,
-            timeout_s=t.timeout_s), transport, live, _token_counter(workload))
+        backend = backend_cls.for_target(t, model, transport, live, _token_counter(workload))
         opts = DriveOptions(concurrency=load.concurrency, schedule_ns=schedule,
                             max_concurrency=load.max_concurrency,
                             num_requests=profile.workload.num_requests,
@@ -296,38 +301,6 @@ def _client_health(result: Any, cpu_s: float, records: list, capped: bool) -> di
                        "include client delay; lower the load per process or use more workers"})
     out["client_limited"] = bool(reasons)
     return out
-
-
-async def _probe_server(transport: Any, url: str) -> dict:
-    """What the server says about itself; an unreachable server fails here, before the load."""
-    info: dict[str, Any] = {}
-    try:
-        status, headers, body = await transport.get("/v1/models", timeout_s=10.0)
-    except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
-        cls, msg = transport.classify(exc)
-        raise RunError(f"cannot reach {metadata.redact_url(url)}/v1/models ({cls}: {msg}); "
-                       f"is the server running, and is target.url right?") from None
-    info["models_status"] = status
-    info["headers"] = metadata.server_headers(headers)
-    try:
-        info["models"] = orjson.loads(body) if status == 200 else None
-    except orjson.JSONDecodeError:
-        info["models"] = None
-    for path in ("/version",):
-        with contextlib.suppress(Exception):
-            st, _h, b = await transport.get(path, timeout_s=5.0)
-            if st == 200:
-                with contextlib.suppress(orjson.JSONDecodeError):
-                    info["version"] = orjson.loads(b)
-    return info
-
-
-def _first_model(server: dict, url: str) -> str:
-    data = (server.get("models") or {}).get("data") or []
-    if not data:
-        raise RunError(f"{metadata.redact_url(url)}/v1/models lists no model "
-                       f"(HTTP {server.get('models_status')}); set target.model (--model NAME)")
-    return data[0]["id"]
 
 
 def _token_counter(workload: Workload) -> Callable[[str], int] | None:

@@ -53,11 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     g = r.add_argument_group("target")
     g.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8000 (omit: built-in simulator)")
     g.add_argument("--model", help="model name to request (default: the first one /v1/models lists)")
-    g.add_argument("--endpoint", choices=["chat", "completions"], help="OpenAI endpoint to drive")
+    g.add_argument("--endpoint", choices=["chat", "completions", "triton_generate", "sglang_generate"],
+                   help="protocol to drive: OpenAI chat or completions, Triton's generate_stream "
+                        "(needs --model), SGLang's native /generate")
     g.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
     g.add_argument("--transport", choices=["httptools", "aiohttp", "httpx"], help="HTTP client library (default httptools: the cheapest per token)")
     g.add_argument("--prompt-format", choices=["text", "token_ids"],
-                   help="send prompts as text or as token ids (completions only: exact lengths)")
+                   help="send prompts as text or as token ids (completions or sglang_generate: exact lengths)")
     g.add_argument("--timeout", type=float, help="per-request timeout in seconds")
     g.add_argument("--sim", metavar="PRESET", help="use the built-in simulator with this preset, "
                    "e.g. llama3-8b-fp8@h100 (ignores --url)")

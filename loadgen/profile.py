@@ -166,7 +166,9 @@ class TargetConfig(_Model):
     """The server under test. ``url: null`` means loadgen starts its built-in simulator."""
 
     url: str | None = None
-    endpoint: Literal["chat", "completions"] = "chat"
+    # chat, completions: OpenAI-compatible. triton_generate: Triton's generate extension
+    # (/v2/models/{model}/generate_stream, TensorRT-LLM's SSE); sglang_generate: SGLang's /generate.
+    endpoint: Literal["chat", "completions", "triton_generate", "sglang_generate"] = "chat"
     model: str | None = None
     api_key_env: str | None = None
     headers: StrDict = {}
@@ -195,9 +197,10 @@ class TargetConfig(_Model):
 
     @model_validator(mode="after")
     def _token_ids_need_completions(self):
-        if self.prompt_format == "token_ids" and self.endpoint != "completions":
-            raise _field_msg("prompt_format", "token_ids needs endpoint: completions "
-                             "(the chat endpoint only takes text messages)")
+        if self.prompt_format == "token_ids" and self.endpoint not in ("completions", "sglang_generate"):
+            why = {"chat": "the chat endpoint only takes text messages",
+                   "triton_generate": "Triton's generate extension only takes text_input"}[self.endpoint]
+            raise _field_msg("prompt_format", f"token_ids needs endpoint: completions or sglang_generate ({why})")
         return self
 
 

@@ -16,6 +16,9 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
                            "garbage" | "no_done" | "stall_after:<n>" | "error_event_after:<n>"
     fail_every             apply ``fail`` only to every n-th request the server receives
 
+The same server also speaks Triton's generate extension and SGLang's native ``/generate``
+(``testing_native.py``), scripted the same way.
+
 Like the simulator, this module imports nothing from the client side, so a bug shared between
 an encoder and a decoder cannot hide itself.
 """
@@ -217,6 +220,9 @@ def make_app(defaults: dict) -> Any:
     app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/_log", get_log)
     app.router.add_delete("/_log", clear_log)
+    from loadgen.testing_native import add_routes  # Triton's and SGLang's native protocols
+
+    add_routes(app, defaults, log, counter)
     return app
 
 

@@ -98,8 +98,16 @@ class TestErrors:
     def test_token_ids_need_completions(self, tmp_path):
         """token_ids on the chat endpoint is refused at target.prompt_format."""
         found = problems(tmp_path, MINIMAL + "target: {prompt_format: token_ids}\n")
-        assert found == ["target.prompt_format: token_ids needs endpoint: completions "
-                         "(the chat endpoint only takes text messages)"]
+        assert found == ["target.prompt_format: token_ids needs endpoint: completions or "
+                         "sglang_generate (the chat endpoint only takes text messages)"]
+
+    def test_token_ids_go_to_sglang_but_not_triton(self, tmp_path):
+        """SGLang's /generate takes input_ids; Triton's generate extension only text_input."""
+        ok = MINIMAL + "target: {prompt_format: token_ids, endpoint: sglang_generate}\n"
+        assert load_profile(write(tmp_path, ok)).target.endpoint == "sglang_generate"
+        found = problems(tmp_path, MINIMAL + "target: {prompt_format: token_ids, endpoint: triton_generate}\n")
+        assert found == ["target.prompt_format: token_ids needs endpoint: completions or "
+                         "sglang_generate (Triton's generate extension only takes text_input)"]
 
     def test_api_key_is_not_echoed(self, tmp_path):
         """A key given as api_key_env is refused, and the message never repeats the key."""

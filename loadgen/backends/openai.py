@@ -7,29 +7,25 @@ tokenizer, usage bookkeeping), so a busy client adds as little as possible to wh
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 import orjson
 
+from loadgen import metadata
 from loadgen import records as R
+from loadgen.backends.base import ERROR_BODY_LIMIT as _ERROR_BODY_LIMIT
+from loadgen.backends.base import (Live, ProbeError, finish_counts, get_json, stream_request,
+                                   unreachable)
+from loadgen.backends.base import error_text as _error_text
+from loadgen.backends.base import fail as _fail
 from loadgen.backends.sse import SSEDecoder
 from loadgen.backends.transports import Transport
-from loadgen.clock import now_ns
+
+__all__ = ["Live", "OpenAIBackend", "OpenAIOptions", "PATHS"]
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-_ERROR_BODY_LIMIT = 4096
-
-
-@dataclass(slots=True)
-class Live:
-    """Counters the progress display reads; the hot path only ever adds to them."""
-
-    in_flight: int = 0
-    done: int = 0
-    errors: int = 0
-    tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +51,41 @@ class OpenAIBackend:
         self._path = PATHS[opts.endpoint]
         self._chat = opts.endpoint == "chat"
 
+    @classmethod
+    def for_target(cls, target: Any, model: str, transport: Transport, live: Live,
+                   count_tokens: Callable[[str], int] | None = None) -> "OpenAIBackend":
+        """The backend for a profile's ``target`` section."""
+        t = target
+        return cls(OpenAIOptions(
+            endpoint=t.endpoint, model=model, ignore_eos=t.ignore_eos, include_usage=t.include_usage,
+            continuous_usage_stats=t.continuous_usage_stats, extra_body=t.extra_body,
+            timeout_s=t.timeout_s), transport, live, count_tokens)
+
+    @staticmethod
+    async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
+        """What the server says about itself (``/v1/models``, ``/version``, headers) and the
+        model to request: ``model``, else the first one listed. Raises ProbeError when the
+        server is unreachable or names no model and none was given."""
+        info: dict[str, Any] = {}
+        try:
+            status, headers, body = await get_json(transport, "/v1/models")
+        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
+            raise unreachable(transport, url, "/v1/models", exc) from None
+        info["models_status"] = status
+        info["headers"] = metadata.server_headers(headers)
+        info["models"] = body if status == 200 else None
+        with contextlib.suppress(Exception):
+            st, _h, version = await get_json(transport, "/version", timeout_s=5.0)
+            if st == 200 and version is not None:
+                info["version"] = version
+        if model:
+            return info, model
+        data = (info["models"] or {}).get("data") or []
+        if not data:
+            raise ProbeError(f"{metadata.redact_url(url)}/v1/models lists no model "
+                             f"(HTTP {status}); set target.model (--model NAME)")
+        return info, data[0]["id"]
+
     def body(self, spec: Any) -> dict:
         o = self.opts
         body: dict[str, Any] = {"model": o.model, "max_tokens": spec.output_tokens, "stream": True}
@@ -77,46 +108,12 @@ class OpenAIBackend:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
         payload = orjson.dumps(self.body(spec))
         stream = _Stream(rec, self._chat, self.live, self._count_tokens is not None)
-        task = asyncio.current_task()
-        timed_out = False
-
-        def expire() -> None:
-            nonlocal timed_out
-            timed_out = True
-            task.cancel()
-
-        handle = asyncio.get_running_loop().call_later(self.opts.timeout_s, expire)
-        try:
-            rec.t_send_ns = now_ns()
-            await self.transport.post_stream(self._path, payload, stream)
-            stream.finish(now_ns())
-        except asyncio.CancelledError:
-            if not timed_out:
-                _fail(rec, R.CANCELLED, "the run stopped while this request was in flight")
-                raise
-            if hasattr(task, "uncancel"):
-                task.uncancel()
-            _fail(rec, R.TIMEOUT, f"no complete response within timeout_s={self.opts.timeout_s}")
-        except Exception as exc:  # noqa: BLE001 - a failing server costs one request, never the run
-            if rec.error_class is None:
-                cls, msg = self.transport.classify(exc)
-                _fail(rec, cls, msg)
-        finally:
-            handle.cancel()
+        await stream_request(self.transport, self._path, payload, stream, rec, self.opts.timeout_s)
         if rec.ok:
             if stream.texts is not None and rec.token_source != "continuous_usage":
                 rec.chunk_tokens[:] = [max(1, self._count_tokens(s)) for s in stream.texts]
                 rec.token_source = "tokenizer"
-            self._finish_counts(rec, spec)
-
-    @staticmethod
-    def _finish_counts(rec: R.RequestRecord, spec: Any) -> None:
-        if rec.output_tokens is None:
-            rec.output_tokens = sum(rec.chunk_tokens)
-        if rec.prompt_tokens is None:
-            rec.prompt_tokens = spec.prompt_tokens
-        else:
-            rec.prompt_tokens_source = "usage"
+            finish_counts(rec, spec)
 
 
 class _Stream:
@@ -247,21 +244,3 @@ class _Stream:
         elif usage and rec.output_tokens is not None:
             rec.token_source = "usage"
 
-
-def _fail(rec: R.RequestRecord, cls: str, message: str, t_ns: int | None = None) -> None:
-    rec.ok = False
-    rec.error_class = cls
-    rec.error_message = message
-    if rec.t_end_ns is None:
-        rec.t_end_ns = t_ns or now_ns()
-
-
-def _error_text(body: bytes) -> str:
-    try:
-        obj = orjson.loads(body)
-        err = obj.get("error", obj) if isinstance(obj, dict) else obj
-        if isinstance(err, dict):
-            return str(err.get("message") or err)[:300]
-        return str(err)[:300]
-    except orjson.JSONDecodeError:
-        return body[:300].decode("utf-8", "replace")

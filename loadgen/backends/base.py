@@ -1,0 +1,209 @@
+"""What every protocol adapter shares: one request's timeout, cancellation and error handling
+around the transport seam, and the small pieces its stream consumer needs.
+
+An adapter (``openai.py``, ``triton.py``, ``sglang.py``) builds the request body and a
+push-style consumer (``head``, ``feed``, ``finish``); ``stream_request`` sends the body through
+the transport, times it out, and turns every failure into an error class on the record, so the
+adapters differ only in what their protocol's bytes mean.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+import orjson
+
+from loadgen import metadata
+from loadgen import records as R
+from loadgen.backends.sse import SSEDecoder
+from loadgen.backends.transports import Transport
+from loadgen.clock import now_ns
+
+ERROR_BODY_LIMIT = 4096
+
+
+@dataclass(slots=True)
+class Live:
+    """Counters the progress display reads; the hot path only ever adds to them."""
+
+    in_flight: int = 0
+    done: int = 0
+    errors: int = 0
+    tokens: int = 0
+
+
+class ProbeError(Exception):
+    """The server cannot be benchmarked as configured (unreachable, not ready, no such model)."""
+
+
+class StreamConsumer(Protocol):
+    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None: ...
+    def feed(self, t_ns: int, data: bytes) -> bool: ...
+    def finish(self, t_end: int) -> None: ...
+
+
+async def stream_request(transport: Transport, path: str, payload: bytes, consumer: StreamConsumer,
+                         rec: R.RequestRecord, timeout_s: float) -> None:
+    """Send one request and push its response into ``consumer``; fill ``rec`` on failure.
+
+    Never raises, except CancelledError when the run itself is stopping (the record is then
+    marked cancelled first). The per-request timeout cancels the task and is told apart from
+    the run's own cancellation, so a slow server costs one ``timeout``, never the run."""
+    task = asyncio.current_task()
+    timed_out = False
+
+    def expire() -> None:
+        nonlocal timed_out
+        timed_out = True
+        task.cancel()
+
+    handle = asyncio.get_running_loop().call_later(timeout_s, expire)
+    try:
+        rec.t_send_ns = now_ns()
+        await transport.post_stream(path, payload, consumer)
+        consumer.finish(now_ns())
+    except asyncio.CancelledError:
+        if not timed_out:
+            fail(rec, R.CANCELLED, "the run stopped while this request was in flight")
+            raise
+        if hasattr(task, "uncancel"):
+            task.uncancel()
+        fail(rec, R.TIMEOUT, f"no complete response within timeout_s={timeout_s}")
+    except Exception as exc:  # noqa: BLE001 - a failing server costs one request, never the run
+        if rec.error_class is None:
+            cls, msg = transport.classify(exc)
+            fail(rec, cls, msg)
+    finally:
+        handle.cancel()
+
+
+def finish_counts(rec: R.RequestRecord, spec: Any) -> None:
+    """Output tokens default to the chunks' sum, prompt tokens to the workload's target."""
+    if rec.output_tokens is None:
+        rec.output_tokens = sum(rec.chunk_tokens)
+    if rec.prompt_tokens is None:
+        rec.prompt_tokens = spec.prompt_tokens
+    else:
+        rec.prompt_tokens_source = "usage"
+
+
+def fail(rec: R.RequestRecord, cls: str, message: str, t_ns: int | None = None) -> None:
+    rec.ok = False
+    rec.error_class = cls
+    rec.error_message = message
+    if rec.t_end_ns is None:
+        rec.t_end_ns = t_ns or now_ns()
+
+
+def error_text(body: bytes) -> str:
+    """The message of an error body: OpenAI's {"error": {"message"}}, Triton's {"error": "..."},
+    SGLang's {"message": ...}, or the raw text."""
+    try:
+        obj = orjson.loads(body)
+        err = obj.get("error", obj) if isinstance(obj, dict) else obj
+        if isinstance(err, dict):
+            return str(err.get("message") or err)[:300]
+        return str(err)[:300]
+    except orjson.JSONDecodeError:
+        return body[:300].decode("utf-8", "replace")
+
+
+def merge_extra(body: dict, extra: Mapping[str, Any] | None) -> dict:
+    """``target.extra_body`` over the defaults; a null value removes a default field (a Triton
+    model without the TRT-LLM ensemble's ``bad_words`` input, say)."""
+    for k, v in (extra or {}).items():
+        if v is None:
+            body.pop(k, None)
+        else:
+            body[k] = v
+    return body
+
+
+class SSEResponse:
+    """Base consumer for the native protocols: status and error bodies, SSE framing and the
+    end-of-stream checks; a subclass reads its protocol's events in ``on_events``.
+
+    ``on_events(t, events)`` gets the data payloads one read completed, stamped with that
+    read's arrival time, and returns False when the stream is beyond use (the record is then
+    failed). ``on_end()`` runs once the body is complete and nothing failed."""
+
+    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events")
+
+    def __init__(self, rec: R.RequestRecord, live: Live) -> None:
+        self.rec = rec
+        self.live = live
+        self.dec = SSEDecoder()
+        self.error_body: bytes | None = None
+        self.rid: str | None = None
+        self.events = 0  # data payloads seen, token-bearing or not
+
+    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
+        rec = self.rec
+        rec.http_status = status
+        rec.t_first_byte_ns = t_ns
+        self.rid = headers.get("x-request-id")
+        if status != 200:
+            self.error_body = b""
+
+    def feed(self, t: int, raw: bytes) -> bool:
+        if self.error_body is not None:
+            self.error_body += raw
+            return len(self.error_body) <= ERROR_BODY_LIMIT
+        events = self.dec.feed(raw)
+        if not events:
+            return True
+        self.events += len(events)
+        return self.on_events(t, events)
+
+    def finish(self, t_end: int) -> None:
+        rec = self.rec
+        if rec.error_class is not None:
+            return
+        rec.t_end_ns = t_end
+        if self.error_body is not None:
+            fail(rec, R.http_error_class(rec.http_status), error_text(self.error_body))
+            return
+        tail = self.dec.flush()
+        if tail:
+            self.events += len(tail)
+            if not self.on_events(t_end, tail):
+                return
+        if rec.response_id is None:
+            rec.response_id = self.rid
+        if self.events == 0:
+            sample = self.dec.junk_sample or self.dec.pending[:120]
+            what = f"response is not an SSE stream: {sample!r}" if sample else "the response carried no event"
+            fail(rec, R.MALFORMED, what)
+            return
+        self.on_end()
+
+    def on_events(self, t: int, events: list[bytes]) -> bool:
+        raise NotImplementedError
+
+    def on_end(self) -> None:
+        raise NotImplementedError
+
+    def malformed(self, t: int, data: bytes) -> bool:
+        fail(self.rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)
+        return False
+
+    def error_event(self, t: int, data: bytes) -> bool:
+        fail(self.rec, R.SERVER_ERROR_EVENT, error_text(data), t)
+        return False
+
+
+async def get_json(transport: Transport, path: str, timeout_s: float = 10.0) -> tuple[int, Mapping[str, str], Any]:
+    """GET ``path``; the status, headers and JSON body (None when it is not JSON)."""
+    status, headers, body = await transport.get(path, timeout_s=timeout_s)
+    try:
+        return status, headers, orjson.loads(body) if body else None
+    except orjson.JSONDecodeError:
+        return status, headers, None
+
+
+def unreachable(transport: Transport, url: str, path: str, exc: BaseException) -> ProbeError:
+    cls, msg = transport.classify(exc)
+    return ProbeError(f"cannot reach {metadata.redact_url(url)}{path} ({cls}: {msg}); "
+                      f"is the server running, and is target.url right?")

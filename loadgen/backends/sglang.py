@@ -1,0 +1,213 @@
+"""SGLang's native streaming endpoint: ``POST /generate``.
+
+The protocol, as SGLang serves it (``python/sglang/srt/entrypoints/http_server.py``,
+``generate_request``; the request is ``io_struct.GenerateReqInput``):
+
+- Request: ``{"text": ...}`` or ``{"input_ids": [...]}`` (token-id prompts, exact lengths),
+  ``"sampling_params": {"max_new_tokens": N, "ignore_eos": true}``, ``"stream": true``.
+- Response: Server-Sent Events ``data: {"text", "output_ids", "meta_info": {"id",
+  "prompt_tokens", "completion_tokens", "finish_reason", ...}}``, then ``data: [DONE]``. By
+  default ``text`` (and ``output_ids``) is CUMULATIVE: the whole output so far, every event.
+  Servers started with ``--incremental-streaming-output`` (``--stream-output`` in older
+  releases) send only what is new. A failure during generation is ``data: {"error":
+  {"message": ...}}`` followed by ``[DONE]``; a bad request is an HTTP 400 before any event.
+
+What loadgen measures from it: a token-bearing event is one whose text grew. Both text modes
+are handled: the first events decide which one the server speaks (an event whose text does not
+extend the text so far can only be a delta). Tokens per event come from ``meta_info``'s
+cumulative ``completion_tokens``, exactly: an event carries the tokens counted since the last
+token-bearing event, so a token whose text the detokenizer held back (an incomplete UTF-8
+character) is counted with the event that shows it (``token_source: continuous_usage``, as for
+vLLM's per-chunk usage). Output and prompt tokens are the last ``meta_info``'s; the response id
+is ``meta_info.id``. A stream that closes without ``[DONE]`` is ``no_done``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import orjson
+
+from loadgen import metadata
+from loadgen import records as R
+from loadgen.backends.base import (Live, ProbeError, SSEResponse, fail, finish_counts, get_json,
+                                   merge_extra, stream_request, unreachable)
+from loadgen.backends.transports import Transport
+
+# What /get_server_info says that changes what a client sees; the rest is not kept.
+_SERVER_INFO_KEYS = ("version", "incremental_streaming_output", "stream_output", "stream_interval",
+                     "tp_size", "dp_size", "max_running_requests", "chunked_prefill_size",
+                     "speculative_algorithm", "context_length", "max_total_num_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class SGLangOptions:
+    model: str  # for the record only: /generate serves the one model the server loaded
+    ignore_eos: bool = True
+    extra_body: Mapping[str, Any] | None = None
+    timeout_s: float = 600.0
+
+
+class SGLangBackend:
+    """One RequestSpec -> one streamed ``/generate`` request -> its RequestRecord."""
+
+    PATH = "/generate"
+
+    def __init__(self, opts: SGLangOptions, transport: Transport, live: Live | None = None,
+                 count_tokens: Callable[[str], int] | None = None) -> None:
+        self.opts = opts
+        self.transport = transport
+        self.live = live or Live()
+        self._count_tokens = count_tokens
+
+    @classmethod
+    def for_target(cls, target: Any, model: str, transport: Transport, live: Live,
+                   count_tokens: Callable[[str], int] | None = None) -> "SGLangBackend":
+        return cls(SGLangOptions(model=model, ignore_eos=target.ignore_eos,
+                                 extra_body=target.extra_body, timeout_s=target.timeout_s),
+                   transport, live, count_tokens)
+
+    def body(self, spec: Any) -> dict:
+        sampling: dict[str, Any] = {"max_new_tokens": spec.output_tokens}
+        if self.opts.ignore_eos:
+            sampling["ignore_eos"] = True
+        prompt_key = "text" if isinstance(spec.prompt, str) else "input_ids"
+        body: dict[str, Any] = {prompt_key: spec.prompt, "sampling_params": sampling, "stream": True}
+        extra = dict(self.opts.extra_body or {})
+        if isinstance(extra.get("sampling_params"), Mapping):
+            # Merged into the defaults, not over them: `temperature: 0` must keep max_new_tokens.
+            merge_extra(sampling, extra.pop("sampling_params"))
+        return merge_extra(body, extra)
+
+    async def send(self, spec: Any, rec: R.RequestRecord) -> None:
+        """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
+        payload = orjson.dumps(self.body(spec))
+        stream = _SGLangStream(rec, self.live, self._count_tokens is not None)
+        await stream_request(self.transport, self.PATH, payload, stream, rec, self.opts.timeout_s)
+        if rec.ok:
+            if stream.texts is not None and rec.token_source != "continuous_usage":
+                rec.chunk_tokens[:] = [max(1, self._count_tokens(s)) for s in stream.texts]
+                rec.token_source = "tokenizer"
+            finish_counts(rec, spec)
+
+    @staticmethod
+    async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
+        """``/get_model_info`` (the model path, used as the model name when none is given),
+        ``/health`` and a few fields of ``/get_server_info`` (version, streaming mode)."""
+        where = metadata.redact_url(url)
+        info: dict[str, Any] = {"protocol": "sglang_generate"}
+        try:
+            status, headers, model_info = await get_json(transport, "/get_model_info")
+        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
+            raise unreachable(transport, url, "/get_model_info", exc) from None
+        info["headers"] = metadata.server_headers(headers)
+        info["model_info"] = model_info if status == 200 and isinstance(model_info, dict) else None
+        with contextlib.suppress(Exception):
+            st, _h, _b = await get_json(transport, "/health", timeout_s=10.0)
+            info["health_status"] = st
+        if info.get("health_status") not in (None, 200):
+            raise ProbeError(f"{where}/health answered HTTP {info['health_status']}: the SGLang "
+                             f"server is not healthy (still starting?)")
+        with contextlib.suppress(Exception):
+            st, _h, server_info = await get_json(transport, "/get_server_info", timeout_s=5.0)
+            if st == 200 and isinstance(server_info, dict):
+                kept = {k: server_info[k] for k in _SERVER_INFO_KEYS if k in server_info}
+                info["server_info"] = kept
+                if "version" in kept:
+                    info["version"] = {"version": kept["version"]}
+        if model:
+            return info, model
+        path = (info["model_info"] or {}).get("model_path")
+        if not path:
+            raise ProbeError(f"{where}/get_model_info gave no model_path (HTTP {status}); is this an "
+                             f"SGLang server? Set target.model (--model NAME) to name the run's model")
+        return info, path
+
+
+class _SGLangStream(SSEResponse):
+    """Events carry the text so far (or, incremental servers, the new text) and meta_info."""
+
+    __slots__ = ("done", "texts", "acc", "mode", "counted", "meta")
+
+    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
+        super().__init__(rec, live)
+        self.done = False
+        self.texts: list[str] | None = [] if keep_texts else None
+        self.acc = ""  # the output text so far, as reconstructed
+        self.mode: str | None = None  # "cumulative" | "incremental", once an event tells
+        self.counted = 0  # completion_tokens already given to token-bearing events
+        self.meta: dict | None = None  # the last meta_info seen
+
+    def on_events(self, t: int, events: list[bytes]) -> bool:
+        rec = self.rec
+        tokens = 0
+        try:
+            for data in events:
+                if data == b"[DONE]":
+                    self.done = True
+                    continue
+                try:
+                    obj = orjson.loads(data)
+                    text = obj.get("text")
+                except (orjson.JSONDecodeError, AttributeError):
+                    return self.malformed(t, data)
+                if "error" in obj:
+                    return self.error_event(t, data)
+                meta = obj.get("meta_info")
+                if isinstance(meta, dict):
+                    self.meta = meta
+                    if rec.response_id is None:
+                        rec.response_id = meta.get("id") or self.rid
+                new = self._new_text(text if isinstance(text, str) else "")
+                if not new:
+                    continue  # nothing new to show: its tokens, if any, go with the next event
+                completion = meta.get("completion_tokens") if isinstance(meta, dict) else None
+                if isinstance(completion, int):
+                    n = max(1, completion - self.counted)
+                    self.counted = max(self.counted, completion)
+                else:
+                    n = 1
+                rec.chunk_times_ns.append(t)
+                rec.chunk_tokens.append(n)
+                tokens += n
+                if rec.t_first_token_ns is None:
+                    rec.t_first_token_ns = t
+                    rec.t_first_content_ns = t
+                if self.texts is not None:
+                    self.texts.append(new)
+        finally:
+            self.live.tokens += tokens
+        return True
+
+    def _new_text(self, text: str) -> str:
+        """The part of this event's text not seen before, in whichever mode the server streams."""
+        acc = self.acc
+        if self.mode == "incremental" or not acc:
+            self.acc = acc + text
+            return text
+        if text.startswith(acc):
+            # Cumulative, or (rarely) a delta that happens to repeat the whole text so far; the
+            # two agree on whether the event is token-bearing, and the second one seen decides.
+            if len(text) > len(acc) and self.mode is None:
+                self.mode = "cumulative"
+            self.acc = text
+            return text[len(acc):]
+        self.mode = "incremental"  # a cumulative text can never stop extending the last one
+        self.acc = acc + text
+        return text
+
+    def on_end(self) -> None:
+        rec = self.rec
+        if not self.done:
+            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
+            return
+        rec.ok = True
+        meta = self.meta or {}
+        completion, prompt = meta.get("completion_tokens"), meta.get("prompt_tokens")
+        if isinstance(completion, int):
+            rec.output_tokens = completion
+            rec.token_source = "continuous_usage"
+        if isinstance(prompt, int):
+            rec.prompt_tokens = prompt

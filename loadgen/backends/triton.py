@@ -1,0 +1,188 @@
+"""Triton Inference Server's generate extension: ``POST /v2/models/{model}/generate_stream``.
+
+The protocol, as Triton documents it (server ``docs/protocol/extension_generate.md``) and the
+TensorRT-LLM backend's ``ensemble`` / ``tensorrt_llm_bls`` models serve it:
+
+- Request: one JSON object, ``{"text_input": ..., "max_tokens": N, "stream": true,
+  "bad_words": "", "stop_words": ""}``; every other top-level key becomes an input tensor or a
+  parameter of the model. ``ignore_eos`` is sent as ``min_length: N`` (the ensemble's input
+  that forbids an end before N tokens; vLLM's and GenAI-Perf's TRT-LLM clients do the same).
+  Text only: the generate extension has no token-id input.
+- Response: Server-Sent Events, one ``data: {"model_name", "model_version", "text_output",
+  ...}`` per response the model sends (the TRT-LLM backend in decoupled mode: one per decoding
+  step, its newly decoded text). No ``[DONE]``: the stream ends when the HTTP response does,
+  and that is a normal end. An error before inference is an HTTP status (typically 400) with
+  ``{"error": "..."}``; one during inference is a ``data: {"error": "..."}`` event under 200.
+
+What loadgen measures from it: a token-bearing event is one with non-empty ``text_output``.
+Each counts as one token unless the event carries ``num_output_tokens`` (Triton's vLLM
+backend with ``return_num_output_tokens``, and TRT-LLM models configured to return it): that
+count of tokens in this response is used instead (``token_source: continuous_usage``). A
+TRT-LLM engine can put several tokens in one response (speculative decoding, a
+``stream_interval``-like batching in a BLS model); without a count they are then undercounted,
+and a tokenizer (``--tokenizer``) is the remedy. There is no usage block: prompt tokens are the
+workload's target (``prompt_tokens_source: target``) unless ``num_input_tokens`` is returned.
+BLS models configured with ``accumulate_tokens`` send the whole text so far in each event; that
+mode is not what this adapter expects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
+
+import orjson
+
+from loadgen import metadata
+from loadgen import records as R
+from loadgen.backends.base import (Live, ProbeError, SSEResponse, finish_counts, get_json,
+                                   merge_extra, stream_request, unreachable)
+from loadgen.backends.transports import Transport
+
+
+@dataclass(frozen=True, slots=True)
+class TritonOptions:
+    model: str
+    ignore_eos: bool = True
+    extra_body: Mapping[str, Any] | None = None
+    timeout_s: float = 600.0
+
+
+class TritonBackend:
+    """One RequestSpec -> one ``generate_stream`` request -> its RequestRecord."""
+
+    def __init__(self, opts: TritonOptions, transport: Transport, live: Live | None = None,
+                 count_tokens: Callable[[str], int] | None = None) -> None:
+        self.opts = opts
+        self.transport = transport
+        self.live = live or Live()
+        self._count_tokens = count_tokens
+        self._path = f"/v2/models/{quote(opts.model, safe='')}/generate_stream"
+
+    @classmethod
+    def for_target(cls, target: Any, model: str, transport: Transport, live: Live,
+                   count_tokens: Callable[[str], int] | None = None) -> "TritonBackend":
+        return cls(TritonOptions(model=model, ignore_eos=target.ignore_eos,
+                                 extra_body=target.extra_body, timeout_s=target.timeout_s),
+                   transport, live, count_tokens)
+
+    def body(self, spec: Any) -> dict:
+        n = spec.output_tokens
+        body: dict[str, Any] = {"text_input": spec.prompt, "max_tokens": n, "stream": True,
+                                "bad_words": "", "stop_words": ""}
+        if self.opts.ignore_eos:
+            body["min_length"] = n
+        return merge_extra(body, self.opts.extra_body)
+
+    async def send(self, spec: Any, rec: R.RequestRecord) -> None:
+        """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
+        payload = orjson.dumps(self.body(spec))
+        stream = _TritonStream(rec, self.live, self._count_tokens is not None)
+        await stream_request(self.transport, self._path, payload, stream, rec, self.opts.timeout_s)
+        if rec.ok:
+            if stream.texts is not None and rec.token_source != "continuous_usage":
+                rec.chunk_tokens[:] = [max(1, self._count_tokens(s)) for s in stream.texts]
+                rec.token_source = "tokenizer"
+            finish_counts(rec, spec)
+
+    @staticmethod
+    async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
+        """``/v2/health/ready``, the server's metadata (``/v2``: name, version, extensions) and
+        the model's (``/v2/models/{model}``). Triton serves many models and lists none under an
+        OpenAI path, so the model must be named."""
+        where = metadata.redact_url(url)
+        if not model:
+            raise ProbeError("target.endpoint triton_generate needs target.model (--model NAME): the "
+                             "Triton model to call, e.g. `ensemble` or `tensorrt_llm_bls` for the "
+                             "TensorRT-LLM backend")
+        info: dict[str, Any] = {"protocol": "triton_generate"}
+        try:
+            status, headers, _ = await get_json(transport, "/v2/health/ready")
+        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
+            raise unreachable(transport, url, "/v2/health/ready", exc) from None
+        info["ready_status"] = status
+        info["headers"] = metadata.server_headers(headers)
+        if status != 200:
+            raise ProbeError(f"{where}/v2/health/ready answered HTTP {status}: the Triton server "
+                             f"is not ready (still loading models?)")
+        with contextlib.suppress(Exception):
+            st, _h, server_meta = await get_json(transport, "/v2", timeout_s=5.0)
+            if st == 200 and isinstance(server_meta, dict):
+                info["version"] = server_meta  # {"name": "triton", "version": ..., "extensions": [...]}
+        path = f"/v2/models/{quote(model, safe='')}"
+        try:
+            st, _h, model_meta = await get_json(transport, path)
+        except Exception as exc:  # noqa: BLE001
+            raise unreachable(transport, url, path, exc) from None
+        if st != 200:
+            why = (model_meta or {}).get("error") if isinstance(model_meta, dict) else None
+            raise ProbeError(f"{where}{path} answered HTTP {st}"
+                             f"{f' ({why})' if why else ''}: Triton has no ready model {model!r}; "
+                             f"set target.model to one it serves")
+        info["model_metadata"] = model_meta
+        return info, model
+
+
+class _TritonStream(SSEResponse):
+    """Events carry the newly decoded text; the stream ends with the response."""
+
+    __slots__ = ("texts", "continuous")
+
+    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
+        super().__init__(rec, live)
+        self.texts: list[str] | None = [] if keep_texts else None
+        self.continuous = False
+
+    def on_events(self, t: int, events: list[bytes]) -> bool:
+        rec = self.rec
+        tokens = 0
+        try:
+            for data in events:
+                try:
+                    obj = orjson.loads(data)
+                    text = obj.get("text_output")
+                except (orjson.JSONDecodeError, AttributeError):
+                    return self.malformed(t, data)
+                if "error" in obj:
+                    return self.error_event(t, data)
+                if rec.response_id is None:
+                    rec.response_id = obj.get("id") or self.rid
+                n_in = _scalar(obj.get("num_input_tokens"))
+                if n_in is not None:
+                    rec.prompt_tokens = n_in
+                if isinstance(text, list):  # a batch-shaped output tensor: [["..."]] or ["..."]
+                    text = "".join(str(x[0] if isinstance(x, list) and x else x) for x in text)
+                if not text:
+                    continue  # an empty (often the final, flags-only) response: not a token
+                n = _scalar(obj.get("num_output_tokens"))
+                if n is None:
+                    n = 1
+                else:
+                    self.continuous = True
+                    n = max(1, n)
+                rec.chunk_times_ns.append(t)
+                rec.chunk_tokens.append(n)
+                tokens += n
+                if rec.t_first_token_ns is None:
+                    rec.t_first_token_ns = t
+                    rec.t_first_content_ns = t
+                if self.texts is not None:
+                    self.texts.append(text)
+        finally:
+            self.live.tokens += tokens
+        return True
+
+    def on_end(self) -> None:
+        rec = self.rec
+        rec.ok = True  # no terminator in this protocol: a complete response is a normal end
+        if self.continuous:
+            rec.token_source = "continuous_usage"
+
+
+def _scalar(v: Any) -> int | None:
+    """An integer output tensor as JSON: ``3`` or ``[3]``."""
+    if isinstance(v, list) and len(v) == 1:
+        v = v[0]
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
