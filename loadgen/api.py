@@ -219,6 +219,10 @@ def _identity(server: dict, specs: Any, total: int | None) -> dict:
     owned_by = first.get("owned_by")
     engine = {"vllm": "vllm", "sglang": "sglang", "loadgen-sim": "loadgen-sim",
               "tensorrt_llm": "tensorrt-llm", "llamacpp": "llama.cpp"}.get(str(owned_by).lower())
+    if server.get("protocol") == "triton_generate":  # the native probes say whom they asked
+        engine, first = "triton", {"id": (server.get("model_metadata") or {}).get("name")}
+    elif server.get("protocol") == "sglang_generate":
+        engine = "sglang"
     header = (server.get("headers") or {}).get("server", "")
     out = {"engine": engine or owned_by, "version": version.get("version") if isinstance(version, dict) else version,
            "served_model": first.get("id"), "root": first.get("root"),

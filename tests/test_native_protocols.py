@@ -12,6 +12,7 @@ import pytest
 
 from loadgen import records as R
 from loadgen.api import RunError
+from loadgen.report.conditions import server_rows
 
 from conftest import run
 
@@ -120,7 +121,11 @@ class TestTriton:
         s = res.summary["conditions"]["server"]
         assert s["version"]["version"] == "2.59.0-loadgen-test"
         assert s["model_metadata"]["name"] == "test-model"
+        assert (s["identity"]["engine"], s["identity"]["served_model"]) == ("triton", "test-model")
         assert res.summary["conditions"]["target"]["endpoint"] == "triton_generate"
+        rows = dict(server_rows(s, None))
+        assert "server /v1/models" not in rows
+        assert rows["server /v2/models/test-model"] == "platform=ensemble, versions=[1]"
 
 
 class TestSGLang:
@@ -168,6 +173,10 @@ class TestSGLang:
         assert cond["target"]["model"] == "test-model"
         assert cond["server"]["model_info"]["model_path"] == "test-model"
         assert cond["server"]["version"] == {"version": "0.5.0-loadgen-test"}
+        assert cond["server"]["server_info"]["incremental_streaming_output"] is False
+        assert (cond["server"]["identity"]["engine"], cond["server"]["identity"]["max_model_len"]) == ("sglang", 32768)
+        rows = dict(server_rows(cond["server"], None))
+        assert rows["server /get_model_info"].startswith("model_path=test-model")
 
 
 class TestFailures:

@@ -95,7 +95,8 @@ class SGLangBackend:
     @staticmethod
     async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
         """``/get_model_info`` (the model path, used as the model name when none is given),
-        ``/health`` and a few fields of ``/get_server_info`` (version, streaming mode)."""
+        ``/health``, a few fields of ``/get_server_info`` (version, streaming mode) and the
+        OpenAI ``/v1/models`` listing SGLang also serves (its max_model_len)."""
         where = metadata.redact_url(url)
         info: dict[str, Any] = {"protocol": "sglang_generate"}
         try:
@@ -117,6 +118,10 @@ class SGLangBackend:
                 info["server_info"] = kept
                 if "version" in kept:
                     info["version"] = {"version": kept["version"]}
+        with contextlib.suppress(Exception):  # SGLang also serves the OpenAI listing (max_model_len)
+            st, _h, models = await get_json(transport, "/v1/models", timeout_s=5.0)
+            info["models_status"] = st
+            info["models"] = models if st == 200 and isinstance(models, dict) else None
         if model:
             return info, model
         path = (info["model_info"] or {}).get("model_path")

@@ -48,13 +48,23 @@ def server_rows(server: dict, sim: Any) -> list[tuple[str, str]]:
         rows.append(("backend", "built-in simulator: " + _flat(sim)))
     headers = server.get("headers") or {}
     rows.append(("server headers", ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none identifying the engine"))
-    rows.append(("server /version", _flat(server["version"]) if server.get("version") is not None else "not served"))
-    models = (server.get("models") or {}).get("data") or []
-    listed = []
-    for m in models:
-        extra = {k: v for k, v in m.items() if k not in ("id", "object", "created", "permission", "root", "parent")}
-        listed.append(f"{m.get('id')}" + (f" ({_flat(extra)})" if extra else ""))
-    rows.append(("server /v1/models", "; ".join(listed) or f"HTTP {server.get('models_status')}, no models listed"))
+    triton = server.get("protocol") == "triton_generate"
+    rows.append(("server /v2" if triton else "server /version",
+                 _flat(server["version"]) if server.get("version") is not None else "not served"))
+    if triton:  # Triton's own model metadata; it serves no /v1/models on this protocol
+        meta = server.get("model_metadata") or {}
+        rows.append((f"server /v2/models/{meta.get('name')}",
+                     _flat({k: meta[k] for k in ("platform", "versions") if k in meta})))
+    else:
+        models = (server.get("models") or {}).get("data") or []
+        listed = []
+        for m in models:
+            extra = {k: v for k, v in m.items() if k not in ("id", "object", "created", "permission", "root", "parent")}
+            listed.append(f"{m.get('id')}" + (f" ({_flat(extra)})" if extra else ""))
+        rows.append(("server /v1/models", "; ".join(listed) or f"HTTP {server.get('models_status')}, no models listed"))
+    for key, path in (("model_info", "/get_model_info"), ("server_info", "/get_server_info")):  # SGLang
+        if server.get(key):
+            rows.append((f"server {path}", _flat(server[key])))
     labels = server.get("metrics_labels")
     if labels:
         rows.append(("server /metrics labels", metrics_labels_text(labels)))
