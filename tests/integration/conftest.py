@@ -2,10 +2,14 @@
 
 The engine is "available" when ``python scripts/real_engines.py setup`` has installed vLLM into
 its cached venv and built the tiny model; otherwise every test here is skipped (with the reason
-and that command), so the default ``python -m pytest -q`` stays fast without it. Environment:
+and that command). The suite runs when it is asked for: ``python -m pytest -q tests/integration``
+(a path inside this directory on the command line) or ``LOADGEN_REAL_ENGINES=1``. The default
+``python -m pytest -q`` skips it even when the engine is set up: vLLM takes both cores of a small
+machine for a minute and a half, which the default suite (and its timing tests, and anyone else's
+on a shared machine) should not pay. Environment:
 
-    LOADGEN_REAL_ENGINES=1   the engine must be there: a missing setup fails instead of skipping
-    LOADGEN_REAL_ENGINES=0   skip the suite even when the engine is set up
+    LOADGEN_REAL_ENGINES=1   run it; the engine must be there (a missing setup fails, not skips)
+    LOADGEN_REAL_ENGINES=0   skip it even when asked for by path
     LOADGEN_VLLM_URL=URL     use a vLLM already running there (nothing is started or stopped)
 """
 
@@ -63,16 +67,30 @@ def _model_at(url: str) -> str:
         return json.loads(r.read())["data"][0]["id"]
 
 
+def _asked_for(config) -> bool:
+    """True when a command-line path points into this directory (or names one of its tests)."""
+    here = Path(__file__).resolve().parent
+    for arg in config.args:
+        p = Path(str(arg).split("::")[0])
+        p = (Path(config.invocation_params.dir) / p).resolve()
+        if p == here or here in p.parents:
+            return True
+    return False
+
+
 @pytest.fixture(scope="package")
-def vllm():
+def vllm(request):
     """A running vLLM (the tiny model), stopped when the package's tests are done."""
+    flag = os.environ.get("LOADGEN_REAL_ENGINES")
+    if flag == "0":
+        pytest.skip("LOADGEN_REAL_ENGINES=0")
+    if flag != "1" and not _asked_for(request.config):
+        pytest.skip("the real-engine suite runs when asked for: "
+                    "python -m pytest -q tests/integration (or LOADGEN_REAL_ENGINES=1)")
     url = os.environ.get("LOADGEN_VLLM_URL")
     if url:
         yield Engine(url.rstrip("/"), _model_at(url))
         return
-    flag = os.environ.get("LOADGEN_REAL_ENGINES")
-    if flag == "0":
-        pytest.skip("LOADGEN_REAL_ENGINES=0")
     ok, why = real_engines.available()
     if not ok:
         msg = f"real vLLM not available: {why}; set it up with: {real_engines.SETUP_HINT}"

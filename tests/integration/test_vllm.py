@@ -8,6 +8,7 @@ comments next to each bound.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 import pytest
@@ -137,15 +138,32 @@ def test_client_means_agree_with_server_histograms(vllm, vllm_profile, record_pr
                                                    concurrency, num_requests):
     """loadgen's mean TTFT and ITL over a run agree with vLLM's own histograms (sum/count deltas
     of /metrics across the run); the client-minus-server difference is reported."""
-    before = histogram_sums(vllm.metrics_text())
-    res = run(vllm_profile(load__concurrency=concurrency, workload__num_requests=num_requests,
-                           workload__input_tokens=128, workload__output_tokens=128,
-                           target__endpoint="completions", target__prompt_format="token_ids",
-                           target__continuous_usage_stats=True,
-                           # loadgen's own /metrics scraper off: only these two scrapes.
-                           server_metrics__enabled=False))
-    after = histogram_sums(vllm.metrics_text())
-    srv = server_means(before, after)
+    # A client starved of CPU (other work on this 2-core machine, which vLLM's worker and
+    # engine loop already fill) inflates its own latencies; loadgen flags that in the summary
+    # (`client.client_limited`). Such a run says nothing about agreement: it is reported and
+    # retried, and if every attempt is starved the test skips with the figures.
+    attempts = []
+    for attempt in range(3):
+        before = histogram_sums(vllm.metrics_text())
+        res = run(vllm_profile(load__concurrency=concurrency, workload__num_requests=num_requests,
+                               workload__input_tokens=128, workload__output_tokens=128,
+                               target__endpoint="completions", target__prompt_format="token_ids",
+                               target__continuous_usage_stats=True,
+                               # loadgen's own /metrics scraper off: only these two scrapes.
+                               server_metrics__enabled=False))
+        after = histogram_sums(vllm.metrics_text())
+        srv = server_means(before, after)
+        client = res.summary["client"]
+        attempts.append(f"attempt {attempt + 1}: client TTFT {res.summary['metrics']['ttft_ms']['mean']:.1f} "
+                        f"ms vs server {srv['ttft_ms']:.1f} ms, client loop lag p99 "
+                        f"{client['event_loop_lag_ms']['p99']:.1f} ms")
+        print("\n" + attempts[-1])
+        if not client["client_limited"]:
+            break
+        time.sleep(10)
+    else:
+        pytest.skip("the client was starved of CPU in every attempt (loadgen flagged "
+                    "client_limited), so its means are not comparable: " + "; ".join(attempts))
     m = res.summary["metrics"]
     assert res.summary["counts"]["ok"] == num_requests
     assert srv["requests"] == num_requests  # nothing else ran on the server meanwhile
