@@ -140,7 +140,8 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         # Its own connection, so a scrape never takes a request's slot; first scrape before the load.
         scraper = await ServerMetricsScraper.open(
             profile.server_metrics, t.transport, url,
-            {k: v for k, v in headers.items() if k == "Authorization"}, t.connect_timeout_s)
+            {k: v for k, v in headers.items() if k not in ("Content-Type", "Accept", "Accept-Encoding")},
+            t.connect_timeout_s)
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         status(f"running {profile.name}: {metadata.redact_url(url)} {model}")

@@ -5,7 +5,7 @@ so the scrape never takes a slot from a request), on the run's event loop. Parsi
 that loop's busy time: the first scrape, before the load, is parsed in full (engine detection,
 configuration labels); during the load a scrape only keeps the lines of the samples it needs
 (a prefix test per line, about 0.1 ms for vLLM's ~50 KB, where parsing all of it with
-``prometheus_client`` takes ~10 ms, enough to show up as event-loop lag); every kept scrape is
+``prometheus_client`` takes ~15 ms, enough to show up as event-loop lag); every kept scrape is
 parsed after the load. The last scrape is taken after the load ends (retried for up to a second
 until the server's TTFT histogram has counted every request, as its bookkeeping may trail the
 stream's end), so histogram deltas cover the whole run.
