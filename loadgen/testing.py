@@ -122,9 +122,7 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
             return resp
         n = min(next(pattern), n_out - sent)
         deadline = start + k * itl_ns
-        delay = deadline - time.perf_counter_ns()
-        if delay > 0:
-            await asyncio.sleep(delay / 1e9)
+        await pace_until(deadline)
         text = "".join(" " + _WORDS[(sent + j) % len(_WORDS)] for j in range(n))
         key = "reasoning_content" if sent < n_reason else "content"
         if chat:
@@ -155,6 +153,16 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
     entry["end_ns"] = time.perf_counter_ns()
     await resp.write_eof()
     return resp
+
+
+async def pace_until(deadline_ns: int) -> None:
+    """Sleep until ``deadline_ns`` (perf_counter_ns), never before it: event-loop timers can
+    fire a little early, and a token sent early would make a client look faster than it is."""
+    delay = deadline_ns - time.perf_counter_ns()
+    if delay > 0:
+        await asyncio.sleep(delay / 1e9)
+    while time.perf_counter_ns() < deadline_ns:
+        await asyncio.sleep(0)
 
 
 def toy_token_count(prompt: Any, chat: bool) -> int:

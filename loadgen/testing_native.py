@@ -31,7 +31,7 @@ import struct
 import time
 from typing import Any
 
-from loadgen.testing import _WORDS, _Log, _event
+from loadgen.testing import _WORDS, _Log, _event, pace_until
 
 _TRT_FIELDS = {"context_logits": 0.0, "cum_log_probs": 0.0, "generation_logits": 0.0,
                "output_log_probs": 0.0, "sequence_end": False, "sequence_id": 0, "sequence_start": False}
@@ -134,9 +134,7 @@ async def _play(request: Any, proto: Any, cfg: dict, log: _Log, rid: str, recv_n
         if fail_kind == "error_event_after" and k == fail_n:
             return await end(proto.error_event() + proto.terminator)
         n = min(next(pattern), n_out - sent)
-        delay = start + k * itl_ns - time.perf_counter_ns()
-        if delay > 0:
-            await asyncio.sleep(delay / 1e9)
+        await pace_until(start + k * itl_ns)
         sent += n
         pending += n
         held = hold and (k + 1) % hold == 0 and sent < n_out
