@@ -104,9 +104,14 @@ def vllm(request):
         st = real_engines.serve(name=name)
     except RuntimeError as exc:
         pytest.fail(f"vLLM did not start: {exc}")
+    # The server is pinned to its core (real_engines.server_cpus); the client takes the others,
+    # so neither measures the other's CPU contention.
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, real_engines.client_cpus())
     try:
         yield Engine(st["url"], st["model"])
     finally:
+        os.sched_setaffinity(0, before)
         real_engines.stop(name=name)
 
 
