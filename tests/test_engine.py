@@ -356,3 +356,42 @@ class TestServerTokenize:
         assert ident["max_model_len"] == 32768
         assert ident["engine"] == "loadgen-testing"
         assert ident["requests_over_max_model_len"] == 0
+
+
+class TestNoFullCollectionDuringLoad:
+    def test_old_objects_are_frozen_while_the_load_runs(self, server, make_profile, monkeypatch):
+        """A full garbage collection walks every object in the process and stalled the event
+        loop ~50 ms mid-run; with the pre-run objects frozen, none that long happens in the load."""
+        import gc
+        import time as _time
+
+        from loadgen import api, driver
+
+        pauses, start, window = [], {}, {}
+
+        def on_gc(phase, info):
+            if phase == "start":
+                start["t"] = _time.perf_counter_ns()
+            elif window.get("open"):
+                pauses.append((info["generation"], (_time.perf_counter_ns() - start["t"]) / MS))
+
+        async def watched(*args, **kwargs):
+            assert gc.get_freeze_count() > 0  # the process's old objects are out of the scans
+            window["open"] = True
+            try:
+                return await driver.drive(*args, **kwargs)
+            finally:
+                window["open"] = False
+
+        monkeypatch.setattr(api, "drive", watched)
+        gc.callbacks.append(on_gc)
+        try:
+            res = run(make_profile(server.url, workload__num_requests=200, load__concurrency=32,
+                                   workload__output_tokens=64,
+                                   target__extra_body={"loadgen_test": {"ttft_ms": 0, "itl_ms": 0}}))
+        finally:
+            gc.callbacks.remove(on_gc)
+        assert res.summary["counts"]["ok"] == 200
+        assert gc.get_freeze_count() == 0  # unfrozen afterwards
+        assert pauses, "the load allocates: some young collections must have run"
+        assert max(d for _, d in pauses) < 10.0
