@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from loadgen import metadata, metrics
+from loadgen import client_health, metadata, metrics, server_info
 from loadgen.backends.base import Live, ProbeError
 from loadgen.backends.openai import OpenAIBackend
 from loadgen.backends.sglang import SGLangBackend
@@ -34,10 +34,6 @@ from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, RunResult, wr
 from loadgen.server_scraper import ServerMetricsScraper, attach as attach_server_metrics
 from loadgen.workload import Workload, build_schedule
 
-# The client is saturated (and its latencies inflated) when its event loop runs this late, or
-# its process burns this much of one core: the summary then says so instead of staying quiet.
-LOOP_LAG_LIMIT_MS = 5.0
-CPU_BUSY_LIMIT = 0.9
 _PROGRESS_EVERY_S = 0.25
 # target.endpoint -> the protocol adapter; each has probe() (what the server says about
 # itself, and the model) and for_target() (the backend for a profile's target).
@@ -136,8 +132,8 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             profile.workload.num_requests + load.warmup_requests
         if schedule is not None:
             total = len(schedule) if total is None else min(total, len(schedule))
-        specs, prompt_fit = await _fit_prompts(profile, transport, model, workload, total, status)
-        server["identity"] = _identity(server, specs, total)
+        specs, prompt_fit = await server_info.fit_for_profile(profile, transport, model, workload, total, status)
+        server["identity"] = server_info.identity(server, specs, total)
         # Its own connection, so a scrape never takes a request's slot; first scrape before the load.
         scraper = await ServerMetricsScraper.open(
             profile.server_metrics, t.transport, url,
@@ -183,65 +179,10 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
     if prompt_fit["method"] == "server /tokenize" and prompt_fit["exact"] == prompt_fit["requests_fitted"]:
         summary["conditions"]["prompt_lengths_approximate"] = False
     summary.update(metrics.summarize(records, sla=profile.sla))
-    summary["client"] = _client_health(result, cpu_s, records, capped=bool(load.max_concurrency))
+    summary["client"] = client_health.assess(result, cpu_s, records, capped=bool(load.max_concurrency))
     attach_server_metrics(summary, run_dir, server_series, records)
     write_summary(run_dir, summary)
     return RunResult(run_dir, summary, records)
-
-
-# Beyond this many requests (an unbounded duration run), prompts stay approximate.
-_FIT_LIMIT = 20_000
-
-
-async def _fit_prompts(profile: Profile, transport: Any, model: str, workload: Workload,
-                       total: int | None, status: Callable[[str], None]) -> tuple[Any, dict]:
-    """Exact prompt lengths from the server's /tokenize when it has one and nothing better is
-    configured; otherwise the workload as it is, and how its lengths were made."""
-    from loadgen.server_tokenize import ServerTokenizer, fit_prompts
-
-    t = profile.target
-    if t.prompt_format == "token_ids":
-        return workload, {"method": "token ids (exact)"}
-    if workload.tokenizer is not None:
-        return workload, {"method": "local tokenizer (exact)"}
-    approx = {"method": "approximate (one common word ~ one token)"}
-    if profile.workload.prompt.server_tokenize == "never" or t.endpoint not in ("chat", "completions"):
-        return workload, approx
-    tokenizer = ServerTokenizer(transport, model, chat=t.endpoint == "chat")
-    if not await tokenizer.available():
-        return workload, {**approx, "server_tokenize": "not offered by the server"}
-    n = min(total if total is not None else _FIT_LIMIT, _FIT_LIMIT)
-    status(f"fitting {n} prompts to exact lengths with the server's /tokenize")
-    specs, info = await fit_prompts(tokenizer, workload, n)
-    if total is None:
-        info["note"] = f"requests past {n} keep approximate lengths"
-    return specs, info
-
-
-def _identity(server: dict, specs: Any, total: int | None) -> dict:
-    """Who answered: engine, version, served model and its context length, from what the
-    server said; and how many requests would not fit that context (they will fail)."""
-    models = (server.get("models") or {}).get("data") or [{}]
-    first = models[0] if isinstance(models[0], dict) else {}
-    version = server.get("version")
-    owned_by = first.get("owned_by")
-    engine = {"vllm": "vllm", "sglang": "sglang", "loadgen-sim": "loadgen-sim",
-              "tensorrt_llm": "tensorrt-llm", "llamacpp": "llama.cpp"}.get(str(owned_by).lower())
-    if server.get("protocol") == "triton_generate":  # the native probes say whom they asked
-        engine, first = "triton", {"id": (server.get("model_metadata") or {}).get("name")}
-    elif server.get("protocol") == "sglang_generate":
-        engine = "sglang"
-    header = (server.get("headers") or {}).get("server", "")
-    out = {"engine": engine or owned_by, "version": version.get("version") if isinstance(version, dict) else version,
-           "served_model": first.get("id"), "root": first.get("root"),
-           "max_model_len": first.get("max_model_len"), "server_header": header or None}
-    limit = out["max_model_len"]
-    if isinstance(limit, int) and total:
-        n = min(total, _FIT_LIMIT)
-        over = sum(1 for i in range(n)
-                   if (s := specs.request(i)).prompt_tokens + s.output_tokens > limit)
-        out["requests_over_max_model_len"] = over
-    return out
 
 
 def _conditions(profile: Profile, url: str, model: str, server: dict, workload: Workload,
@@ -277,42 +218,6 @@ def _realised(workload: Workload, records: list, measured: list[int]) -> dict:
         "output_tokens_short_of_requested": sum(
             1 for r in ok if r.output_tokens is not None and r.output_tokens < r.requested_output_tokens),
     }
-
-
-def _client_health(result: Any, cpu_s: float, records: list, capped: bool) -> dict:
-    """The client's own figures, and one ``client_limited`` warning when any says it was the
-    bottleneck (then its latencies contain its own delay, and the summary says so)."""
-    wall_s = max(1e-9, (result.ended_ns - result.started_ns) / 1e9)
-    loop_lag = metrics.distribution([x / 1e6 for x in result.loop_lag_ns])
-    wake = metrics.distribution([x / 1e6 for x in result.wake_late_ns])
-    cpu_frac = cpu_s / wall_s
-    out: dict[str, Any] = {"cpu_seconds": cpu_s, "cpu_busy_fraction": cpu_frac,
-                           "event_loop_lag_ms": loop_lag, "dispatch_late_ms": wake, "warnings": []}
-    reasons = []
-    if (loop_lag["p99"] or 0) > LOOP_LAG_LIMIT_MS:
-        reasons.append(f"event-loop lag p99 {loop_lag['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
-    if (wake["p99"] or 0) > LOOP_LAG_LIMIT_MS:
-        reasons.append(f"timer wake-ups late by p99 {wake['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
-    if cpu_frac > CPU_BUSY_LIMIT:
-        reasons.append(f"client process used {cpu_frac:.0%} of a core")
-    lag = metrics.client_limits(records, lag_threshold_ms=LOOP_LAG_LIMIT_MS)
-    if lag is not None:
-        if capped:
-            # Waiting for a slot under max_concurrency is the cap doing its job, not a slow client.
-            out["warnings"].append({
-                "warning": "schedule_slip", "client_lag_p99_ms": lag["client_lag_p99_ms"],
-                "message": f"p99 send lag {lag['client_lag_p99_ms']:.1f} ms: requests waited for a "
-                           f"slot under load.max_concurrency, so the offered rate was not kept"})
-        else:
-            reasons.append(f"requests sent late by p99 {lag['client_lag_p99_ms']:.1f} ms "
-                           f"({lag['late_fraction']:.1%} later than {LOOP_LAG_LIMIT_MS} ms)")
-    if reasons:
-        out["warnings"].insert(0, {
-            "warning": "client_limited", "reasons": reasons,
-            "message": "the client, not the server, may have limited this run: its latencies "
-                       "include client delay; lower the load per process or use more workers"})
-    out["client_limited"] = bool(reasons)
-    return out
 
 
 def _token_counter(workload: Workload) -> Callable[[str], int] | None:
