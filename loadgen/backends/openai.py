@@ -15,12 +15,8 @@ import orjson
 
 from loadgen import metadata
 from loadgen import records as R
-from loadgen.backends.base import ERROR_BODY_LIMIT as _ERROR_BODY_LIMIT
-from loadgen.backends.base import (Live, ProbeError, finish_counts, get_json, stream_request,
-                                   unreachable)
-from loadgen.backends.base import error_text as _error_text
-from loadgen.backends.base import fail as _fail
-from loadgen.backends.sse import SSEDecoder
+from loadgen.backends.base import (Live, ProbeError, SSEResponse, fail, finish_counts, get_json,
+                                   stream_request, unreachable)
 from loadgen.backends.transports import Transport
 
 __all__ = ["Live", "OpenAIBackend", "OpenAIOptions", "PATHS"]
@@ -116,42 +112,23 @@ class OpenAIBackend:
             finish_counts(rec, spec)
 
 
-class _Stream:
+class _Stream(SSEResponse):
     """Push-style consumer of one response: the transport calls ``head`` then ``feed`` per read
-    (with the read's arrival time); ``finish`` when the body is complete."""
+    (with the read's arrival time); ``finish`` when the body is complete (see SSEResponse)."""
 
-    __slots__ = ("rec", "chat", "live", "dec", "error_body", "done", "usage", "prev_completion",
-                 "continuous", "texts", "rid")
+    __slots__ = ("chat", "done", "usage", "prev_completion", "continuous", "texts")
 
     def __init__(self, rec: R.RequestRecord, chat: bool, live: Live, keep_texts: bool) -> None:
-        self.rec = rec
+        super().__init__(rec, live)
         self.chat = chat
-        self.live = live
-        self.dec = SSEDecoder()
-        self.error_body: bytes | None = None
         self.done = False
         self.usage: dict | None = None
         self.prev_completion = 0
         self.continuous = False
         self.texts: list[str] | None = [] if keep_texts else None
-        self.rid: str | None = None
 
-    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
+    def on_events(self, t: int, events: list[bytes]) -> bool:
         rec = self.rec
-        rec.http_status = status
-        rec.t_first_byte_ns = t_ns
-        self.rid = headers.get("x-request-id")
-        if status != 200:
-            self.error_body = b""
-
-    def feed(self, t: int, raw: bytes) -> bool:
-        rec = self.rec
-        if self.error_body is not None:
-            self.error_body += raw
-            return len(self.error_body) <= _ERROR_BODY_LIMIT
-        events = self.dec.feed(raw)
-        if not events:
-            return True
         loads = orjson.loads
         times = rec.chunk_times_ns
         counts = rec.chunk_tokens
@@ -166,8 +143,7 @@ class _Stream:
                     obj = loads(data)
                     choices = obj.get("choices")
                 except (orjson.JSONDecodeError, AttributeError):
-                    _fail(rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)
-                    return False
+                    return self.malformed(t, data)
                 if rec.response_id is None:
                     rec.response_id = obj.get("id") or self.rid
                 u = obj.get("usage")
@@ -209,30 +185,15 @@ class _Stream:
                     if self.texts is not None:
                         self.texts.append(text or reasoning)
                 elif "error" in obj:
-                    _fail(rec, R.SERVER_ERROR_EVENT, _error_text(data), t)
-                    return False
+                    return self.error_event(t, data)
         finally:
             self.live.tokens += tokens
         return True
 
-    def finish(self, t_end: int) -> None:
+    def on_end(self) -> None:
         rec = self.rec
-        if rec.error_class is not None:
-            return
-        rec.t_end_ns = t_end
-        if rec.response_id is None:
-            rec.response_id = self.rid
-        if self.error_body is not None:
-            _fail(rec, R.http_error_class(rec.http_status), _error_text(self.error_body))
-            return
         if not self.done:
-            self.done = any(d == b"[DONE]" for d in self.dec.flush())
-        if not self.done:
-            if self.dec.junk and not rec.chunk_times_ns:
-                sample = self.dec.junk_sample or self.dec.pending[:120]
-                _fail(rec, R.MALFORMED, f"response is not an SSE stream: {sample!r}")
-            else:
-                _fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
+            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
             return
         rec.ok = True
         usage = self.usage
@@ -243,4 +204,3 @@ class _Stream:
             rec.token_source = "continuous_usage"
         elif usage and rec.output_tokens is not None:
             rec.token_source = "usage"
-
