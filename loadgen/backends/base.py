@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Callable, Mapping, Protocol
 
 import orjson
 
@@ -77,6 +77,21 @@ async def stream_request(transport: Transport, path: str, payload: bytes, consum
             fail(rec, cls, msg)
     finally:
         handle.cancel()
+
+
+async def send_stream(transport: Transport, path: str, payload: bytes, stream: Any,
+                      rec: R.RequestRecord, spec: Any, timeout_s: float,
+                      count_tokens: Callable[[str], int] | None) -> None:
+    """``stream_request``, then the counts of an ok record: per-chunk tokens from a local
+    tokenizer when the server gave none (``stream.texts`` kept them), output and prompt
+    tokens from the server or, failing that, the chunks and the workload's target."""
+    await stream_request(transport, path, payload, stream, rec, timeout_s)
+    if not rec.ok:
+        return
+    if count_tokens is not None and stream.texts is not None and rec.token_source != "continuous_usage":
+        rec.chunk_tokens[:] = [max(1, count_tokens(s)) for s in stream.texts]
+        rec.token_source = "tokenizer"
+    finish_counts(rec, spec)
 
 
 def finish_counts(rec: R.RequestRecord, spec: Any) -> None:

@@ -15,8 +15,8 @@ import orjson
 
 from loadgen import metadata
 from loadgen import records as R
-from loadgen.backends.base import (Live, ProbeError, SSEResponse, fail, finish_counts, get_json,
-                                   stream_request, unreachable)
+from loadgen.backends.base import (Live, ProbeError, SSEResponse, fail, get_json, send_stream,
+                                   unreachable)
 from loadgen.backends.transports import Transport
 
 __all__ = ["Live", "OpenAIBackend", "OpenAIOptions", "PATHS"]
@@ -104,12 +104,8 @@ class OpenAIBackend:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
         payload = orjson.dumps(self.body(spec))
         stream = _Stream(rec, self._chat, self.live, self._count_tokens is not None)
-        await stream_request(self.transport, self._path, payload, stream, rec, self.opts.timeout_s)
-        if rec.ok:
-            if stream.texts is not None and rec.token_source != "continuous_usage":
-                rec.chunk_tokens[:] = [max(1, self._count_tokens(s)) for s in stream.texts]
-                rec.token_source = "tokenizer"
-            finish_counts(rec, spec)
+        await send_stream(self.transport, self._path, payload, stream, rec, spec,
+                          self.opts.timeout_s, self._count_tokens)
 
 
 class _Stream(SSEResponse):

@@ -37,8 +37,8 @@ import orjson
 
 from loadgen import metadata
 from loadgen import records as R
-from loadgen.backends.base import (Live, ProbeError, SSEResponse, finish_counts, get_json,
-                                   merge_extra, stream_request, unreachable)
+from loadgen.backends.base import (Live, ProbeError, SSEResponse, get_json, merge_extra,
+                                   send_stream, unreachable)
 from loadgen.backends.transports import Transport
 
 
@@ -80,12 +80,8 @@ class TritonBackend:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
         payload = orjson.dumps(self.body(spec))
         stream = _TritonStream(rec, self.live, self._count_tokens is not None)
-        await stream_request(self.transport, self._path, payload, stream, rec, self.opts.timeout_s)
-        if rec.ok:
-            if stream.texts is not None and rec.token_source != "continuous_usage":
-                rec.chunk_tokens[:] = [max(1, self._count_tokens(s)) for s in stream.texts]
-                rec.token_source = "tokenizer"
-            finish_counts(rec, spec)
+        await send_stream(self.transport, self._path, payload, stream, rec, spec,
+                          self.opts.timeout_s, self._count_tokens)
 
     @staticmethod
     async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
