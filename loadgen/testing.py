@@ -102,10 +102,7 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
     k = 0
     while sent < n_out:
         if fail_kind == "reset_after" and k == fail_n:
-            sock = request.transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            request.transport.abort()
+            reset_connection(request)
             entry["end_ns"] = time.perf_counter_ns()
             return resp
         if fail_kind == "stall_after" and k == fail_n:
@@ -153,6 +150,14 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
     entry["end_ns"] = time.perf_counter_ns()
     await resp.write_eof()
     return resp
+
+
+def reset_connection(request: Any) -> None:
+    """Abort the request's TCP connection with a reset (RST), as a crashing server would."""
+    sock = request.transport.get_extra_info("socket")
+    if sock is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    request.transport.abort()
 
 
 async def pace_until(deadline_ns: int) -> None:

@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
-import struct
 import time
 from typing import Any
 
-from loadgen.testing import _WORDS, _Log, _event, pace_until
+from loadgen.testing import _WORDS, _Log, _event, pace_until, reset_connection
 
 _TRT_FIELDS = {"context_logits": 0.0, "cum_log_probs": 0.0, "generation_logits": 0.0,
                "output_log_probs": 0.0, "sequence_end": False, "sequence_id": 0, "sequence_start": False}
@@ -121,10 +119,7 @@ async def _play(request: Any, proto: Any, cfg: dict, log: _Log, rid: str, recv_n
     full = ""
     while sent < n_out:
         if fail_kind == "reset_after" and k == fail_n:
-            sock = request.transport.get_extra_info("socket")
-            if sock is not None:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            request.transport.abort()
+            reset_connection(request)
             entry["end_ns"] = time.perf_counter_ns()
             return resp
         if fail_kind == "stall_after" and k == fail_n:
