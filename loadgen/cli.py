@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "such as chat, long-context, code-completion, ci-smoke, quickstart)")
     g = r.add_argument_group("target")
     g.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8000 (omit: built-in simulator)")
-    g.add_argument("--model", help="model name to request (default: the first one /v1/models lists)")
+    g.add_argument("--model", help="model name to request (default: the first model /v1/models lists; "
+                   "SGLang: its /get_model_info; Triton: required)")
     g.add_argument("--endpoint", choices=["chat", "completions", "triton_generate", "sglang_generate"],
                    help="protocol to drive: OpenAI chat or completions, Triton's generate_stream "
                         "(needs --model), SGLang's native /generate")
