@@ -144,11 +144,13 @@ class SSEResponse:
     read's arrival time, and returns False when the stream is beyond use (the record is then
     failed). ``on_end()`` runs once the body is complete and nothing failed."""
 
-    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events")
+    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events", "texts")
 
-    def __init__(self, rec: R.RequestRecord, live: Live) -> None:
+    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool = False) -> None:
         self.rec = rec
         self.live = live
+        # Each chunk's text, kept only when a local tokenizer will count its tokens afterwards.
+        self.texts: list[str] | None = [] if keep_texts else None
         self.dec = SSEDecoder()
         self.error_body: bytes | None = None
         self.rid: str | None = None
@@ -193,6 +195,22 @@ class SSEResponse:
             fail(rec, R.MALFORMED, what)
             return
         self.on_end()
+
+    def chunk(self, t: int, n: int, text: str, reasoning: bool = False) -> None:
+        """Record one token-bearing event: arrival ``t``, ``n`` tokens."""
+        rec = self.rec
+        rec.chunk_times_ns.append(t)
+        rec.chunk_tokens.append(n)
+        self.live.tokens += n
+        if rec.t_first_token_ns is None:
+            rec.t_first_token_ns = t
+        if reasoning:
+            rec.reasoning_times_ns.append(t)
+            rec.reasoning_tokens.append(n)
+        elif rec.t_first_content_ns is None:
+            rec.t_first_content_ns = t
+        if self.texts is not None:
+            self.texts.append(text)
 
     def on_events(self, t: int, events: list[bytes]) -> bool:
         raise NotImplementedError

@@ -112,78 +112,60 @@ class _Stream(SSEResponse):
     """Push-style consumer of one response: the transport calls ``head`` then ``feed`` per read
     (with the read's arrival time); ``finish`` when the body is complete (see SSEResponse)."""
 
-    __slots__ = ("chat", "done", "usage", "prev_completion", "continuous", "texts")
+    __slots__ = ("chat", "done", "usage", "prev_completion", "continuous")
 
     def __init__(self, rec: R.RequestRecord, chat: bool, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live)
+        super().__init__(rec, live, keep_texts)
         self.chat = chat
         self.done = False
         self.usage: dict | None = None
         self.prev_completion = 0
         self.continuous = False
-        self.texts: list[str] | None = [] if keep_texts else None
 
     def on_events(self, t: int, events: list[bytes]) -> bool:
         rec = self.rec
         loads = orjson.loads
-        times = rec.chunk_times_ns
-        counts = rec.chunk_tokens
         chat = self.chat
-        tokens = 0
-        try:
-            for data in events:
-                if data == b"[DONE]":
-                    self.done = True
-                    continue
-                try:
-                    obj = loads(data)
-                    choices = obj.get("choices")
-                except (orjson.JSONDecodeError, AttributeError):
-                    return self.malformed(t, data)
-                if rec.response_id is None:
-                    rec.response_id = obj.get("id") or self.rid
-                u = obj.get("usage")
-                if u:
-                    self.usage = u  # the last one seen is the total (final chunk or continuous)
-                if choices:
-                    c = choices[0]
-                    reasoning = None
-                    if chat:
-                        d = c.get("delta") or {}
-                        text = d.get("content")
-                        if not text:
-                            reasoning = d.get("reasoning_content") or d.get("reasoning")
-                            if not reasoning:
-                                continue  # role-only or empty delta: not a token
-                    else:
-                        text = c.get("text")
-                        if not text:
-                            continue
-                    n = 1
-                    if u and "completion_tokens" in u:
-                        # continuous_usage_stats: the cumulative count says how many tokens
-                        # this event really carried (speculative decoding, merged steps).
-                        n = u["completion_tokens"] - self.prev_completion
-                        self.prev_completion = u["completion_tokens"]
-                        self.continuous = True
-                        if n < 1:
-                            n = 1
-                    times.append(t)
-                    counts.append(n)
-                    tokens += n
-                    if rec.t_first_token_ns is None:
-                        rec.t_first_token_ns = t
-                    if reasoning:
-                        rec.reasoning_times_ns.append(t)
-                        rec.reasoning_tokens.append(n)
-                    elif rec.t_first_content_ns is None:
-                        rec.t_first_content_ns = t
-                    if self.texts is not None:
-                        self.texts.append(text or reasoning)
-                elif "error" in obj:
-                    return self.error_event(t, data)
-        finally:
-            self.live.tokens += tokens
+        for data in events:
+            if data == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                obj = loads(data)
+                choices = obj.get("choices")
+            except (orjson.JSONDecodeError, AttributeError):
+                return self.malformed(t, data)
+            if rec.response_id is None:
+                rec.response_id = obj.get("id") or self.rid
+            u = obj.get("usage")
+            if u:
+                self.usage = u  # the last one seen is the total (final chunk or continuous)
+            if choices:
+                c = choices[0]
+                reasoning = None
+                if chat:
+                    d = c.get("delta") or {}
+                    text = d.get("content")
+                    if not text:
+                        reasoning = d.get("reasoning_content") or d.get("reasoning")
+                        if not reasoning:
+                            continue  # role-only or empty delta: not a token
+                else:
+                    text = c.get("text")
+                    if not text:
+                        continue
+                n = 1
+                if u and "completion_tokens" in u:
+                    # continuous_usage_stats: the cumulative count says how many tokens
+                    # this event really carried (speculative decoding, merged steps).
+                    n = u["completion_tokens"] - self.prev_completion
+                    self.prev_completion = u["completion_tokens"]
+                    self.continuous = True
+                    if n < 1:
+                        n = 1
+                self.chunk(t, n, text or reasoning, reasoning is not None)
+            elif "error" in obj:
+                return self.error_event(t, data)
         return True
 
     def on_end(self) -> None:

@@ -130,7 +130,7 @@ class SGLangBackend:
 class _SGLangStream(SSEResponse):
     """Events carry the text so far (or, incremental servers, the new text) and meta_info."""
 
-    __slots__ = ("done", "texts", "acc", "mode", "counted", "meta")
+    __slots__ = ("done", "acc", "mode", "counted", "meta")
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
         super().__init__(rec, live)
@@ -143,43 +143,32 @@ class _SGLangStream(SSEResponse):
 
     def on_events(self, t: int, events: list[bytes]) -> bool:
         rec = self.rec
-        tokens = 0
-        try:
-            for data in events:
-                if data == b"[DONE]":
-                    self.done = True
-                    continue
-                try:
-                    obj = orjson.loads(data)
-                    text = obj.get("text")
-                except (orjson.JSONDecodeError, AttributeError):
-                    return self.malformed(t, data)
-                if "error" in obj:
-                    return self.error_event(t, data)
-                meta = obj.get("meta_info")
-                if isinstance(meta, dict):
-                    self.meta = meta
-                    if rec.response_id is None:
-                        rec.response_id = meta.get("id") or self.rid
-                new = self._new_text(text if isinstance(text, str) else "")
-                if not new:
-                    continue  # nothing new to show: its tokens, if any, go with the next event
-                completion = meta.get("completion_tokens") if isinstance(meta, dict) else None
-                if isinstance(completion, int):
-                    n = max(1, completion - self.counted)
-                    self.counted = max(self.counted, completion)
-                else:
-                    n = 1
-                rec.chunk_times_ns.append(t)
-                rec.chunk_tokens.append(n)
-                tokens += n
-                if rec.t_first_token_ns is None:
-                    rec.t_first_token_ns = t
-                    rec.t_first_content_ns = t
-                if self.texts is not None:
-                    self.texts.append(new)
-        finally:
-            self.live.tokens += tokens
+        for data in events:
+            if data == b"[DONE]":
+                self.done = True
+                continue
+            try:
+                obj = orjson.loads(data)
+                text = obj.get("text")
+            except (orjson.JSONDecodeError, AttributeError):
+                return self.malformed(t, data)
+            if "error" in obj:
+                return self.error_event(t, data)
+            meta = obj.get("meta_info")
+            if isinstance(meta, dict):
+                self.meta = meta
+                if rec.response_id is None:
+                    rec.response_id = meta.get("id") or self.rid
+            new = self._new_text(text if isinstance(text, str) else "")
+            if not new:
+                continue  # nothing new to show: its tokens, if any, go with the next event
+            completion = meta.get("completion_tokens") if isinstance(meta, dict) else None
+            if isinstance(completion, int):
+                n = max(1, completion - self.counted)
+                self.counted = max(self.counted, completion)
+            else:
+                n = 1
+            self.chunk(t, n, new)
         return True
 
     def _new_text(self, text: str) -> str:

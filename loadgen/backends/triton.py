@@ -124,50 +124,38 @@ class TritonBackend:
 class _TritonStream(SSEResponse):
     """Events carry the newly decoded text; the stream ends with the response."""
 
-    __slots__ = ("texts", "continuous")
+    __slots__ = ("continuous",)
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live)
-        self.texts: list[str] | None = [] if keep_texts else None
+        super().__init__(rec, live, keep_texts)
         self.continuous = False
 
     def on_events(self, t: int, events: list[bytes]) -> bool:
         rec = self.rec
-        tokens = 0
-        try:
-            for data in events:
-                try:
-                    obj = orjson.loads(data)
-                    text = obj.get("text_output")
-                except (orjson.JSONDecodeError, AttributeError):
-                    return self.malformed(t, data)
-                if "error" in obj:
-                    return self.error_event(t, data)
-                if rec.response_id is None:
-                    rec.response_id = obj.get("id") or self.rid
-                n_in = _scalar(obj.get("num_input_tokens"))
-                if n_in is not None:
-                    rec.prompt_tokens = n_in
-                if isinstance(text, list):  # a batch-shaped output tensor: [["..."]] or ["..."]
-                    text = "".join(str(x[0] if isinstance(x, list) and x else x) for x in text)
-                if not text:
-                    continue  # an empty (often the final, flags-only) response: not a token
-                n = _scalar(obj.get("num_output_tokens"))
-                if n is None:
-                    n = 1
-                else:
-                    self.continuous = True
-                    n = max(1, n)
-                rec.chunk_times_ns.append(t)
-                rec.chunk_tokens.append(n)
-                tokens += n
-                if rec.t_first_token_ns is None:
-                    rec.t_first_token_ns = t
-                    rec.t_first_content_ns = t
-                if self.texts is not None:
-                    self.texts.append(text)
-        finally:
-            self.live.tokens += tokens
+        for data in events:
+            try:
+                obj = orjson.loads(data)
+                text = obj.get("text_output")
+            except (orjson.JSONDecodeError, AttributeError):
+                return self.malformed(t, data)
+            if "error" in obj:
+                return self.error_event(t, data)
+            if rec.response_id is None:
+                rec.response_id = obj.get("id") or self.rid
+            n_in = _scalar(obj.get("num_input_tokens"))
+            if n_in is not None:
+                rec.prompt_tokens = n_in
+            if isinstance(text, list):  # a batch-shaped output tensor: [["..."]] or ["..."]
+                text = "".join(str(x[0] if isinstance(x, list) and x else x) for x in text)
+            if not text:
+                continue  # an empty (often the final, flags-only) response: not a token
+            n = _scalar(obj.get("num_output_tokens"))
+            if n is None:
+                n = 1
+            else:
+                self.continuous = True
+                n = max(1, n)
+            self.chunk(t, n, text)
         return True
 
     def on_end(self) -> None:
