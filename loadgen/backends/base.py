@@ -22,6 +22,7 @@ from loadgen.backends.transports import Transport
 from loadgen.clock import now_ns
 
 ERROR_BODY_LIMIT = 4096
+_DONE = b"[DONE]"
 
 
 @dataclass(slots=True)
@@ -142,9 +143,14 @@ class SSEResponse:
 
     ``on_events(t, events)`` gets the data payloads one read completed, stamped with that
     read's arrival time, and returns False when the stream is beyond use (the record is then
-    failed). ``on_end()`` runs once the body is complete and nothing failed."""
+    failed). ``on_end()`` runs once the body is complete and nothing failed.
 
-    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events", "texts")
+    Protocols that end their stream with ``data: [DONE]`` (OpenAI, SGLang) set
+    ``requires_done``: the terminator is taken out before ``on_events`` sees the payloads, and a
+    stream that closed without it fails as ``no_done`` before ``on_end``."""
+
+    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events", "texts", "done")
+    requires_done = False
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool = False) -> None:
         self.rec = rec
@@ -155,6 +161,7 @@ class SSEResponse:
         self.error_body: bytes | None = None
         self.rid: str | None = None
         self.events = 0  # data payloads seen, token-bearing or not
+        self.done = False  # the [DONE] terminator arrived
 
     def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
         rec = self.rec
@@ -172,7 +179,13 @@ class SSEResponse:
         if not events:
             return True
         self.events += len(events)
+        if self.requires_done and _DONE in events:
+            events = self._take_done(events)
         return self.on_events(t, events)
+
+    def _take_done(self, events: list[bytes]) -> list[bytes]:
+        self.done = True
+        return [e for e in events if e != _DONE]
 
     def finish(self, t_end: int) -> None:
         rec = self.rec
@@ -185,6 +198,8 @@ class SSEResponse:
         tail = self.dec.flush()
         if tail:
             self.events += len(tail)
+            if self.requires_done and _DONE in tail:
+                tail = self._take_done(tail)
             if not self.on_events(t_end, tail):
                 return
         if rec.response_id is None:
@@ -193,6 +208,9 @@ class SSEResponse:
             sample = self.dec.junk_sample or self.dec.pending[:120]
             what = f"response is not an SSE stream: {sample!r}" if sample else "the response carried no event"
             fail(rec, R.MALFORMED, what)
+            return
+        if self.requires_done and not self.done:
+            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
             return
         self.on_end()
 

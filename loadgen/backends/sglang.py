@@ -32,7 +32,7 @@ import orjson
 
 from loadgen import metadata
 from loadgen import records as R
-from loadgen.backends.base import (Live, ProbeError, SSEResponse, fail, get_json, merge_extra,
+from loadgen.backends.base import (Live, ProbeError, SSEResponse, get_json, merge_extra,
                                    send_stream, unreachable)
 from loadgen.backends.transports import Transport
 
@@ -130,11 +130,11 @@ class SGLangBackend:
 class _SGLangStream(SSEResponse):
     """Events carry the text so far (or, incremental servers, the new text) and meta_info."""
 
-    __slots__ = ("done", "acc", "mode", "counted", "meta")
+    __slots__ = ("acc", "mode", "counted", "meta")
+    requires_done = True
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
         super().__init__(rec, live)
-        self.done = False
         self.texts: list[str] | None = [] if keep_texts else None
         self.acc = ""  # the output text so far, as reconstructed
         self.mode: str | None = None  # "cumulative" | "incremental", once an event tells
@@ -144,9 +144,6 @@ class _SGLangStream(SSEResponse):
     def on_events(self, t: int, events: list[bytes]) -> bool:
         rec = self.rec
         for data in events:
-            if data == b"[DONE]":
-                self.done = True
-                continue
             try:
                 obj = orjson.loads(data)
                 text = obj.get("text")
@@ -190,9 +187,6 @@ class _SGLangStream(SSEResponse):
 
     def on_end(self) -> None:
         rec = self.rec
-        if not self.done:
-            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
-            return
         rec.ok = True
         meta = self.meta or {}
         completion, prompt = meta.get("completion_tokens"), meta.get("prompt_tokens")
