@@ -16,8 +16,8 @@ import asyncio
 import statistics
 import tempfile
 
-from loadgen import api
-from loadgen.profile import load_profile
+from loadgen.runner import api
+from loadgen.config import load_profile
 from loadgen.testing import StreamServer
 
 

@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import orjson
 
-from loadgen import api
-from loadgen.profile import TargetConfig, load_profile
+from loadgen.runner import api
+from loadgen.config import TargetConfig, load_profile
 from loadgen.testing import StreamServer
 
 TARGET_P50_MS = 0.1

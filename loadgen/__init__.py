@@ -6,25 +6,34 @@ Public API:
     load_summary(path) -> dict         summary.json of a saved run (schema-checked)
     compare(paths) -> Comparison       saved runs side by side: .table / .relative DataFrames,
                                        .conditions (every differing field), .warnings
+    gate(candidate, baseline, rules)   a CI verdict with bootstrap intervals -> GateResult
+
+The package's folders follow the data flow: config -> workload -> runner -> backends ->
+records -> analysis -> report, with server/ (the target's own view), sim/ (the built-in
+simulator, the system under test) and testing/ (scripted servers) beside it.
 """
 
 __version__ = "0.1.0"
 
+from loadgen.errors import ConfigError, LoadgenError  # noqa: E402
 from loadgen.records import RequestRecord  # noqa: E402
 
-__all__ = ["__version__", "RequestRecord", "run", "run_async", "load_run", "load_summary", "RunResult",
-           "compare"]
+__all__ = ["__version__", "ConfigError", "LoadgenError", "RequestRecord", "RunResult", "compare",
+           "gate", "load_run", "load_summary", "run", "run_async"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str):  # noqa: ANN202 - module-level lazy attribute
     # Lazy: `import loadgen` stays cheap (the simulator subprocess and the CLI import it).
     if name in ("run", "run_async"):
-        from loadgen import api
+        from loadgen.runner import api
         return getattr(api, name)
     if name in ("load_run", "load_summary", "RunResult"):
         from loadgen import result
         return getattr(result, name)
     if name == "compare":
-        from loadgen.comparison import compare
+        from loadgen.analysis.compare import compare
         return compare
+    if name == "gate":
+        from loadgen.analysis.gate import gate
+        return gate
     raise AttributeError(f"module 'loadgen' has no attribute {name!r}")

@@ -31,6 +31,18 @@ def http_error_class(status: int) -> str:
     return f"http_{status}"
 
 
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """What one request asks for: built by the workload, sent by a protocol adapter. It lives
+    here, beside the record, so the adapters type against it without importing the profile."""
+
+    id: int
+    prompt: str | list[int]  # the user text, or the full token-id prompt
+    messages: list[dict] | None  # chat endpoint only
+    prompt_tokens: int  # exact for token ids or a tokenizer, approximate otherwise
+    output_tokens: int  # the max_tokens to request
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """One request, as the client observed it. Field names are the requests.jsonl columns."""

@@ -12,16 +12,13 @@ from typing import Any
 
 import orjson
 
+from loadgen.errors import ResultError
 from loadgen.records import RequestRecord, read_records
 
 SCHEMA_VERSION = 1
 SUMMARY = "summary.json"
 REQUESTS = "requests.jsonl"
 GROUND_TRUTH = "ground_truth.jsonl"
-
-
-class ResultError(Exception):
-    """A saved run that cannot be read: missing files, or a schema this version does not know."""
 
 
 @dataclass(slots=True)
@@ -35,7 +32,7 @@ class RunResult:
         return self.summary["run_id"]
 
     def frame(self) -> Any:
-        from loadgen.metrics import request_frame
+        from loadgen.analysis.metrics import request_frame
 
         return request_frame(self.records)
 
@@ -80,6 +77,6 @@ def load_records(path: str | Path) -> list[RequestRecord]:
 def load_run(path: str | Path) -> Any:
     """The per-request records of a saved run as a pandas DataFrame, one row per request,
     with the raw record fields and the derived ttft_ms, ttfb_ms, tpot_ms, e2e_ms, client_lag_ms."""
-    from loadgen.metrics import request_frame
+    from loadgen.analysis.metrics import request_frame
 
     return request_frame(load_records(path))

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from loadgen import api
-from loadgen.profile import load_profile
+from loadgen.runner import api
+from loadgen.config import load_profile
 from loadgen.testing import StreamServer
 
 

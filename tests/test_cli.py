@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli import build_parser
+from loadgen.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parent.parent
 SIM = "llama3-8b-fp16@h100"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import loadgen
-from loadgen import compare_report
-from loadgen.comparison import TABLE_ROWS, condition_diff, flatten_conditions, metric_value
-from loadgen.result import ResultError
+from loadgen.report import compare as compare_report
+from loadgen.analysis.compare import TABLE_ROWS, condition_diff, flatten_conditions, metric_value
+from loadgen.errors import ResultError
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 

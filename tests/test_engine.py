@@ -152,7 +152,7 @@ class TestFailures:
     @pytest.mark.parametrize("transport", TRANSPORTS)
     def test_connection_refused_is_a_clear_error_before_the_load(self, make_profile, transport):
         """An unreachable target fails the run up front with a message naming the URL."""
-        from loadgen.api import RunError
+        from loadgen.errors import RunError
 
         with pytest.raises(RunError, match=r"cannot reach http://127.0.0.1:9/v1/models \(connect"):
             run(make_profile("http://127.0.0.1:9", target__transport=transport))
@@ -226,7 +226,7 @@ class TestDriver:
         cancelled, and writes a summary consistent with requests.jsonl."""
         import asyncio
 
-        from loadgen import api
+        from loadgen.runner import api
 
         p = make_profile(server.url, workload__num_requests=1000, load__concurrency=4,
                          workload__output_tokens=50)
@@ -365,7 +365,7 @@ class TestNoFullCollectionDuringLoad:
         import gc
         import time as _time
 
-        from loadgen import api, driver
+        from loadgen.runner import api, driver
 
         pauses, start, window = [], {}, {}
 

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 import xmlschema
 
-from loadgen import bootstrap as bs
-from loadgen import gate_report
-from loadgen.comparison import metric_value
-from loadgen.gate import GateError, GateRules, gate, load_rules
+from loadgen.analysis import bootstrap as bs
+from loadgen.report import gate as gate_report
+from loadgen.analysis.compare import metric_value
+from loadgen.analysis.gate import GateRules, gate, load_rules
+from loadgen.errors import ConfigError
 from loadgen.result import load_records, load_summary
 
 ROOT = Path(__file__).parent.parent
@@ -150,7 +151,7 @@ class TestRulesFile:
     def test_errors_name_the_yaml_path(self, tmp_path, text, problem):
         path = tmp_path / "gate.yaml"
         path.write_text(text)
-        with pytest.raises(GateError) as err:
+        with pytest.raises(ConfigError) as err:
             load_rules(path)
         assert str(err.value).startswith(f"{path}: invalid gate rules\n  - ")
         assert any(p.startswith(problem) for p in err.value.problems), err.value.problems

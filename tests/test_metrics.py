@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from loadgen.metrics import (
+from loadgen.analysis.metrics import (
     STATS,
     client_limits,
     distribution,

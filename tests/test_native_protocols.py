@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from loadgen import records as R
-from loadgen.api import RunError
+from loadgen.errors import RunError
 from loadgen.report.conditions import server_rows
 
 from conftest import run

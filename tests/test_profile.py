@@ -5,7 +5,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from loadgen.profile import (FixedLength, LognormalLength, ProfileError, SlaRule, apply_override,
+from loadgen.config import (FixedLength, LognormalLength, ConfigError, SlaRule, apply_override,
                              load_profile)
 
 PROFILES = Path(__file__).resolve().parent.parent / "profiles"
@@ -19,7 +19,7 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def problems(tmp_path: Path, text: str, **kw) -> list[str]:
-    with pytest.raises(ProfileError) as info:
+    with pytest.raises(ConfigError) as info:
         load_profile(write(tmp_path, text), **kw)
     return info.value.problems
 
@@ -118,7 +118,7 @@ class TestErrors:
 
     def test_yaml_syntax_error(self, tmp_path):
         """A YAML syntax error gives the file, line and column."""
-        with pytest.raises(ProfileError) as info:
+        with pytest.raises(ConfigError) as info:
             load_profile(write(tmp_path, "load:\n  rate: [1, 2\nworkload: {}\n"))
         assert str(info.value) == (f"{tmp_path / 'p.yaml'}: invalid profile\n  - line 3, "
                                    "column 9: YAML syntax error: expected ',' or ']', but got ':'")
@@ -159,7 +159,7 @@ class TestOverrides:
 
     def test_apply_override_into_scalar(self):
         """Setting a key below a scalar is an error naming both paths."""
-        with pytest.raises(ProfileError) as info:
+        with pytest.raises(ConfigError) as info:
             apply_override({"workload": {"input_tokens": 5}}, "workload.input_tokens.mean", 3)
         assert info.value.problems == [
             "workload.input_tokens.mean: cannot set it, workload.input_tokens is 5, not a mapping"]

@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from loadgen.cli import main
-from loadgen.metrics import request_frame
+from loadgen.cli.main import main
+from loadgen.analysis.metrics import request_frame
 from loadgen.records import RequestRecord
 from loadgen.report import CostError, cost_figures, cost_inputs, write_report
 from loadgen.report.cost import CostInputs

@@ -56,8 +56,8 @@ def test_a_fresh_run_validates(tmp_path):
     the schema cannot fall behind the code that writes summaries."""
     import asyncio
 
-    from loadgen import api
-    from loadgen.profile import load_profile
+    from loadgen.runner import api
+    from loadgen.config import load_profile
     from loadgen.testing import StreamServer
 
     with StreamServer(ttft_ms=2, itl_ms=1, tokenize=True) as s:

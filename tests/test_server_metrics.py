@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadgen import server_metrics as sm
+from loadgen.server import metrics as sm
 from loadgen.records import RequestRecord
 from loadgen.report import write_report
-from loadgen.server_scraper import SERVER_METRICS, ServerMetricsScraper
+from loadgen.server.scraper import SERVER_METRICS, ServerMetricsScraper
 
 from conftest import run
 

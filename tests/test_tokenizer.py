@@ -9,7 +9,7 @@ import pytest
 
 tokenizers = pytest.importorskip("tokenizers")
 
-from loadgen.profile import load_profile  # noqa: E402
+from loadgen.config import load_profile  # noqa: E402
 from loadgen.workload import Workload  # noqa: E402
 
 from conftest import run  # noqa: E402

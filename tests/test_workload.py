@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from loadgen.profile import LoadConfig, WorkloadConfig
+from loadgen.config import LoadConfig, WorkloadConfig
 from loadgen.workload import Workload, build_schedule
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.lengths import describe, sample_lengths

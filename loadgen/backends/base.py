@@ -10,18 +10,22 @@ adapters differ only in what their protocol's bytes mean.
 from __future__ import annotations
 
 import asyncio
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol
 
 import orjson
 
-from loadgen import metadata
 from loadgen import records as R
 from loadgen.backends.sse import SSEDecoder
-from loadgen.backends.transports import Transport
+from loadgen.backends.transports.base import Transport
 from loadgen.clock import now_ns
+from loadgen.errors import RunError
+from loadgen.redact import redact_url
 
 ERROR_BODY_LIMIT = 4096
+# Response headers worth keeping: they name the engine, its version or the proxy in front.
+_SERVER_HEADERS = re.compile(r"^(server|via|x-.*(version|engine|backend|model|served|server).*|openai-.*)$", re.I)
 _DONE = b"[DONE]"
 
 
@@ -35,7 +39,7 @@ class Live:
     tokens: int = 0
 
 
-class ProbeError(Exception):
+class ProbeError(RunError):
     """The server cannot be benchmarked as configured (unreachable, not ready, no such model)."""
 
 
@@ -256,5 +260,10 @@ async def get_json(transport: Transport, path: str, timeout_s: float = 10.0) -> 
 
 def unreachable(transport: Transport, url: str, path: str, exc: BaseException) -> ProbeError:
     cls, msg = transport.classify(exc)
-    return ProbeError(f"cannot reach {metadata.redact_url(url)}{path} ({cls}: {msg}); "
+    return ProbeError(f"cannot reach {redact_url(url)}{path} ({cls}: {msg}); "
                       f"is the server running, and is target.url right?")
+
+
+def server_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The response headers that say who the server is (engine, version, proxy)."""
+    return {k.lower(): v for k, v in headers.items() if _SERVER_HEADERS.match(k)}

@@ -13,11 +13,11 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from loadgen import metadata
+from loadgen.redact import redact_url
 from loadgen import records as R
-from loadgen.backends.base import (Live, ProbeError, SSEResponse, get_json, send_stream,
+from loadgen.backends.base import (server_headers, Live, ProbeError, SSEResponse, get_json, send_stream,
                                    unreachable)
-from loadgen.backends.transports import Transport
+from loadgen.backends.transports.base import Transport
 
 __all__ = ["Live", "OpenAIBackend", "OpenAIOptions", "PATHS"]
 
@@ -68,7 +68,7 @@ class OpenAIBackend:
         except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
             raise unreachable(transport, url, "/v1/models", exc) from None
         info["models_status"] = status
-        info["headers"] = metadata.server_headers(headers)
+        info["headers"] = server_headers(headers)
         info["models"] = body if status == 200 else None
         with contextlib.suppress(Exception):
             st, _h, version = await get_json(transport, "/version", timeout_s=5.0)
@@ -78,7 +78,7 @@ class OpenAIBackend:
             return info, model
         data = (info["models"] or {}).get("data") or []
         if not data:
-            raise ProbeError(f"{metadata.redact_url(url)}/v1/models lists no model "
+            raise ProbeError(f"{redact_url(url)}/v1/models lists no model "
                              f"(HTTP {status}); set target.model (--model NAME)")
         return info, data[0]["id"]
 

@@ -30,11 +30,11 @@ from typing import Any, Callable, Mapping
 
 import orjson
 
-from loadgen import metadata
+from loadgen.redact import redact_url
 from loadgen import records as R
-from loadgen.backends.base import (Live, ProbeError, SSEResponse, get_json, merge_extra,
+from loadgen.backends.base import (server_headers, Live, ProbeError, SSEResponse, get_json, merge_extra,
                                    send_stream, unreachable)
-from loadgen.backends.transports import Transport
+from loadgen.backends.transports.base import Transport
 
 # What /get_server_info says that changes what a client sees; the rest is not kept.
 _SERVER_INFO_KEYS = ("version", "incremental_streaming_output", "stream_output", "stream_interval",
@@ -93,13 +93,13 @@ class SGLangBackend:
         """``/get_model_info`` (the model path, used as the model name when none is given),
         ``/health``, a few fields of ``/get_server_info`` (version, streaming mode) and the
         OpenAI ``/v1/models`` listing SGLang also serves (its max_model_len)."""
-        where = metadata.redact_url(url)
+        where = redact_url(url)
         info: dict[str, Any] = {"protocol": "sglang_generate"}
         try:
             status, headers, model_info = await get_json(transport, "/get_model_info")
         except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
             raise unreachable(transport, url, "/get_model_info", exc) from None
-        info["headers"] = metadata.server_headers(headers)
+        info["headers"] = server_headers(headers)
         info["model_info"] = model_info if status == 200 and isinstance(model_info, dict) else None
         with contextlib.suppress(Exception):
             st, _h, _b = await get_json(transport, "/health", timeout_s=10.0)

@@ -35,11 +35,11 @@ from urllib.parse import quote
 
 import orjson
 
-from loadgen import metadata
+from loadgen.redact import redact_url
 from loadgen import records as R
-from loadgen.backends.base import (Live, ProbeError, SSEResponse, get_json, merge_extra,
+from loadgen.backends.base import (server_headers, Live, ProbeError, SSEResponse, get_json, merge_extra,
                                    send_stream, unreachable)
-from loadgen.backends.transports import Transport
+from loadgen.backends.transports.base import Transport
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class TritonBackend:
         """``/v2/health/ready``, the server's metadata (``/v2``: name, version, extensions) and
         the model's (``/v2/models/{model}``). Triton serves many models and lists none under an
         OpenAI path, so the model must be named."""
-        where = metadata.redact_url(url)
+        where = redact_url(url)
         if not model:
             raise ProbeError("target.endpoint triton_generate needs target.model (--model NAME): the "
                              "Triton model to call, e.g. `ensemble` or `tensorrt_llm_bls` for the "
@@ -99,7 +99,7 @@ class TritonBackend:
         except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
             raise unreachable(transport, url, "/v2/health/ready", exc) from None
         info["ready_status"] = status
-        info["headers"] = metadata.server_headers(headers)
+        info["headers"] = server_headers(headers)
         if status != 200:
             raise ProbeError(f"{where}/v2/health/ready answered HTTP {status}: the Triton server "
                              f"is not ready (still loading models?)")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 
+from loadgen.errors import LoadgenError
 from loadgen.records import RequestRecord
 from loadgen.report.cost import CostError, CostInputs, cost_figures, cost_inputs
 from loadgen.result import load_records, load_summary
@@ -21,7 +22,7 @@ REPORT_MD, REPORT_HTML = "report.md", "report.html"
 REQUESTS_CSV, REQUESTS_PARQUET, COST_JSON, PLOTS_DIR = "requests.csv", "requests.parquet", "cost.json", "plots"
 
 
-class ReportError(Exception):
+class ReportError(LoadgenError):
     """A report that cannot be written (e.g. Parquet support is not installed)."""
 
 
@@ -78,7 +79,7 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
 def write_tables(records: list[RequestRecord], out_dir: Path) -> dict[str, Path]:
     """``requests.csv`` and ``requests.parquet``: ``metrics.request_frame`` of the records,
     one row per request (warm-up included, flagged by its ``warmup`` column)."""
-    from loadgen.metrics import request_frame
+    from loadgen.analysis.metrics import request_frame
 
     frame = request_frame(records)
     csv_path, parquet_path = out_dir / REQUESTS_CSV, out_dir / REQUESTS_PARQUET

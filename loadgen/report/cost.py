@@ -14,11 +14,13 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.errors import LoadgenError
+
 COST_LABEL, COUNT_LABEL = "gpu_hour_cost", "gpu_count"
 FORMULA = "usd_per_million_tokens = gpu_hour_cost * gpu_count / 3600 / tokens_per_s * 1e6"
 
 
-class CostError(ValueError):
+class CostError(LoadgenError, ValueError):
     """A GPU price or count that is not a positive number."""
 
 

@@ -18,7 +18,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from loadgen.metrics import itl_values, request_frame
+from loadgen.analysis.metrics import itl_values, request_frame
 from loadgen.records import RequestRecord
 from loadgen.report import timeseries
 

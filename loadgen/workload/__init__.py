@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.profile import LoadConfig, WorkloadConfig
+from loadgen.config import LoadConfig, WorkloadConfig
+from loadgen.records import RequestSpec
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.lengths import describe, sample_lengths
 from loadgen.workload.prompts import (TextPrompts, TokenIdPrompts, TokenizerLike, TokenizerPrompts,
@@ -24,15 +25,6 @@ __all__ = ["RequestSpec", "Workload", "build_schedule"]
 
 BLOCK = 1024
 _CACHED_BLOCKS = 64  # bounded, so a multi-hour duration run does not grow memory
-
-
-@dataclass(frozen=True, slots=True)
-class RequestSpec:
-    id: int
-    prompt: str | list[int]  # the user text, or the full token-id prompt
-    messages: list[dict] | None  # chat endpoint only
-    prompt_tokens: int  # exact for token ids or a tokenizer, approximate otherwise
-    output_tokens: int  # the max_tokens to request
 
 
 class Workload:

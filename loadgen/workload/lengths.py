@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.profile import LengthDist
+from loadgen.config import LengthDist
 
 
 def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:

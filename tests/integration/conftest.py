@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.profile import load_profile
+from loadgen.config import load_profile
 
 ROOT = Path(__file__).resolve().parents[2]
 

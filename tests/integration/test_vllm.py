@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen import api
+from loadgen.runner import api
 
 pytestmark = pytest.mark.integration
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from loadgen import api
-from loadgen.profile import load_profile
+from loadgen.runner import api
+from loadgen.config import load_profile
 
 MS = 1e6
 PRESET = "llama3-8b-fp16@h100"  # B=1 decode step ~7 ms, prefill of 32 tokens ~1 ms

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from loadgen import sla as sla_mod
+from loadgen.analysis import sla as sla_mod
 from loadgen.records import CANCELLED, RequestRecord
 
 STATS: tuple[str, ...] = ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99_9", "max")

@@ -26,8 +26,8 @@ from typing import Callable
 
 import numpy as np
 
-from loadgen import sla as sla_mod
-from loadgen.metrics import itl_values, request_frame
+from loadgen.analysis import sla as sla_mod
+from loadgen.analysis.metrics import itl_values, request_frame
 from loadgen.records import CANCELLED, RequestRecord
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from loadgen.backends.transports import (BadHTTP, ConnectFailed, Consumer, ReadTimedOut,
+from loadgen.backends.transports.base import (BadHTTP, ConnectFailed, Consumer, ReadTimedOut,
                                          StreamBroken, TransportOptions, classify_common)
 from loadgen.clock import now_ns
 

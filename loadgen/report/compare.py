@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.comparison import LATENCIES, Comparison
+from loadgen.analysis.compare import LATENCIES, Comparison
 
 _TITLES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
 

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 import orjson
 
-from loadgen import server_metrics as sm
+from loadgen.server import metrics as sm
 from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.clock import now_ns
 

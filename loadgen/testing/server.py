@@ -17,7 +17,7 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
     fail_every             apply ``fail`` only to every n-th request the server receives
 
 The same server also speaks Triton's generate extension and SGLang's native ``/generate``
-(``testing_native.py``), scripted the same way.
+(``native.py``), scripted the same way.
 
 Like the simulator, this module imports nothing from the client side, so a bug shared between
 an encoder and a decoder cannot hide itself.
@@ -30,26 +30,14 @@ import asyncio
 import itertools
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
 import time
 from typing import Any
 
-_WORDS = ("alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta")
+from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection
 
-
-class _Log:
-    def __init__(self) -> None:
-        self.entries: dict[str, dict] = {}
-
-
-def _event(obj: dict) -> bytes:
-    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
-
-
-async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv_ns: int) -> Any:
+async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_ns: int) -> Any:
     from aiohttp import web
 
     chat = request.path.endswith("/chat/completions")
@@ -87,7 +75,7 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
         d = dict(base, choices=[choice] if choice else [])
         if usage is not None:
             d["usage"] = usage
-        return _event(d)
+        return event(d)
 
     if chat and cfg.get("role_first", True):
         await resp.write(chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
@@ -113,14 +101,14 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
             await resp.write_eof()
             return resp
         if fail_kind == "error_event_after" and k == fail_n:
-            await resp.write(_event({"error": {"message": "scripted in-stream error", "code": 500}}))
+            await resp.write(event({"error": {"message": "scripted in-stream error", "code": 500}}))
             entry["end_ns"] = time.perf_counter_ns()
             await resp.write_eof()
             return resp
         n = min(next(pattern), n_out - sent)
         deadline = start + k * itl_ns
         await pace_until(deadline)
-        text = "".join(" " + _WORDS[(sent + j) % len(_WORDS)] for j in range(n))
+        text = "".join(" " + WORDS[(sent + j) % len(WORDS)] for j in range(n))
         key = "reasoning_content" if sent < n_reason else "content"
         if chat:
             choice = {"index": 0, "delta": {key: text}, "finish_reason": None}
@@ -152,24 +140,6 @@ async def _stream(request: Any, body: dict, cfg: dict, log: _Log, rid: str, recv
     return resp
 
 
-def reset_connection(request: Any) -> None:
-    """Abort the request's TCP connection with a reset (RST), as a crashing server would."""
-    sock = request.transport.get_extra_info("socket")
-    if sock is not None:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    request.transport.abort()
-
-
-async def pace_until(deadline_ns: int) -> None:
-    """Sleep until ``deadline_ns`` (perf_counter_ns), never before it: event-loop timers can
-    fire a little early, and a token sent early would make a client look faster than it is."""
-    delay = deadline_ns - time.perf_counter_ns()
-    if delay > 0:
-        await asyncio.sleep(delay / 1e9)
-    while time.perf_counter_ns() < deadline_ns:
-        await asyncio.sleep(0)
-
-
 def toy_token_count(prompt: Any, chat: bool) -> int:
     """The test server's own tokenizer (served at /tokenize when ``tokenize`` is on): a word of
     up to 6 letters is one token, longer words more; completions add a BOS token, chat a
@@ -187,7 +157,7 @@ def toy_token_count(prompt: Any, chat: bool) -> int:
 def make_app(defaults: dict) -> Any:
     from aiohttp import web
 
-    log = _Log()
+    log = Log()
     counter = itertools.count()
 
     async def completions(request: web.Request) -> Any:
@@ -233,7 +203,7 @@ def make_app(defaults: dict) -> Any:
     app.router.add_post("/tokenize", tokenize)
     app.router.add_get("/_log", get_log)
     app.router.add_delete("/_log", clear_log)
-    from loadgen.testing_native import add_routes  # Triton's and SGLang's native protocols
+    from loadgen.testing.native import add_routes  # Triton's and SGLang's native protocols
 
     add_routes(app, defaults, log, counter)
     return app
@@ -305,7 +275,7 @@ class StreamServer:
             self.proc.stderr.close()
 
 
-def _main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m loadgen.testing",
                                 description="Scripted OpenAI-style streaming server for tests.")
     p.add_argument("--port", type=int, default=0, help="port to listen on (0 = any free port)")
@@ -314,6 +284,3 @@ def _main(argv: list[str] | None = None) -> None:
     cfg = json.loads(a.config)
     serve(port=a.port, **cfg)
 
-
-if __name__ == "__main__":
-    _main()

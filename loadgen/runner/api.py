@@ -20,18 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from loadgen import client_health, metadata, metrics, server_info
+from loadgen.analysis import metrics
+from loadgen.runner import conditions as metadata, health as client_health
+from loadgen.server import fit, identity
 from loadgen.backends.base import Live, ProbeError
+from loadgen.errors import RunError
+from loadgen.redact import redact_profile, redact_url
 from loadgen.backends.openai import OpenAIBackend
 from loadgen.backends.sglang import SGLangBackend
 from loadgen.backends.triton import TritonBackend
 from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.clock import now_ns
-from loadgen.driver import DriveOptions, drive
-from loadgen.profile import Profile, load_profile
+from loadgen.runner.driver import DriveOptions, drive
+from loadgen.config import Profile, load_profile
 from loadgen.records import JsonlSink
 from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, RunResult, write_summary
-from loadgen.server_scraper import ServerMetricsScraper, attach as attach_server_metrics
+from loadgen.server.scraper import ServerMetricsScraper, attach as attach_server_metrics
 from loadgen.workload import Workload, build_schedule
 
 _PROGRESS_EVERY_S = 0.25
@@ -39,10 +43,6 @@ _PROGRESS_EVERY_S = 0.25
 # itself, and the model) and for_target() (the backend for a profile's target).
 BACKENDS: dict[str, Any] = {"chat": OpenAIBackend, "completions": OpenAIBackend,
                             "triton_generate": TritonBackend, "sglang_generate": SGLangBackend}
-
-
-class RunError(Exception):
-    """The run could not start: the target is unreachable, has no model, or the setup is wrong."""
 
 
 @dataclass(slots=True)
@@ -132,8 +132,8 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             profile.workload.num_requests + load.warmup_requests
         if schedule is not None:
             total = len(schedule) if total is None else min(total, len(schedule))
-        specs, prompt_fit = await server_info.fit_for_profile(profile, transport, model, workload, total, status)
-        server["identity"] = server_info.identity(server, specs, total)
+        specs, prompt_fit = await fit.fit_for_profile(profile, transport, model, workload, total, status)
+        server["identity"] = identity.identity(server, specs, total)
         # Its own connection, so a scrape never takes a request's slot; first scrape before the load.
         scraper = await ServerMetricsScraper.open(
             profile.server_metrics, t.transport, url,
@@ -141,7 +141,7 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             t.connect_timeout_s)
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
-        status(f"running {profile.name}: {metadata.redact_url(url)} {model}")
+        status(f"running {profile.name}: {redact_url(url)} {model}")
         with JsonlSink(run_dir / REQUESTS) as sink:
             result_t0 = now_ns()
             ticker = _start_ticker(on_progress, total, profile.workload.duration_s, live)
@@ -190,10 +190,10 @@ def _conditions(profile: Profile, url: str, model: str, server: dict, workload: 
     t = profile.target
     measured = [r.id for r in records if not r.warmup]
     return {
-        "target": {"url": metadata.redact_url(url), "endpoint": t.endpoint, "model": model,
+        "target": {"url": redact_url(url), "endpoint": t.endpoint, "model": model,
                    "transport": t.transport, "builtin_simulator": sim_info},
         "server": server,
-        "profile": metadata.redact_profile(profile.resolved()),
+        "profile": redact_profile(profile.resolved()),
         "seed": profile.workload.seed,
         "load": profile.resolved()["load"],
         "lengths": {"requested": {"input_tokens": profile.resolved()["workload"]["input_tokens"],

@@ -6,8 +6,8 @@ import math
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from loadgen.compare_report import fmt
-from loadgen.gate import GateResult, RuleResult
+from loadgen.report.compare import fmt
+from loadgen.analysis.gate import GateResult, RuleResult
 
 _ICON = {"pass": "✅ pass", "fail": "❌ FAIL", "error": "⚠️ error"}
 

@@ -1,4 +1,4 @@
-"""The scripted test server's native protocols, beside its OpenAI endpoints (``testing.py``):
+"""The scripted test server's native protocols, beside its OpenAI endpoints (``server.py``):
 Triton's generate extension and SGLang's ``/generate``, each as the engine documents it.
 
     POST /v2/models/{model}/generate_stream   Triton (TensorRT-LLM ensemble): SSE events
@@ -29,7 +29,7 @@ import itertools
 import time
 from typing import Any
 
-from loadgen.testing import _WORDS, _Log, _event, pace_until, reset_connection
+from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection
 
 _TRT_FIELDS = {"context_logits": 0.0, "cum_log_probs": 0.0, "generation_logits": 0.0,
                "output_log_probs": 0.0, "sequence_end": False, "sequence_id": 0, "sequence_start": False}
@@ -49,11 +49,11 @@ class _Triton:
             obj["num_output_tokens"] = n
         if self.inputs is not None:
             obj["num_input_tokens"] = self.inputs
-        return _event(obj)
+        return event(obj)
 
     @staticmethod
     def error_event() -> bytes:
-        return _event({"error": "scripted in-stream error"})
+        return event({"error": "scripted in-stream error"})
 
     @staticmethod
     def error_body(code: int) -> dict:
@@ -74,18 +74,18 @@ class _SGLang:
         meta = {"id": rid, "finish_reason": {"type": "length", "length": sent} if last else None,
                 "prompt_tokens": self.prompt_tokens, "completion_tokens": sent, "cached_tokens": 0}
         ids = self.ids[start:] if self.incremental else list(self.ids)
-        return _event({"text": new if self.incremental else full, "output_ids": ids, "meta_info": meta})
+        return event({"text": new if self.incremental else full, "output_ids": ids, "meta_info": meta})
 
     @staticmethod
     def error_event() -> bytes:
-        return _event({"error": {"message": "scripted in-stream error"}})
+        return event({"error": {"message": "scripted in-stream error"}})
 
     @staticmethod
     def error_body(code: int) -> dict:
         return {"object": "error", "message": f"scripted HTTP {code}", "type": "Bad Request", "code": code}
 
 
-async def _play(request: Any, proto: Any, cfg: dict, log: _Log, rid: str, recv_ns: int,
+async def _play(request: Any, proto: Any, cfg: dict, log: Log, rid: str, recv_ns: int,
                 n_out: int, prompt_tokens: int) -> Any:
     """Stream n_out tokens on the scripted schedule, or fail as scripted."""
     from aiohttp import web
@@ -133,7 +133,7 @@ async def _play(request: Any, proto: Any, cfg: dict, log: _Log, rid: str, recv_n
         sent += n
         pending += n
         held = hold and (k + 1) % hold == 0 and sent < n_out
-        new = "" if held else "".join(" " + _WORDS[j % len(_WORDS)] + str(j) for j in range(shown, sent))
+        new = "" if held else "".join(" " + WORDS[j % len(WORDS)] + str(j) for j in range(shown, sent))
         if not held:
             shown = sent
         full += new
@@ -150,7 +150,7 @@ async def _play(request: Any, proto: Any, cfg: dict, log: _Log, rid: str, recv_n
     return await end(b"" if fail_kind == "no_done" else proto.terminator)
 
 
-def add_routes(app: Any, defaults: dict, log: _Log, counter: Any) -> None:
+def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
     """Add the Triton and SGLang endpoints to the test server's aiohttp app."""
     from aiohttp import web
 

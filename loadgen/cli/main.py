@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-_PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
+_PROFILE_DIR = Path(__file__).resolve().parents[2] / "profiles"
 
 # CLI flag -> dotted profile path. Flags are shortcuts; --set reaches every other field.
 _FLAG_PATHS = {
@@ -183,15 +183,13 @@ def _die(msg: str) -> int:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from loadgen import api
-    from loadgen.profile import ProfileError, load_profile
-    from loadgen.console import ProgressView, print_summary
+    from loadgen.runner import api
+    from loadgen.config import load_profile
+    from loadgen.cli.console import ProgressView, print_summary
 
     try:
         profile = load_profile(_resolve_profile_path(a.profile), overrides=_overrides(a),
                                sets=[*a.set, *_labels(a.label)])
-    except ProfileError as exc:
-        return _die(str(exc))
     except OSError as exc:
         return _die(f"cannot read profile: {exc}")
     if a.no_progress:
@@ -228,8 +226,6 @@ def cmd_run(a: argparse.Namespace) -> int:
     try:
         with view:
             result = _run_loop(main())
-    except api.RunError as exc:
-        return _die(str(exc))
     except KeyboardInterrupt:
         print("loadgen: aborted; records finished so far are in the run's requests.jsonl", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -251,14 +247,14 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_sim(a: argparse.Namespace) -> int:
-    from loadgen.profile import _parse_set  # one parser for --set values everywhere
+    from loadgen.config import parse_set  # one parser for --set values everywhere
     from loadgen.sim import SimConfig, SimConfigError, serve
 
     data: dict[str, Any] = {"preset": a.preset}
     if a.time_scale is not None:
         data["time_scale"] = a.time_scale
     for raw in a.set:
-        key, value = _parse_set(raw)
+        key, value = parse_set(raw)
         data[key] = value
     try:
         config = SimConfig.from_dict(data)
@@ -274,13 +270,10 @@ def cmd_sim(a: argparse.Namespace) -> int:
 
 
 def cmd_report(a: argparse.Namespace) -> int:
-    from loadgen.report import CostError, ReportError, write_report
-    from loadgen.result import ResultError
+    from loadgen.report import write_report
 
     try:
         written = write_report(a.run_dir, a.out, gpu_hour_cost=a.gpu_hour_cost, gpu_count=a.gpu_count)
-    except (ResultError, CostError, ReportError) as exc:
-        return _die(str(exc))
     except OSError as exc:
         return _die(f"cannot write the report: {exc}")
     for path in written.values():
@@ -298,15 +291,12 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 
 def cmd_compare(a: argparse.Namespace) -> int:
-    from loadgen import compare_report
-    from loadgen.comparison import compare
-    from loadgen.result import ResultError
+    from loadgen.report import compare as compare_report
+    from loadgen.analysis.compare import compare
 
     try:
         cmp = compare(a.runs)
         written = compare_report.write(cmp, a.out)
-    except (ResultError, ValueError) as exc:
-        return _die(str(exc))
     except OSError as exc:
         return _die(f"cannot write the comparison: {exc}")
     for w in cmp.warnings:
@@ -321,15 +311,11 @@ def cmd_compare(a: argparse.Namespace) -> int:
 def cmd_gate(a: argparse.Namespace) -> int:
     import json
 
-    from loadgen import gate_report
-    from loadgen.gate import GateError, gate
-    from loadgen.result import ResultError
+    from loadgen.report import gate as gate_report
+    from loadgen.analysis.gate import gate
 
-    try:
-        res = gate(a.candidate, a.baseline, a.rules, resamples=a.resamples, seed=a.seed,
-                   allow_different=a.allow_different)
-    except (GateError, ResultError) as exc:
-        return _die(str(exc))
+    res = gate(a.candidate, a.baseline, a.rules, resamples=a.resamples, seed=a.seed,
+               allow_different=a.allow_different)
     text = gate_report.markdown(res)
     print(text, end="")
     try:
@@ -366,8 +352,12 @@ def _raise_fd_limit() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from loadgen.errors import LoadgenError
+
     a = build_parser().parse_args(argv)
     try:
         return {"run": cmd_run, "sim": cmd_sim, "compare": cmd_compare, "gate": cmd_gate, "report": cmd_report}[a.command](a)
+    except LoadgenError as exc:  # every error the user can fix: one line (or a list), exit 2
+        return _die(str(exc))
     except SystemExit as exc:
         return int(exc.code or 0)

@@ -33,7 +33,8 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from loadgen import sla as sla_mod
+from loadgen.analysis import sla as sla_mod
+from loadgen.errors import ConfigError
 from loadgen.result import load_records, load_summary
 
 IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
@@ -127,7 +128,8 @@ TABLE_ROWS: tuple[str, ...] = (
 class Comparison:
     """The result of ``compare``: usable from a notebook (``table``, ``relative`` are DataFrames
     indexed by row labels such as ``"ttft_ms p99"``, one column per run) and rendered by
-    ``loadgen.compare_report`` into compare.md, compare.json and CDF plots."""
+    ``loadgen.report.compare`` into compare.md, compare.json and CDF plots (its ``markdown``
+    is the text a notebook can display)."""
 
     names: tuple[str, ...]
     paths: tuple[Path, ...]
@@ -150,7 +152,7 @@ class Comparison:
 
     def samples(self) -> dict[str, dict[str, np.ndarray]]:
         """{metric: {run: per-request (ITL: per-gap) values in ms}} for ok measured requests."""
-        from loadgen.metrics import itl_values, request_frame
+        from loadgen.analysis.metrics import itl_values, request_frame
 
         out: dict[str, dict[str, np.ndarray]] = {m: {} for m in LATENCIES}
         for name, path in zip(self.names, self.paths):
@@ -183,11 +185,6 @@ class Comparison:
     def to_json(self) -> bytes:
         return orjson.dumps(self.to_dict(), option=orjson.OPT_INDENT_2)
 
-    def _repr_markdown_(self) -> str:  # Jupyter renders a Comparison as its Markdown report
-        from loadgen.compare_report import markdown
-
-        return markdown(self)
-
 
 def compare(paths: Sequence[str | Path]) -> Comparison:
     """Compare saved runs (run directories, or their summary.json). Needs at least two.
@@ -197,7 +194,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     for fewer than two paths.
     """
     if len(paths) < 2:
-        raise ValueError(f"compare needs at least two runs, got {len(paths)}")
+        raise ConfigError(f"compare needs at least two runs, got {len(paths)}", what="comparison")
     summaries = [load_summary(p) for p in paths]
     run_dirs = tuple(Path(p).parent if Path(p).is_file() else Path(p) for p in paths)
     names = _unique_names([s.get("run_id") or d.name for s, d in zip(summaries, run_dirs)])

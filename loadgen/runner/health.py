@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen import metrics
+from loadgen.analysis import metrics
 
 # The client is saturated (and its latencies inflated) when its event loop runs this late, or
 # its process burns this much of one core.

@@ -6,7 +6,7 @@ can explain never fails the build; a point estimate beyond the bound whose inter
 reaches inside it passes, flagged "within noise". Exit codes (``GateResult.exit_code``):
 0 every rule passed, 1 a regression, 2 the runs are not comparable (see ``GATE_FIELDS``) or
 a rule could not be evaluated on the baseline. Bad input (an unreadable run, an unknown
-schema version, an invalid rules file) raises ``GateError`` or ``ResultError``.
+schema version, an invalid rules file) raises ``ConfigError`` or ``ResultError``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,14 @@ from typing import Any
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
-from loadgen import bootstrap as bs
-from loadgen.comparison import condition_diff, matches
-from loadgen.profile import _UniqueKeyLoader
-from loadgen.profile_errors import render_validation_error, yaml_error_problem
+from loadgen.analysis import bootstrap as bs
+from loadgen.analysis.compare import condition_diff, matches
+from loadgen.config import StrictLoader
+from loadgen.config.base import StrictModel
+from loadgen.errors import ConfigError
+from loadgen.config.messages import render_validation_error, yaml_error_problem
 from loadgen.result import load_records, load_summary
 
 # Condition fields that must match for a gate to mean anything: what was asked (workload shape,
@@ -39,24 +41,11 @@ BOUNDS = ("max_regression", "min_ratio", "max_ratio", "max", "min")
 _PERCENT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%\s*$")
 
 
-class GateError(Exception):
-    """An invalid rules file; ``problems`` name YAML paths like ``rules[0].stat: ...``."""
-
-    def __init__(self, problems: list[str], source: str | None = None):
-        self.problems, self.source = list(problems), source
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        head = f"{self.source}: invalid gate rules" if self.source else "invalid gate rules"
-        return head + "".join(f"\n  - {p}" for p in self.problems)
 
 
-class _Model(BaseModel):
-    # Unknown keys are errors: a misspelt bound (`max_regresion`) must not silently gate nothing.
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class GateRule(_Model):
+class GateRule(StrictModel):
     """One bound on one statistic. Exactly one of the bounds is set:
     ``max_regression`` (relative, "10%" or 0.10: worse by at most that much; worse means higher
     for latencies and error rate, lower for throughputs and goodput), ``min_ratio`` /
@@ -123,30 +112,30 @@ class GateRule(_Model):
         return {"min_ratio": (">=", v), "max_ratio": ("<=", v), "max": ("<=", v), "min": (">=", v)}[self.bound]
 
 
-class BootstrapConfig(_Model):
+class BootstrapConfig(StrictModel):
     resamples: int = Field(2000, ge=100)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     seed: int = 0
 
 
-class GateRules(_Model):
+class GateRules(StrictModel):
     rules: tuple[GateRule, ...] = Field(min_length=1)
     bootstrap: BootstrapConfig = BootstrapConfig()
 
 
 def load_rules(path: str | Path) -> GateRules:
-    """Read and validate a rules file; ``GateError`` names each problem's YAML path."""
+    """Read and validate a rules file; ``ConfigError`` names each problem's YAML path."""
     source = str(path)
     try:
-        data = yaml.load(Path(path).read_text(), Loader=_UniqueKeyLoader)
+        data = yaml.load(Path(path).read_text(), Loader=StrictLoader)
     except OSError as exc:
-        raise GateError([f"cannot read rules file: {exc.strerror or exc}"], source) from None
+        raise ConfigError([f"cannot read rules file: {exc.strerror or exc}"], source, what="gate rules") from None
     except yaml.YAMLError as exc:
-        raise GateError([yaml_error_problem(exc)], source) from None
+        raise ConfigError([yaml_error_problem(exc)], source, what="gate rules") from None
     try:
         return GateRules.model_validate(data)
     except ValidationError as exc:
-        raise GateError(render_validation_error(exc, GateRules), source) from None
+        raise ConfigError(render_validation_error(exc, GateRules), source, what="gate rules") from None
 
 
 @dataclass(frozen=True)
@@ -193,7 +182,7 @@ def gate(candidate: str | Path, baseline: str | Path, rules: GateRules | str | P
     resamples = cfg.resamples if resamples is None else resamples
     seed = cfg.seed if seed is None else seed
     if resamples < 100:
-        raise GateError([f"resamples: must be >= 100, got {resamples}"])
+        raise ConfigError([f"resamples: must be >= 100, got {resamples}"], what="gate rules")
     cand_s, base_s = load_summary(candidate), load_summary(baseline)
     names = (cand_s.get("run_id") or Path(candidate).name, base_s.get("run_id") or Path(baseline).name)
     diff = condition_diff([base_s.get("conditions") or {}, cand_s.get("conditions") or {}])

@@ -1,0 +1,112 @@
+"""Length distributions a profile can ask for (input and output tokens).
+
+A bare integer is a fixed length; every other kind is a mapping with ``kind``. Models reject
+unknown keys (see ``schema.py``) and check their bounds here, once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
+
+from loadgen.config.base import StrictModel, field_msg
+
+class FixedLength(StrictModel):
+    kind: Literal["fixed"] = "fixed"
+    value: int = Field(ge=1)
+
+
+class UniformLength(StrictModel):
+    kind: Literal["uniform"] = "uniform"
+    min: int = Field(ge=1)
+    max: int = Field(ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.max < self.min:
+            raise field_msg("max", f"must be >= min ({self.min}), got {self.max}")
+        return self
+
+
+class _Clipped(StrictModel):
+    min: int = Field(1, ge=1)
+    max: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        if self.max is not None and self.max < self.min:
+            raise field_msg("max", f"must be >= min ({self.min}), got {self.max}")
+        return self
+
+
+class NormalLength(_Clipped):
+    """Normal, clipped to [min, max]: clipping piles mass on the bounds, which is intended."""
+
+    kind: Literal["normal"] = "normal"
+    mean: float
+    std: float = Field(ge=0)
+
+
+class LognormalLength(_Clipped):
+    """Lognormal given by its mean in tokens (not the log-space mu) and log-space sigma."""
+
+    kind: Literal["lognormal"] = "lognormal"
+    mean: float = Field(gt=0)
+    sigma: float = Field(gt=0)
+
+
+class EmpiricalLength(StrictModel):
+    """Resample observed lengths with replacement, given inline or as a file (ints or JSON)."""
+
+    kind: Literal["empirical"] = "empirical"
+    values: tuple[Annotated[int, Field(ge=1)], ...] | None = None
+    file: str | None = None
+    _loaded: tuple[int, ...] = PrivateAttr(default=())
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        if (self.values is None) == (self.file is None):
+            raise ValueError("give exactly one of values (a list of ints) or file (a path)")
+        if self.values is not None and not self.values:
+            raise field_msg("values", "must not be empty")
+        if self.file is not None:
+            self._loaded = _read_lengths(self.file)
+        return self
+
+    @property
+    def data(self) -> tuple[int, ...]:
+        """The population to resample: the inline values or the file's contents."""
+        return self.values if self.values is not None else self._loaded
+
+
+def _read_lengths(file: str) -> tuple[int, ...]:
+    try:
+        text = Path(file).read_text()
+    except OSError as exc:
+        raise field_msg("file", f"cannot read {file!r}: {exc.strerror or exc}") from None
+    try:
+        raw = json.loads(text) if text.lstrip().startswith("[") else text.split()
+        values = tuple(int(v) for v in raw)
+    except (ValueError, TypeError):
+        raise field_msg("file", f"{file!r}: expected one int per line or a JSON list") from None
+    if not values or min(values) < 1:
+        raise field_msg("file", f"{file!r}: needs at least one value, all >= 1")
+    return values
+
+
+def _bare_int_is_fixed(v: Any) -> Any:
+    # `input_tokens: 512` is the common case and reads better than a one-key mapping.
+    if isinstance(v, int) and not isinstance(v, bool):
+        return {"kind": "fixed", "value": v}
+    return v
+
+
+LengthDist = Annotated[
+    Union[FixedLength, UniformLength, NormalLength, LognormalLength, EmpiricalLength],
+    Field(discriminator="kind"),
+    BeforeValidator(_bare_int_is_fixed),
+]
+

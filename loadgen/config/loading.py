@@ -1,0 +1,125 @@
+"""Profiles from YAML: the one strict loader, ``--set`` overrides, and validation.
+
+Paths in a profile file are relative to that file, so a profile and its data travel together.
+The YAML loader is the project's only one: it rejects duplicate keys (PyYAML keeps the last
+one silently); gate rules and the simulator's settings load through it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from loadgen.config.messages import render_validation_error, yaml_error_problem
+from loadgen.config.schema import Profile
+from loadgen.errors import ConfigError
+
+_PATH_KEYS = (("workload", "input_tokens", "file"), ("workload", "output_tokens", "file"),
+              ("workload", "prompt", "tokenizer"))
+
+
+class StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
+    seen: set = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def apply_override(data: dict, dotted: str, value: Any) -> None:
+    """Set ``data[a][b][c] = value`` for ``dotted == "a.b.c"``, creating mappings on the way."""
+    parts = dotted.split(".")
+    node = data
+    for i, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif not isinstance(child, dict):
+            where = ".".join(parts[: i + 1])
+            raise ConfigError([f"{dotted}: cannot set it, {where} is {child!r}, not a mapping"])
+        node = child
+    node[parts[-1]] = value
+
+
+def parse_set(raw: str) -> tuple[str, Any]:
+    key, eq, text = raw.partition("=")
+    key = key.strip()
+    if not eq or not key:
+        raise ConfigError([f"--set {raw!r}: expected key.path=value, e.g. load.rate=8"])
+    if key.startswith(("labels.", "target.headers.")) or text == "":
+        return key, text  # labels stay verbatim: `--set labels.tp=2` is the label "2"
+    try:
+        return key, yaml.safe_load(text)
+    except yaml.YAMLError:
+        return key, text
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError([f"cannot read profile: {exc.strerror or exc}"], source=str(path))
+    try:
+        data = yaml.load(text, Loader=StrictLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError([yaml_error_problem(exc)], source=str(path)) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"the top level must be a mapping of sections (target, workload, "
+                            f"load, sla, ...), got {type(data).__name__}"], source=str(path))
+    for keys in _PATH_KEYS:
+        node: Any = data
+        for k in keys[:-1]:
+            node = node.get(k) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(keys[-1]), str):
+            node[keys[-1]] = str(path.parent / Path(node[keys[-1]]).expanduser())
+    return data
+
+
+def load_profile(path: str | Path | None, overrides: Mapping[str, Any] = {},
+                 sets: Sequence[str] = ()) -> Profile:
+    """Read a profile (None: defaults only), apply CLI overrides then ``--set`` strings, validate.
+
+    ``overrides`` maps dotted paths to values (None clears a setting). Setting exactly one of
+    ``load.rate`` / ``load.concurrency`` clears the other, so ``--rate 8`` turns a closed-loop
+    profile into an open-loop one.
+    """
+    source = str(path) if path is not None else None
+    data = _read_yaml(Path(path)) if path is not None else {}
+    changes = list(overrides.items()) + [parse_set(s) for s in sets]
+    try:
+        for dotted, value in changes:
+            apply_override(data, dotted, value)
+    except ConfigError as err:
+        raise ConfigError(err.problems, source=source) from None
+    chosen = {k for k, v in changes if k in ("load.rate", "load.concurrency") and v is not None}
+    if len(chosen) == 1:
+        other = ({"load.rate", "load.concurrency"} - chosen).pop()
+        if other not in dict(changes):
+            apply_override(data, other, None)
+    try:
+        return Profile.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(render_validation_error(exc, Profile), source=source) from None
+
+
+def profile_to_yaml(profile: Profile) -> str:
+    """The resolved profile as YAML, rules written back as strings."""
+    data = profile.resolved()
+    data["sla"]["rules"] = [r.text() for r in profile.sla.rules]
+    return yaml.safe_dump(data, sort_keys=False)

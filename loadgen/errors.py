@@ -1,0 +1,35 @@
+"""Every error loadgen raises on purpose, under one base the CLI catches once (exit code 2).
+
+A leaf: anything may import it, it imports nothing of loadgen. ``ConfigError`` carries a list
+of problems, each one line naming the field and the fix, and where they came from (a profile
+path, a rules file, a flag), so a profile, gate rules and simulator settings all fail alike.
+"""
+
+from __future__ import annotations
+
+
+class LoadgenError(Exception):
+    """Something the user can fix: bad input, an unreachable target, an unreadable run."""
+
+
+class ConfigError(LoadgenError, ValueError):
+    """Invalid configuration: ``problems`` read like ``load.arrival: 'possion' is not one of ...``."""
+
+    def __init__(self, problems: list[str] | str, source: str | None = None,
+                 what: str = "profile") -> None:
+        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        self.source = source
+        self.what = what
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        head = f"{self.source}: invalid {self.what}" if self.source else f"invalid {self.what}"
+        return head + "".join(f"\n  - {p}" for p in self.problems)
+
+
+class RunError(LoadgenError):
+    """The run could not start: the target is unreachable, has no model, or the setup is wrong."""
+
+
+class ResultError(LoadgenError):
+    """A saved run that cannot be read: missing files, or a schema this version does not know."""

@@ -1,0 +1,36 @@
+"""Prompts fitted to the server's tokenizer: how a run's prompt lengths are made exact (token
+ids, a local tokenizer, or the server's /tokenize), and which of them was used."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from loadgen.config import Profile
+from loadgen.server.tokenize import ServerTokenizer, fit_prompts
+from loadgen.workload import Workload
+
+# Beyond this many requests (an unbounded duration run), prompts stay approximate.
+FIT_LIMIT = 20_000
+
+
+async def fit_for_profile(profile: Profile, transport: Any, model: str, workload: Workload,
+                          total: int | None, status: Callable[[str], None]) -> tuple[Any, dict]:
+    """Exact prompt lengths from the server's /tokenize when it has one and nothing better is
+    configured; otherwise the workload as it is, and how its lengths were made."""
+    t = profile.target
+    if t.prompt_format == "token_ids":
+        return workload, {"method": "token ids (exact)"}
+    if workload.tokenizer is not None:
+        return workload, {"method": "local tokenizer (exact)"}
+    approx = {"method": "approximate (one common word ~ one token)"}
+    if profile.workload.prompt.server_tokenize == "never" or t.endpoint not in ("chat", "completions"):
+        return workload, approx
+    tokenizer = ServerTokenizer(transport, model, chat=t.endpoint == "chat")
+    if not await tokenizer.available():
+        return workload, {**approx, "server_tokenize": "not offered by the server"}
+    n = min(total if total is not None else FIT_LIMIT, FIT_LIMIT)
+    status(f"fitting {n} prompts to exact lengths with the server's /tokenize")
+    specs, info = await fit_prompts(tokenizer, workload, n)
+    if total is None:
+        info["note"] = f"requests past {n} keep approximate lengths"
+    return specs, info
