@@ -1,6 +1,6 @@
 """Result files: ``reports/<run-id>/summary.json`` and ``requests.jsonl``, saved and loaded.
 
-The layout and field names are a documented interface (DESIGN.md, "Result files"); anything
+The layout and field names are a documented interface (docs/design.md, "Result files"); anything
 renamed bumps ``SCHEMA_VERSION`` and ``load_summary`` refuses versions it does not know.
 """
 

@@ -1,4 +1,4 @@
-"""Metric definitions pinned on tiny literal records (DESIGN.md "Metric definitions")."""
+"""Metric definitions pinned on tiny literal records (docs/metrics.md)."""
 
 from __future__ import annotations
 

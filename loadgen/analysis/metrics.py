@@ -1,4 +1,4 @@
-"""Records -> per-request columns -> run summary (DESIGN.md "Metric definitions").
+"""Records -> per-request columns -> run summary (docs/metrics.md).
 
 Warm-up requests are excluded from every statistic; failed and cancelled requests are never
 dropped: they appear in the counts, the error rate, the in-flight concurrency and goodput's
@@ -149,7 +149,7 @@ def mean_concurrency(starts_ns: np.ndarray, ends_ns: np.ndarray, window_start_ns
 
 
 def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
-    """The run summary: ``{"counts", "window", "metrics", "sla"}`` (see DESIGN.md "Result files").
+    """The run summary: ``{"counts", "window", "metrics", "sla"}`` (see docs/design.md, "Result files").
 
     counts cover measured (non-warm-up) requests: ``sent``, ``ok``, ``failed`` (not ok, not
     cancelled), ``cancelled``, ``warmup`` (excluded everywhere else), ``errors_by_class`` (every

@@ -1,7 +1,7 @@
 """Exact prompt lengths through the server's own tokenizer (``POST /tokenize``, vLLM and kin).
 
 Without a local tokenizer, synthetic text is only approximately n tokens long, and peers that
-decode ids to text and re-encode drift further (PEERS.md #6). When the server offers
+decode ids to text and re-encode drift further (docs/peers.md, item 6). When the server offers
 ``/tokenize``, each text prompt is fitted before the run: count it with the server's tokenizer
 (for chat, with the chat template applied, exactly as ``usage.prompt_tokens`` will count it),
 then add or drop words at the end and count again, until the count is the target. The unique
