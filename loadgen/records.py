@@ -73,6 +73,7 @@ class RequestRecord:
     token_source: str = "chunks"  # "usage" | "continuous_usage" | "tokenizer" | "chunks"
     prompt_tokens_source: str = "target"  # "usage" | "target"
     worker: int = 0
+    stage: int = 0  # the load stage it belonged to (0 for a single-stage run)
 
     def to_json(self) -> bytes:
         return orjson.dumps(self, option=orjson.OPT_SERIALIZE_DATACLASS)

@@ -74,7 +74,7 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
         cols[name] = _nullable_int(raw) if name in _NULLABLE_INT else raw
     frame = pd.DataFrame(cols)
     for name in ("id", "t_sched_ns", "t_send_ns", "requested_output_tokens",
-                 "requested_prompt_tokens", "worker"):
+                 "requested_prompt_tokens", "worker", "stage"):
         frame[name] = frame[name].astype(np.int64)
     frame["ok"] = frame["ok"].astype(bool)
     frame["warmup"] = frame["warmup"].astype(bool)

@@ -31,7 +31,8 @@ from loadgen.backends.sglang import SGLangBackend
 from loadgen.backends.triton import TritonBackend
 from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.clock import now_ns
-from loadgen.runner.driver import DriveOptions, drive
+from loadgen.runner.driver import Limits, drive
+from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
 from loadgen.config import Profile, load_profile
 from loadgen.records import JsonlSink
 from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, RunResult, write_summary
@@ -123,11 +124,10 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         schedule = build_schedule(load, profile.workload)
         live = Live()
         backend = backend_cls.for_target(t, model, transport, live, _token_counter(workload))
-        opts = DriveOptions(concurrency=load.concurrency, schedule_ns=schedule,
-                            max_concurrency=load.max_concurrency,
-                            num_requests=profile.workload.num_requests,
-                            duration_s=profile.workload.duration_s,
-                            warmup_requests=load.warmup_requests)
+        shape: LoadShape = (ClosedLoop(load.concurrency) if load.concurrency is not None
+                            else OpenLoop(schedule, load.max_concurrency))
+        limits = Limits(num_requests=profile.workload.num_requests,
+                        duration_s=profile.workload.duration_s, warmup_requests=load.warmup_requests)
         total = None if profile.workload.num_requests is None else \
             profile.workload.num_requests + load.warmup_requests
         if schedule is not None:
@@ -151,7 +151,7 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
             gc.collect()
             gc.freeze()
             try:
-                result = await drive(specs, backend, opts, on_record=sink.write, stop=stop)
+                result = await drive(specs, backend, shape, limits, on_record=sink.write, stop=stop)
             finally:
                 gc.unfreeze()
                 if ticker is not None:

@@ -1,45 +1,44 @@
-"""The driver: sends requests on schedule and turns each into exactly one record.
+"""The driver: runs a load shape and turns every request it sends into exactly one record.
 
-Open loop: absolute send deadlines are computed up front (``workload.build_schedule``) and the
-driver sleeps until each one; when it is late it sends at once and the record keeps both the
-scheduled and the actual send time, so lateness shows as client lag instead of vanishing
-(coordinated omission). An optional cap on in-flight requests makes the wait for a slot part of
-that lag too. Closed loop: N slots, each sends its next request as soon as its last one ended.
-
-Every request that was handed to the backend yields one record (ok, failed with a class, or
-cancelled when the run stops), written to the sink as soon as it finishes.
+Every request handed to the backend yields one record (ok, failed with a class, or cancelled
+when the run stops), written to the sink as soon as it finishes. The shape (``shapes.py``)
+decides only when requests go out; counting, stopping, cancelling and the client's own
+event-loop probe live here, once, whatever the shape.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence
+from typing import Protocol
 
-from loadgen.clock import now_ns, sleep_until
-from loadgen.records import CANCELLED, RequestRecord
+from loadgen.backends.base import Live
+from loadgen.clock import now_ns
+from loadgen.records import CANCELLED, RequestRecord, RequestSpec
+from loadgen.runner.shapes import LoadShape
 
 _LOOP_PROBE_S = 0.02
 
 
 class Backend(Protocol):
-    live: Any
+    live: Live
 
-    async def send(self, spec: Any, rec: RequestRecord) -> None: ...
+    async def send(self, spec: RequestSpec, rec: RequestRecord) -> None: ...
 
 
 class SpecSource(Protocol):
-    def request(self, i: int) -> Any: ...
+    def request(self, i: int) -> RequestSpec: ...
 
 
 @dataclass(frozen=True, slots=True)
-class DriveOptions:
-    concurrency: int | None = None  # closed loop slots
-    schedule_ns: Sequence[int] | None = None  # open loop offsets from the start
-    max_concurrency: int | None = None  # open loop in-flight cap
-    num_requests: int | None = None  # measured requests (warm-up comes on top)
-    duration_s: float | None = None  # stop dispatching after this long
+class Limits:
+    """When a run stops dispatching: after ``num_requests`` measured requests (warm-up comes on
+    top), after ``duration_s``, or when ``stop`` is set; the first of them wins."""
+
+    num_requests: int | None = None
+    duration_s: float | None = None
     warmup_requests: int = 0
 
 
@@ -53,35 +52,44 @@ class DriveResult:
     loop_lag_ns: list[int] = field(default_factory=list)  # event-loop probe overshoot samples
 
 
-async def drive(specs: SpecSource, backend: Backend, opts: DriveOptions,
-                on_record: Callable[[RequestRecord], None] | None = None,
-                stop: asyncio.Event | None = None) -> DriveResult:
-    """Run the load until the count, the duration or ``stop``; return every record."""
-    records: list[RequestRecord] = []
-    stop = stop or asyncio.Event()
-    live = backend.live
-    in_flight: set[asyncio.Task] = set()
-    res = DriveResult(records, now_ns(), 0, False)
-    total = None if opts.num_requests is None else opts.num_requests + opts.warmup_requests
-    end_ns = None if opts.duration_s is None else res.started_ns + int(opts.duration_s * 1e9)
+class _Dispatch:
+    """The driver's side of the ``Dispatcher`` protocol for one run of one shape."""
 
-    def emit(rec: RequestRecord) -> None:
-        records.append(rec)
-        live.done += 1
-        if not rec.ok and rec.error_class != CANCELLED:
-            live.errors += 1
-        if on_record is not None:
-            on_record(rec)
+    def __init__(self, specs: SpecSource, backend: Backend, limits: Limits, stage: int,
+                 emit: Callable[[RequestRecord], None], res: DriveResult) -> None:
+        self._specs, self._backend, self._limits, self._stage = specs, backend, limits, stage
+        self._emit, self._res = emit, res
+        total = None if limits.num_requests is None else limits.num_requests + limits.warmup_requests
+        self._ids: Iterator[int] = iter(range(total) if total is not None else itertools.count())
+        self._end_ns = None if limits.duration_s is None else res.started_ns + int(limits.duration_s * 1e9)
+        self.in_flight: set[asyncio.Task[None]] = set()
 
-    async def one(i: int, t_sched: int, spec: Any = None) -> None:
+    @property
+    def started_ns(self) -> int:
+        return self._res.started_ns
+
+    def request_ids(self) -> Iterator[int]:
+        return self._ids
+
+    def past_end(self, t_ns: int) -> bool:
+        return self._end_ns is not None and t_ns >= self._end_ns
+
+    def spec(self, i: int) -> RequestSpec:
+        return self._specs.request(i)
+
+    def wake_late(self, late_ns: int) -> None:
+        self._res.wake_late_ns.append(late_ns)
+
+    async def send(self, i: int, t_sched_ns: int, spec: RequestSpec | None = None) -> None:
         if spec is None:
-            spec = specs.request(i)
-        rec = RequestRecord(id=i, warmup=i < opts.warmup_requests, t_sched_ns=t_sched,
+            spec = self._specs.request(i)
+        rec = RequestRecord(id=i, warmup=i < self._limits.warmup_requests, t_sched_ns=t_sched_ns,
                             t_send_ns=0, requested_output_tokens=spec.output_tokens,
-                            requested_prompt_tokens=spec.prompt_tokens)
+                            requested_prompt_tokens=spec.prompt_tokens, stage=self._stage)
+        live = self._backend.live
         live.in_flight += 1
         try:
-            await backend.send(spec, rec)
+            await self._backend.send(spec, rec)
         except asyncio.CancelledError:
             if rec.error_class is None:
                 rec.ok, rec.error_class = False, CANCELLED
@@ -92,42 +100,40 @@ async def drive(specs: SpecSource, backend: Backend, opts: DriveOptions,
             if rec.t_send_ns == 0:
                 rec.t_send_ns = rec.t_sched_ns
             live.in_flight -= 1
-            emit(rec)
+            self._emit(rec)
 
-    def ids() -> Any:
-        return range(total) if total is not None else itertools.count()
+    def spawn(self, i: int, t_sched_ns: int, spec: RequestSpec,
+              on_done: asyncio.Semaphore | None = None) -> None:
+        task = asyncio.create_task(self.send(i, t_sched_ns, spec))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+        if on_done is not None:
+            task.add_done_callback(lambda _t: on_done.release())
 
-    async def closed_slot(counter: Any) -> None:
-        for i in counter:
-            if end_ns is not None and now_ns() >= end_ns:
-                return
-            await one(i, now_ns())
+    async def drain(self) -> None:
+        while self.in_flight:
+            await asyncio.gather(*list(self.in_flight), return_exceptions=True)
 
-    async def closed_loop() -> None:
-        counter = iter(ids())  # shared: each slot takes the next id
-        await asyncio.gather(*(closed_slot(counter) for _ in range(opts.concurrency)))
 
-    async def open_loop() -> None:
-        sem = asyncio.Semaphore(opts.max_concurrency) if opts.max_concurrency else None
-        t0 = res.started_ns
-        for i, off in zip(ids(), opts.schedule_ns):
-            deadline = t0 + int(off)
-            if end_ns is not None and deadline >= end_ns:
-                break
-            spec = specs.request(i)  # built before the deadline, so it costs no lag
-            late = await sleep_until(deadline)
-            if late is not None:
-                res.wake_late_ns.append(late)
-            if sem is not None:
-                await sem.acquire()
-            task = asyncio.create_task(one(i, deadline, spec))
-            in_flight.add(task)
-            task.add_done_callback(in_flight.discard)
-            if sem is not None:
-                task.add_done_callback(lambda _t: sem.release())
-            await asyncio.sleep(0)  # let it send now, before the next spec is built
-        while in_flight:
-            await asyncio.gather(*list(in_flight), return_exceptions=True)
+async def drive(specs: SpecSource, backend: Backend, shape: LoadShape, limits: Limits,
+                on_record: Callable[[RequestRecord], None] | None = None,
+                stop: asyncio.Event | None = None, stage: int = 0) -> DriveResult:
+    """Run ``shape`` until the limits or ``stop``; return every record (each also handed to
+    ``on_record`` as it finished). Records carry ``stage``."""
+    records: list[RequestRecord] = []
+    stop = stop or asyncio.Event()
+    live = backend.live
+    res = DriveResult(records, now_ns(), 0, False)
+
+    def emit(rec: RequestRecord) -> None:
+        records.append(rec)
+        live.done += 1
+        if not rec.ok and rec.error_class != CANCELLED:
+            live.errors += 1
+        if on_record is not None:
+            on_record(rec)
+
+    dispatch = _Dispatch(specs, backend, limits, stage, emit, res)
 
     async def probe() -> None:
         while True:
@@ -135,12 +141,7 @@ async def drive(specs: SpecSource, backend: Backend, opts: DriveOptions,
             await asyncio.sleep(_LOOP_PROBE_S)
             res.loop_lag_ns.append(max(0, now_ns() - t - int(_LOOP_PROBE_S * 1e9)))
 
-    if opts.concurrency is not None:
-        main = asyncio.create_task(closed_loop())
-    elif opts.schedule_ns is not None:
-        main = asyncio.create_task(open_loop())
-    else:
-        raise ValueError("drive() needs either concurrency or schedule_ns")
+    main = asyncio.create_task(shape.run(dispatch))
     prober = asyncio.create_task(probe())
     stopper = asyncio.create_task(stop.wait())
     try:
@@ -149,13 +150,13 @@ async def drive(specs: SpecSource, backend: Backend, opts: DriveOptions,
         if not main.done():
             res.interrupted = True
             main.cancel()
-            for t in list(in_flight):
+            for t in list(dispatch.in_flight):
                 t.cancel()
-            await asyncio.gather(main, *in_flight, return_exceptions=True)
+            await asyncio.gather(main, *dispatch.in_flight, return_exceptions=True)
         stopper.cancel()
         prober.cancel()
         await asyncio.gather(stopper, prober, return_exceptions=True)
     if main.done() and not main.cancelled() and main.exception() is not None:
-        raise main.exception()
+        raise main.exception()  # type: ignore[misc]
     res.ended_ns = now_ns()
     return res

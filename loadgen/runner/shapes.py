@@ -1,0 +1,107 @@
+"""Load shapes: when each request goes out. The driver runs one; a shape only decides timing.
+
+A shape gets a ``Dispatcher`` from the driver and uses it to send: ``send`` runs one request to
+its record and returns when it finished, ``spawn`` sends it in the background (tracked, so a
+stop cancels it and the driver waits for it). The driver owns everything else: request ids,
+the stop condition (count, duration, ``stop``), records, cancellation and the event-loop probe.
+So a new shape (stages, sessions, ramps) is one class here, and the measuring stays in one place.
+
+Two shapes today:
+- ``ClosedLoop(concurrency)``: N slots, each sends its next request as soon as its last ended.
+- ``OpenLoop(schedule_ns, max_concurrency)``: absolute send deadlines computed up front; a
+  late send keeps both its scheduled and actual time, so lateness shows as client lag instead
+  of vanishing (coordinated omission). An optional cap on in-flight requests makes the wait for
+  a slot part of that lag too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from loadgen.clock import now_ns, sleep_until
+from loadgen.records import RequestSpec
+
+
+class Dispatcher(Protocol):
+    """What the driver offers a load shape."""
+
+    @property
+    def started_ns(self) -> int: ...
+
+    def request_ids(self) -> Iterator[int]:
+        """The ids still to send, shared by every caller (each id is handed out once)."""
+        ...
+
+    def past_end(self, t_ns: int) -> bool:
+        """Whether the run's duration is over at ``t_ns`` (nothing more may be sent)."""
+        ...
+
+    def spec(self, i: int) -> RequestSpec: ...
+
+    async def send(self, i: int, t_sched_ns: int, spec: RequestSpec | None = None) -> None:
+        """Send request ``i`` now and return once its record is written."""
+        ...
+
+    def spawn(self, i: int, t_sched_ns: int, spec: RequestSpec,
+              on_done: asyncio.Semaphore | None = None) -> None:
+        """Send request ``i`` in the background; ``on_done`` is released when it finished."""
+        ...
+
+    async def drain(self) -> None:
+        """Wait until every spawned request finished."""
+        ...
+
+    def wake_late(self, late_ns: int) -> None:
+        """Record how late a timer woke for a send deadline (the client's own lateness)."""
+        ...
+
+
+class LoadShape(Protocol):
+    async def run(self, d: Dispatcher) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ClosedLoop:
+    """``concurrency`` slots, each sending its next request as soon as its last one ended."""
+
+    concurrency: int
+
+    async def run(self, d: Dispatcher) -> None:
+        ids = d.request_ids()  # shared: each slot takes the next id
+
+        async def slot() -> None:
+            for i in ids:
+                t = now_ns()
+                if d.past_end(t):
+                    return
+                await d.send(i, t)
+
+        await asyncio.gather(*(slot() for _ in range(self.concurrency)))
+
+
+@dataclass(frozen=True, slots=True)
+class OpenLoop:
+    """Send at absolute deadlines (offsets from the start, ns); optionally cap requests in flight."""
+
+    schedule_ns: Sequence[int]
+    max_concurrency: int | None = None
+
+    async def run(self, d: Dispatcher) -> None:
+        sem = asyncio.Semaphore(self.max_concurrency) if self.max_concurrency else None
+        t0 = d.started_ns
+        for i, off in zip(d.request_ids(), self.schedule_ns):
+            deadline = t0 + int(off)
+            if d.past_end(deadline):
+                break
+            spec = d.spec(i)  # built before the deadline, so it costs no lag
+            late = await sleep_until(deadline)
+            if late is not None:
+                d.wake_late(late)
+            if sem is not None:
+                await sem.acquire()
+            d.spawn(i, deadline, spec, sem)
+            await asyncio.sleep(0)  # let it send now, before the next spec is built
+        await d.drain()
