@@ -10,7 +10,8 @@ import asyncio
 from typing import Mapping
 
 from loadgen import records as R
-from loadgen.backends.transports.base import Consumer, TransportOptions, classify_common, describe
+from loadgen.backends.transports.base import (Consumer, TransportOptions, classify_common,
+                                              connect_timed_out, describe, tls_context)
 from loadgen.clock import now_ns
 
 
@@ -20,9 +21,13 @@ class AiohttpTransport:
 
         self._aiohttp = aiohttp
         self._base = opts.base_url.rstrip("/")
+        ctx = tls_context(opts)
+        self._https = ctx is not None
+        self._connect_s = opts.connect_timeout_s
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
-                limit=opts.max_connections or 0, limit_per_host=0, keepalive_timeout=60.0
+                limit=opts.max_connections or 0, limit_per_host=0, keepalive_timeout=60.0,
+                ssl=ctx if ctx is not None else True,
             ),
             headers=dict(opts.headers),
             timeout=aiohttp.ClientTimeout(
@@ -41,12 +46,14 @@ class AiohttpTransport:
                     return
 
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
-        t = self._aiohttp.ClientTimeout(total=timeout_s)
+        t = self._aiohttp.ClientTimeout(total=timeout_s, connect=min(timeout_s, self._connect_s))
         async with self._session.get(self._base + path, timeout=t) as resp:
             return resp.status, resp.headers, await resp.read()
 
     def classify(self, exc: BaseException) -> tuple[str, str]:
         aiohttp = self._aiohttp
+        if isinstance(exc, aiohttp.ConnectionTimeoutError):
+            return connect_timed_out(exc, self._https)
         if isinstance(exc, aiohttp.ClientConnectorError):
             return R.CONNECT, describe(exc)
         if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):

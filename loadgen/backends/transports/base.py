@@ -13,8 +13,10 @@ and times out after 5 s, which would silently queue a c=256 run).
 from __future__ import annotations
 
 import asyncio
+import ssl
 from dataclasses import dataclass
 from typing import Mapping, Protocol
+from urllib.parse import urlsplit
 
 from loadgen import records as R
 
@@ -26,6 +28,20 @@ class TransportOptions:
     max_connections: int | None  # None: no cap (an uncapped open loop must never queue in the pool)
     connect_timeout_s: float
     read_timeout_s: float
+    ca_bundle: str | None = None  # PEM file of CAs to trust for https:// (a private CA)
+    verify_tls: bool = True  # False: accept any certificate (a lab server; recorded loudly)
+
+
+def tls_context(opts: TransportOptions) -> ssl.SSLContext | None:
+    """The client TLS context for an https:// base URL (None for http://), the same for every
+    transport: the system's CAs, or ``ca_bundle``'s; no verification when ``verify_tls`` is off."""
+    if urlsplit(opts.base_url).scheme != "https":
+        return None
+    ctx = ssl.create_default_context(cafile=opts.ca_bundle)
+    if not opts.verify_tls:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 class Consumer(Protocol):
@@ -63,6 +79,31 @@ class StreamBroken(TransportError):
     """The connection closed before the response was complete."""
 
 
+# What a TLS failure usually means, said where the user reads the error.
+_TLS_HINTS = (("WRONG_VERSION_NUMBER", "the server did not answer in TLS: is this a plain-HTTP port? "
+               "use http://"),
+              ("CERTIFICATE_VERIFY_FAILED", "its certificate is not trusted: give target.ca_bundle "
+               "(the CA's PEM file), or target.verify_tls: false for a lab server"))
+
+
+def tls_hint(exc: BaseException) -> str | None:
+    """A hint for a TLS failure (wrong port, untrusted certificate), or None."""
+    text = str(exc)
+    for marker, hint in _TLS_HINTS:
+        if marker in text:
+            return hint
+    return None
+
+
+def connect_timed_out(exc: BaseException, https: bool) -> tuple[str, str]:
+    """A connection (TCP, or TLS for https://) not opened in time: ``connect``, with the likely
+    cause when TLS was asked for (a plain-HTTP server waits for a request line forever)."""
+    msg = describe(exc)
+    if https:
+        msg += " (no TLS connection: if the port is open, it may be plain HTTP; use http://)"
+    return R.CONNECT, msg
+
+
 def classify_common(exc: BaseException) -> tuple[str, str]:
     if isinstance(exc, (ConnectFailed, ConnectionRefusedError, ConnectionAbortedError)):
         return R.CONNECT, describe(exc)
@@ -78,7 +119,10 @@ def classify_common(exc: BaseException) -> tuple[str, str]:
 
 
 def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception, with a hint for TLS failures, at most 300 characters."""
     text = str(exc) or repr(exc)
-    return f"{type(exc).__name__}: {text}"[:300]
+    hint = tls_hint(exc)
+    out = f"{type(exc).__name__}: {text}"[:300 if hint is None else 160]
+    return out if hint is None else f"{out} ({hint})"
 
 

@@ -11,17 +11,25 @@ idle connections are reused, broken ones dropped, and a watchdog enforces the re
 from __future__ import annotations
 
 import asyncio
-import ssl
 from typing import Mapping
 from urllib.parse import urlsplit
 
 import httptools
 
 from loadgen.backends.transports.base import (BadHTTP, ConnectFailed, Consumer, ReadTimedOut,
-                                         StreamBroken, TransportOptions, classify_common)
+                                         StreamBroken, TransportOptions, classify_common,
+                                         tls_context)
 from loadgen.clock import now_ns
 
 _WATCHDOG_S = 0.25
+# A TLS handshake that has not finished in this long will not: a plain-HTTP server waits for a
+# request line that a ClientHello never completes, so say so instead of waiting for the
+# connect timeout and reporting a bare timeout.
+_TLS_HANDSHAKE_S = 5.0
+# Responses that never have a body, whatever their headers say (RFC 9112, section 6.3).
+_NO_BODY = frozenset((204, 304))
+# The first bytes of a TLS record (alert, handshake): what a TLS port answers plain HTTP with.
+_TLS_RECORDS = frozenset((b"\x15\x03", b"\x16\x03"))
 
 
 class _Conn(asyncio.Protocol):
@@ -41,6 +49,7 @@ class _Conn(asyncio.Protocol):
         self._complete = False
         self._keep_alive = False
         self._stopped = False
+        self._until_close = False  # the body ends when the server closes (no length, not chunked)
         self.got_bytes = False
 
     # -- driving a request
@@ -49,7 +58,7 @@ class _Conn(asyncio.Protocol):
         self._parser = httptools.HttpResponseParser(self)
         self._waiter = asyncio.get_running_loop().create_future()
         self._headers = {}
-        self._complete = self._stopped = self.got_bytes = False
+        self._complete = self._stopped = self._until_close = self.got_bytes = False
         self.busy = True
         self.last_io_ns = now_ns()
         self.transport.write(request)
@@ -77,7 +86,8 @@ class _Conn(asyncio.Protocol):
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
-            self.fail(BadHTTP(f"invalid HTTP response: {exc}"))
+            hint = " (the server answered in TLS: use https://)" if data[:2] in _TLS_RECORDS else ""
+            self.fail(BadHTTP(f"invalid HTTP response: {exc}{hint}"))
             return
         if self._body:
             body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
@@ -94,16 +104,29 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_exception(StreamBroken(
-                f"connection closed before the response was complete ({exc or 'EOF'})"))
+        if self._waiter is None or self._waiter.done():
+            return
+        if self._until_close and exc is None:
+            # Valid HTTP/1.1: a body with neither Content-Length nor chunked framing ends with
+            # the connection, and llhttp (httptools has no finish()) cannot say so itself.
+            self._done(reuse=False)
+            return
+        if not self.got_bytes:
+            why = "the server closed the connection without answering"
+        else:
+            why = "connection closed before the response was complete"
+        self._waiter.set_exception(StreamBroken(f"{why} ({exc or 'EOF'})"))
 
     # -- httptools callbacks (called from inside feed_data)
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
-        self._consumer.head(self._parser.get_status_code(), self._headers, self._t)
+        status = self._parser.get_status_code()
+        h = self._headers
+        self._until_close = (status >= 200 and status not in _NO_BODY and "content-length" not in h
+                             and "chunked" not in h.get("transfer-encoding", "").lower())
+        self._consumer.head(status, h, self._t)
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -126,7 +149,7 @@ class HttptoolsTransport:
         u = urlsplit(opts.base_url)
         self._host = u.hostname or "127.0.0.1"
         self._port = u.port or (443 if u.scheme == "https" else 80)
-        self._ssl = ssl.create_default_context() if u.scheme == "https" else None
+        self._ssl = tls_context(opts)
         self._prefix = u.path.rstrip("/").encode()
         host = self._host if u.port is None else f"{self._host}:{u.port}"
         lines = [f"Host: {host}"] + [f"{k}: {v}" for k, v in opts.headers.items()
@@ -157,45 +180,46 @@ class HttptoolsTransport:
         if self._sem is not None:
             await self._sem.acquire()
         try:
-            for attempt in (0, 1):
-                conn, reused = await self._acquire()
-                self._active.add(conn)
-                try:
-                    reuse = await conn.start(request, consumer)
-                except StreamBroken:
-                    # A kept-alive connection the server had already closed: retry once on a
-                    # fresh one, but only if the server never answered on it.
-                    if reused and not conn.got_bytes and attempt == 0:
-                        continue
-                    raise
-                except BaseException:
-                    conn.abort()
-                    raise
-                finally:
-                    self._active.discard(conn)
-                if reuse and not conn.closed:
-                    self._idle.append(conn)
-                return
+            # Never re-sent: a request the server may have received is one record, whatever
+            # became of it (a silent retry puts load on the server that no record shows).
+            conn = await self._acquire()
+            self._active.add(conn)
+            try:
+                reuse = await conn.start(request, consumer)
+            except BaseException:
+                conn.abort()
+                raise
+            finally:
+                self._active.discard(conn)
+            if reuse and not conn.closed:
+                self._idle.append(conn)
         finally:
             if self._sem is not None:
                 self._sem.release()
 
-    async def _acquire(self) -> tuple[_Conn, bool]:
+    async def _acquire(self) -> _Conn:
         while self._idle:
             conn = self._idle.pop()
             if not conn.closed:
-                return conn, True
+                return conn
         loop = asyncio.get_running_loop()
+        where = f"{self._host}:{self._port}"
+        tls = {} if self._ssl is None else {
+            "ssl": self._ssl, "ssl_handshake_timeout": min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s)}
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Conn, self._host, self._port, ssl=self._ssl),
+                loop.create_connection(_Conn, self._host, self._port, **tls),
                 self._opts.connect_timeout_s)
         except asyncio.TimeoutError:
-            raise ConnectFailed(f"no connection to {self._host}:{self._port} within "
-                                f"{self._opts.connect_timeout_s} s") from None
+            raise ConnectFailed(f"no connection to {where} within {self._opts.connect_timeout_s} s") from None
+        except ConnectionAbortedError as exc:
+            if self._ssl is not None and "handshake" in str(exc).lower():
+                raise ConnectFailed(f"the TLS handshake with {where} did not complete: is this a "
+                                    f"plain-HTTP port? use http://") from None
+            raise ConnectFailed(f"cannot connect to {where}: {exc}") from None
         except OSError as exc:
-            raise ConnectFailed(f"cannot connect to {self._host}:{self._port}: {exc}") from None
-        return conn, False
+            raise ConnectFailed(f"cannot connect to {where}: {exc}") from None
+        return conn
 
     async def _watch(self) -> None:
         limit = int(self._opts.read_timeout_s * 1e9)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from loadgen import records as R
-from loadgen.backends.transports.base import Consumer, TransportOptions, classify_common, describe
+from loadgen.backends.transports.base import (Consumer, TransportOptions, classify_common,
+                                              connect_timed_out, describe, tls_context)
 from loadgen.clock import now_ns
 
 
@@ -18,6 +19,8 @@ class HttpxTransport:
         import httpx
 
         self._httpx = httpx
+        self._https = opts.base_url.startswith("https://")
+        self._connect_s = opts.connect_timeout_s
         self._client = httpx.AsyncClient(
             base_url=opts.base_url,
             headers=dict(opts.headers),
@@ -35,6 +38,7 @@ class HttpxTransport:
             ),
             follow_redirects=False,
             trust_env=False,
+            verify=tls_context(opts) or True,
         )
 
     async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
@@ -45,12 +49,15 @@ class HttpxTransport:
                     return
 
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
-        resp = await self._client.get(path, timeout=timeout_s)
+        timeout = self._httpx.Timeout(timeout_s, connect=min(timeout_s, self._connect_s))
+        resp = await self._client.get(path, timeout=timeout)
         return resp.status_code, resp.headers, resp.content
 
     def classify(self, exc: BaseException) -> tuple[str, str]:
         httpx = self._httpx
-        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+        if isinstance(exc, httpx.ConnectTimeout):
+            return connect_timed_out(exc, self._https)
+        if isinstance(exc, httpx.ConnectError):
             return R.CONNECT, describe(exc)
         if isinstance(exc, httpx.TimeoutException):
             return R.TIMEOUT, describe(exc)
