@@ -7,8 +7,9 @@ secret-looking names.
 
 from __future__ import annotations
 
+import base64
 import re
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***"
@@ -44,4 +45,81 @@ def redact_profile(resolved: dict) -> dict:
         target["extra_body"] = {k: (REDACTED if _SECRET_NAME.search(k) else v)
                                 for k, v in target["extra_body"].items()}
     out["target"] = target
+    return out
+
+
+# Header names whose values are credentials whatever the profile says (and any name matching
+# _SECRET_NAME). Their values are scrubbed from everything loadgen stores.
+SECRET_HEADERS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie",
+                            "x-auth-token", "openai-organization", "openai-project"))
+_MIN_SECRET = 4  # shorter values would scrub ordinary words
+
+
+class Scrubber:
+    """Replaces every secret value loadgen sent, wherever a server echoes it back.
+
+    It knows the values themselves (the API key, Basic credentials in both their plain
+    ``user:password`` and base64 forms, each value of a secret header, or of a header the
+    profile marks secret), not just names: a 401 body or a response header that echoes the
+    ``Authorization`` header would otherwise put the key into requests.jsonl, the CSV, the
+    summary and the report. Every string loadgen stores passes through ``scrub``.
+    """
+
+    def __init__(self, headers: Mapping[str, str] = {}, extra: Iterable[str] = (),
+                 secret_names: Iterable[str] = ()) -> None:
+        marked = {n.lower() for n in secret_names}
+        values: set[str] = {v for v in extra if v}
+        for name, value in headers.items():
+            low = name.lower()
+            if low in SECRET_HEADERS or low in marked or _SECRET_NAME.search(low):
+                values.update(_forms(value))
+        self._values = sorted((v for v in values if len(v) >= _MIN_SECRET), key=len, reverse=True)
+
+    @property
+    def active(self) -> bool:
+        return bool(self._values)
+
+    def scrub(self, text: str) -> str:
+        for v in self._values:
+            if v in text:
+                text = text.replace(v, REDACTED)
+        return text
+
+    def scrub_data(self, data: Any) -> Any:
+        """``data`` (JSON-like: dicts, lists, strings) with every string scrubbed, keys too."""
+        if not self._values:
+            return data
+        if isinstance(data, str):
+            return self.scrub(data)
+        if isinstance(data, dict):
+            return {self.scrub(k) if isinstance(k, str) else k: self.scrub_data(v) for k, v in data.items()}
+        if isinstance(data, (list, tuple)):
+            return [self.scrub_data(v) for v in data]
+        return data
+
+    def scrub_record(self, rec: Any) -> None:
+        """Scrub, in place, the strings of a request record that came from the server."""
+        if not self._values:
+            return
+        if rec.error_message:
+            rec.error_message = self.scrub(rec.error_message)
+        if rec.response_id:
+            rec.response_id = self.scrub(rec.response_id)
+
+
+def _forms(value: str) -> set[str]:
+    """A header value and the secret parts inside it: ``Bearer KEY`` -> KEY too; ``Basic B64``
+    -> B64 and the decoded ``user:password``, and the password alone."""
+    out = {value}
+    scheme, _, token = value.partition(" ")
+    if token:
+        out.add(token.strip())
+        if scheme.lower() == "basic":
+            try:
+                plain = base64.b64decode(token.strip(), validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                plain = ""
+            if plain:
+                out.add(plain)
+                out.add(plain.partition(":")[2])
     return out

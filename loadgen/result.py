@@ -6,6 +6,7 @@ renamed bumps ``SCHEMA_VERSION`` and ``load_summary`` refuses versions it does n
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import orjson
 
 from loadgen.errors import ResultError
-from loadgen.records import RequestRecord, read_records
+from loadgen.records import ReadReport, RequestRecord, read_records
 
 SCHEMA_VERSION = 1
 SUMMARY = "summary.json"
@@ -67,16 +68,32 @@ def load_summary(path: str | Path) -> dict:
     return summary
 
 
-def load_records(path: str | Path) -> list[RequestRecord]:
+class SkippedLinesWarning(UserWarning):
+    """A saved run's requests.jsonl had lines that do not parse (a killed run's torn last line)."""
+
+
+def load_records(path: str | Path, report: ReadReport | None = None) -> list[RequestRecord]:
+    """Every record of a saved run. Unparseable lines are skipped, counted in ``report`` and
+    announced with a ``SkippedLinesWarning`` naming how many, never silently."""
     p = _run_dir(path) / REQUESTS
     if not p.exists():
         raise ResultError(f"{p} is missing")
-    return list(read_records(p))
+    report = report if report is not None else ReadReport()
+    records = list(read_records(p, report))
+    if report.skipped_lines:
+        warnings.warn(f"{p}: {report.skipped_lines} line(s) do not parse and were skipped (first: line "
+                      f"{report.first_skipped}); a run killed mid-write leaves one torn last line",
+                      SkippedLinesWarning, stacklevel=2)
+    return records
 
 
 def load_run(path: str | Path) -> Any:
     """The per-request records of a saved run as a pandas DataFrame, one row per request,
-    with the raw record fields and the derived ttft_ms, ttfb_ms, tpot_ms, e2e_ms, client_lag_ms."""
+    with the raw record fields and the derived ttft_ms, ttfb_ms, tpot_ms, e2e_ms, client_lag_ms.
+    ``frame.attrs["skipped_lines"]`` counts lines of requests.jsonl that did not parse."""
     from loadgen.analysis.metrics import request_frame
 
-    return request_frame(load_records(path))
+    report = ReadReport()
+    frame = request_frame(load_records(path, report))
+    frame.attrs["skipped_lines"] = report.skipped_lines
+    return frame

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-STRICT = ConfigDict(extra="forbid", frozen=True)
+# No NaN or infinity anywhere: `duration_s: inf` or `rate: .nan` cannot run and must say so.
+STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class StrictModel(BaseModel):

@@ -14,15 +14,21 @@ from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
 from loadgen.config.base import StrictModel, field_msg
 
+# The longest length any distribution may produce (4 Mi tokens, beyond every served context):
+# past it a prompt cannot be built in memory and a max_tokens overflows the server's integers.
+MAX_TOKENS = 1 << 22
+Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+
+
 class FixedLength(StrictModel):
     kind: Literal["fixed"] = "fixed"
-    value: int = Field(ge=1)
+    value: Tokens
 
 
 class UniformLength(StrictModel):
     kind: Literal["uniform"] = "uniform"
-    min: int = Field(ge=1)
-    max: int = Field(ge=1)
+    min: Tokens
+    max: Tokens
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -32,8 +38,8 @@ class UniformLength(StrictModel):
 
 
 class _Clipped(StrictModel):
-    min: int = Field(1, ge=1)
-    max: int | None = Field(None, ge=1)
+    min: Tokens = 1
+    max: Tokens | None = None  # None: clipped at MAX_TOKENS
 
     @model_validator(mode="after")
     def _ordered(self):
@@ -46,23 +52,23 @@ class NormalLength(_Clipped):
     """Normal, clipped to [min, max]: clipping piles mass on the bounds, which is intended."""
 
     kind: Literal["normal"] = "normal"
-    mean: float
-    std: float = Field(ge=0)
+    mean: float = Field(le=MAX_TOKENS)
+    std: float = Field(ge=0, le=MAX_TOKENS)
 
 
 class LognormalLength(_Clipped):
     """Lognormal given by its mean in tokens (not the log-space mu) and log-space sigma."""
 
     kind: Literal["lognormal"] = "lognormal"
-    mean: float = Field(gt=0)
-    sigma: float = Field(gt=0)
+    mean: float = Field(gt=0, le=MAX_TOKENS)
+    sigma: float = Field(gt=0, le=10)  # e**(10**2) is already far past any length
 
 
 class EmpiricalLength(StrictModel):
     """Resample observed lengths with replacement, given inline or as a file (ints or JSON)."""
 
     kind: Literal["empirical"] = "empirical"
-    values: tuple[Annotated[int, Field(ge=1)], ...] | None = None
+    values: tuple[Tokens, ...] | None = None
     file: str | None = None
     _loaded: tuple[int, ...] = PrivateAttr(default=())
 
@@ -92,8 +98,8 @@ def _read_lengths(file: str) -> tuple[int, ...]:
         values = tuple(int(v) for v in raw)
     except (ValueError, TypeError):
         raise field_msg("file", f"{file!r}: expected one int per line or a JSON list") from None
-    if not values or min(values) < 1:
-        raise field_msg("file", f"{file!r}: needs at least one value, all >= 1")
+    if not values or min(values) < 1 or max(values) > MAX_TOKENS:
+        raise field_msg("file", f"{file!r}: needs at least one value, all >= 1 and <= {MAX_TOKENS}")
     return values
 
 

@@ -22,15 +22,61 @@ _PATH_KEYS = (("workload", "input_tokens", "file"), ("workload", "output_tokens"
               ("workload", "prompt", "tokenizer"))
 
 
+# Bounds on what one YAML document may expand to. A profile is a few hundred nodes; aliases
+# are allowed (anchors keep long profiles short) but counted as what they expand to, so a
+# "billion laughs" document is refused before anything is built from it.
+MAX_NODES = 100_000
+MAX_DEPTH = 64
+MAX_BYTES = 8 << 20
+
+
 class StrictLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML keeps the last one silently)."""
+    """The project's one YAML loader: PyYAML's SafeLoader, plus refusals of duplicate keys
+    (PyYAML keeps the last one silently), unhashable keys, recursive aliases, and documents
+    that nest deeper than MAX_DEPTH or expand (aliases counted) past MAX_NODES nodes."""
+
+    def get_single_node(self) -> yaml.Node | None:
+        node = super().get_single_node()
+        if node is not None:
+            _expanded_size(node, {}, set(), 0)
+        return node
+
+
+def _expanded_size(node: yaml.Node, memo: dict[int, int], path: set[int], depth: int) -> int:
+    """Nodes ``node`` stands for once every alias is expanded; raises past the bounds."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if depth > MAX_DEPTH:
+        raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
+    if key in path:
+        raise yaml.YAMLError("an alias refers to a node that contains it (a recursive alias)")
+    path.add(key)
+    size = 1
+    if isinstance(node, yaml.SequenceNode):
+        size += sum(_expanded_size(child, memo, path, depth + 1) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size += sum(_expanded_size(k, memo, path, depth + 1) + _expanded_size(v, memo, path, depth + 1)
+                    for k, v in node.value)
+    path.discard(key)
+    if size > MAX_NODES:
+        raise yaml.YAMLError(f"expands to more than {MAX_NODES} nodes (aliases counted as what they "
+                             f"repeat): a document this large is not a profile")
+    memo[key] = size
+    return size
 
 
 def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
     seen: set = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node)
-        if key in seen:
+        try:
+            duplicate = key in seen
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a key must be a plain value, not {type(key).__name__}",
+                key_node.start_mark) from None
+        if duplicate:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
@@ -38,6 +84,26 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
 
 
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml(raw: bytes | str, source: str | None = None, what: str = "profile") -> Any:
+    """One YAML document from bytes or text, through ``StrictLoader``; every failure (not
+    UTF-8 or UTF-16 text, bad syntax, a bomb, nesting too deep) is a ``ConfigError``."""
+    if isinstance(raw, bytes):
+        if len(raw) > MAX_BYTES:
+            raise ConfigError([f"the file is {len(raw):,} bytes; a {what} is at most {MAX_BYTES:,}"],
+                              source, what)
+        try:
+            raw = raw.decode("utf-16") if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise ConfigError([f"not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); "
+                               f"save the file as UTF-8"], source, what) from None
+    try:
+        return yaml.load(raw, Loader=StrictLoader)
+    except yaml.YAMLError as exc:
+        raise ConfigError([yaml_error_problem(exc)], source, what) from None
+    except RecursionError:
+        raise ConfigError([f"YAML nested too deeply (at most {MAX_DEPTH} levels)"], source, what) from None
 
 
 def apply_override(data: dict, dotted: str, value: Any) -> None:
@@ -63,20 +129,17 @@ def parse_set(raw: str) -> tuple[str, Any]:
     if key.startswith(("labels.", "target.headers.")) or text == "":
         return key, text  # labels stay verbatim: `--set labels.tp=2` is the label "2"
     try:
-        return key, yaml.safe_load(text)
-    except yaml.YAMLError:
+        return key, load_yaml(text, what=f"--set {key}")
+    except ConfigError:
         return key, text
 
 
 def _read_yaml(path: Path) -> dict:
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
-        raise ConfigError([f"cannot read profile: {exc.strerror or exc}"], source=str(path))
-    try:
-        data = yaml.load(text, Loader=StrictLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError([yaml_error_problem(exc)], source=str(path)) from None
+        raise ConfigError([f"cannot read profile: {exc.strerror or exc}"], source=str(path)) from None
+    data = load_yaml(raw, str(path))
     if data is None:
         return {}
     if not isinstance(data, dict):

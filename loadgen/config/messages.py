@@ -16,8 +16,11 @@ from pydantic import BaseModel, ValidationError
 
 
 def yaml_error_problem(exc: yaml.YAMLError) -> str:
-    mark = getattr(exc, "problem_mark", None)
-    what = getattr(exc, "problem", None) or str(exc)
+    """One line for a YAML failure: where, and what (a syntax error, or a refused document)."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return f"YAML refused: {exc}"
+    mark = exc.problem_mark
+    what = exc.problem or str(exc)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
     return f"{where}YAML syntax error: {what}"
 

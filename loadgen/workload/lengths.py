@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.config import LengthDist
+from loadgen.config.lengths import MAX_TOKENS
 
 
 def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -25,7 +26,8 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.nda
         raw = rng.lognormal(mu, dist.sigma, size=n)
     else:
         raise ValueError(f"unknown length distribution kind {dist.kind!r}")
-    return np.clip(np.rint(raw), dist.min, dist.max).astype(np.int64)
+    upper = dist.max if dist.max is not None else MAX_TOKENS
+    return np.clip(np.nan_to_num(np.rint(raw), nan=dist.min, posinf=upper), dist.min, upper).astype(np.int64)
 
 
 def describe(values: Any) -> dict[str, float | int | None]:
