@@ -59,6 +59,7 @@ class RequestRecord:
     error_class: str | None = None
     error_message: str | None = None
     http_status: int | None = None
+    retry_after_s: float | None = None  # a 429/503's Retry-After: the server asked for a back-off
     response_id: str | None = None
     t_first_byte_ns: int | None = None  # first byte of the response body
     t_first_token_ns: int | None = None  # first token-bearing chunk (content or reasoning)

@@ -1,14 +1,14 @@
-"""Shared fixtures: scripted streaming servers on loopback, and profiles pointed at them."""
+"""Shared fixtures: scripted streaming servers on loopback, and profiles pointed at them.
+
+Helpers that test files import by name live in helpers.py (``from helpers import run``)."""
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loadgen.runner import api
 from loadgen.config import load_profile
 from loadgen.testing import StreamServer
 
@@ -25,15 +25,16 @@ def make_profile(tmp_path: Path):
     """A profile for the given server, as if the CLI had been given these dotted overrides."""
 
     def make(url: str | None, **overrides: Any):
-        base = {"target.url": url, "workload.num_requests": 8, "load.concurrency": 2,
-                "workload.input_tokens": 32, "workload.output_tokens": 8,
-                "output.dir": str(tmp_path / "reports"), "output.progress": False}
+        base = {
+            "target.url": url,
+            "workload.num_requests": 8,
+            "load.concurrency": 2,
+            "workload.input_tokens": 32,
+            "workload.output_tokens": 8,
+            "output.dir": str(tmp_path / "reports"),
+            "output.progress": False,
+        }
         base.update({k.replace("__", "."): v for k, v in overrides.items()})
         return load_profile(None, overrides=base)
 
     return make
-
-
-def run(profile, **kw):
-    """Run a profile to completion in a fresh event loop, as `loadgen run` does."""
-    return asyncio.run(api.run_async(profile, **kw))

@@ -16,7 +16,7 @@ import pytest
 from loadgen import load_run, records as R
 from loadgen.result import load_summary
 
-from conftest import run
+from helpers import run
 
 MS = 1e6
 TRANSPORTS = ("httptools", "aiohttp", "httpx")

@@ -14,7 +14,7 @@ from loadgen import records as R
 from loadgen.errors import RunError
 from loadgen.report.conditions import server_rows
 
-from conftest import run
+from helpers import run
 
 MS = 1e6
 TRITON = {"target__endpoint": "triton_generate", "target__model": "test-model"}

@@ -31,7 +31,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 PLOTS = ("cdf_e2e", "cdf_itl", "cdf_tpot", "cdf_ttft", "e2e_over_time", "per_second", "ttft_over_time")
 CSV_COLUMNS = [
     "id", "warmup", "t_sched_ns", "t_send_ns", "requested_output_tokens", "requested_prompt_tokens",
-    "ok", "error_class", "error_message", "http_status", "response_id", "t_first_byte_ns",
+    "ok", "error_class", "error_message", "http_status", "retry_after_s", "response_id", "t_first_byte_ns",
     "t_first_token_ns", "t_first_content_ns", "t_end_ns", "prompt_tokens", "output_tokens",
     "token_source", "prompt_tokens_source", "worker", "stage", "ttft_ms", "ttfb_ms", "e2e_ms", "tpot_ms",
     "client_lag_ms",

@@ -14,7 +14,7 @@ from loadgen.records import RequestRecord
 from loadgen.report import write_report
 from loadgen.server.scraper import SERVER_METRICS, ServerMetricsScraper
 
-from conftest import run
+from helpers import run
 
 MS = 1_000_000
 FIXTURES = Path(__file__).parent / "fixtures" / "runs"

@@ -12,7 +12,7 @@ tokenizers = pytest.importorskip("tokenizers")
 from loadgen.config import load_profile  # noqa: E402
 from loadgen.workload import Workload  # noqa: E402
 
-from conftest import run  # noqa: E402
+from helpers import run  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -26,18 +26,17 @@ from typing import Callable
 
 import numpy as np
 
+from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
-from loadgen.analysis.metrics import itl_values, request_frame
+from loadgen.analysis.metrics import GAP_SAMPLES, itl_values, request_frame
+from loadgen.metric_defs import PERCENTILES
 from loadgen.records import CANCELLED, RequestRecord
 
-PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
-STATS: tuple[str, ...] = (*PERCENTILES, "mean")
-# Higher is better for these; lower is better for every distribution metric and error_rate.
-HIGHER_IS_BETTER = frozenset({
-    "request_throughput_rps", "input_tokens_per_s", "output_tokens_per_s", "total_tokens_per_s",
-    "goodput_rps", "goodput_output_tokens_per_s", "goodput_attained_fraction"})
-RATE_METRICS: tuple[str, ...] = (*sorted(HIGHER_IS_BETTER), "error_rate")
-DISTRIBUTION_METRICS: tuple[str, ...] = sla_mod.DISTRIBUTION_METRICS
+# What the bootstrap resamples: the registry's metrics with ``gate`` set, and their stats.
+STATS: tuple[str, ...] = metric_defs.GATE_STATS
+HIGHER_IS_BETTER = frozenset(d.name for d in metric_defs.METRICS if d.higher_is_better)
+RATE_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.RUN_SCALARS if d.gate)
+DISTRIBUTION_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.DISTRIBUTIONS if d.gate)
 
 
 @dataclass(frozen=True)
@@ -58,15 +57,16 @@ class RunSamples:
         ok = frame["ok"].to_numpy(dtype=bool)
         failed = ~ok & (frame["error_class"] != CANCELLED).to_numpy()
         owners, values = {}, {}
-        for metric in ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms", "client_lag_ms"):
-            col = frame[metric].to_numpy(dtype=float)
-            keep = ~np.isnan(col) & (ok if metric != "client_lag_ms" else True)
-            owners[metric], values[metric] = np.flatnonzero(keep), col[keep]
-        per_record = [itl_values([r]) for r in measured]
-        for k, metric in enumerate(("itl_ms", "itl_per_token_ms")):
-            parts = [p[k] for p in per_record]
-            owners[metric] = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
-            values[metric] = np.concatenate(parts) if parts else np.empty(0)
+        per_record = [dict(zip(GAP_SAMPLES, itl_values([r]))) for r in measured]
+        for d in metric_defs.DISTRIBUTIONS:
+            if d.samples in GAP_SAMPLES:  # a request owns each of its gaps
+                parts = [p[d.samples] for p in per_record]
+                owners[d.name] = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
+                values[d.name] = np.concatenate(parts) if parts else np.empty(0)
+            else:  # one value per request: ok requests, or all measured ones
+                col = frame[d.name].to_numpy(dtype=float)
+                keep = ~np.isnan(col) & (ok if d.samples == "ok_requests" else True)
+                owners[d.name], values[d.name] = np.flatnonzero(keep), col[keep]
         slos = {k: float(v) for k, v in ((summary.get("sla") or {}).get("slos") or {}).items()}
         good = sla_mod.good_mask(ok, {k: frame[k].to_numpy(dtype=float) for k in slos}, slos)
         out_all = frame["output_tokens"].fillna(0).to_numpy(dtype=np.float64)

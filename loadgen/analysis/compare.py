@@ -33,7 +33,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from loadgen.analysis import sla as sla_mod
+from loadgen import metric_defs
 from loadgen.errors import ConfigError
 from loadgen.result import load_records, load_summary
 
@@ -48,13 +48,10 @@ SHADOWED: dict[str, str] = {
 # A difference under these makes the runs' latencies not like-for-like: warned about at the top.
 WORKLOAD_FIELDS: tuple[str, ...] = ("profile.workload.*", "lengths.*", "load.*", "seed")
 
-LATENCIES: tuple[str, ...] = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
-TABLE_STATS: tuple[str, ...] = ("p50", "p90", "p95", "p99", "p99_9", "mean")
-TABLE_RUN_METRICS: tuple[str, ...] = (
-    "request_throughput_rps", "input_tokens_per_s", "output_tokens_per_s", "total_tokens_per_s",
-    "goodput_rps", "goodput_output_tokens_per_s", "goodput_attained_fraction", "error_rate",
-    "mean_concurrency",
-)
+# The table's rows and CDF plots: the registry's metrics with ``compare`` set, then counts.
+LATENCIES: tuple[str, ...] = tuple(d.name for d in metric_defs.DISTRIBUTIONS if d.compare)
+TABLE_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
+TABLE_RUN_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.RUN_SCALARS if d.compare)
 TABLE_COUNTS: tuple[str, ...] = ("sent", "ok", "failed")
 ABSENT = "(absent)"
 
@@ -109,14 +106,10 @@ def workload_differences(diff: Sequence[ConditionDiff]) -> list[str]:
 def metric_value(summary: dict, row: str) -> float | None:
     """The number behind a table row label: ``"ttft_ms p99"``, ``"goodput_rps"`` or ``"sent"``."""
     metric, _, stat = row.partition(" ")
-    if stat:
-        value = (summary["metrics"].get(metric) or {}).get(stat)
-    elif metric in TABLE_COUNTS:
+    if metric in TABLE_COUNTS:
         value = summary["counts"].get(metric)
     else:
-        value: Any = summary
-        for key in sla_mod.RUN_METRICS[metric]:
-            value = value.get(key) if isinstance(value, dict) else None
+        value = metric_defs.lookup(summary, metric, stat or None)
     return None if value is None else float(value)
 
 
@@ -152,15 +145,13 @@ class Comparison:
 
     def samples(self) -> dict[str, dict[str, np.ndarray]]:
         """{metric: {run: per-request (ITL: per-gap) values in ms}} for ok measured requests."""
-        from loadgen.analysis.metrics import itl_values, request_frame
+        from loadgen.analysis.metrics import distribution_samples
 
         out: dict[str, dict[str, np.ndarray]] = {m: {} for m in LATENCIES}
         for name, path in zip(self.names, self.paths):
-            records = load_records(path)
-            frame = request_frame(records)
-            keep = frame[frame["ok"] & ~frame["warmup"]]
+            samples = distribution_samples(load_records(path))
             for m in LATENCIES:
-                col = itl_values(records)[0] if m == "itl_ms" else keep[m].to_numpy(dtype=float)
+                col = np.asarray(samples[m], dtype=float)
                 out[m][name] = col[~np.isnan(col)]
         return out
 

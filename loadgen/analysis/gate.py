@@ -21,6 +21,7 @@ import numpy as np
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
 from loadgen.analysis.compare import condition_diff, matches
 from loadgen.config import StrictLoader
@@ -74,16 +75,19 @@ class GateRule(StrictModel):
 
     @model_validator(mode="after")
     def _valid(self):
-        if self.metric in bs.DISTRIBUTION_METRICS:
+        d = metric_defs.BY_NAME.get(self.metric)
+        valid = ", ".join(g.name for g in metric_defs.GATED)
+        if d is None:
+            raise ValueError(f"@metric: unknown metric {self.metric!r}; valid: {valid}")
+        if not d.gate:
+            raise ValueError(f"@metric: {self.metric} is not resampled by the bootstrap, so a "
+                             f"gate rule cannot bound it; valid: {valid}")
+        if d.kind == "distribution":
             if self.stat not in bs.STATS:
                 raise ValueError(f"@stat: {self.metric} needs a stat, one of {', '.join(bs.STATS)} "
                                  f"(got {self.stat!r})")
-        elif self.metric in bs.RATE_METRICS:
-            if self.stat is not None:
-                raise ValueError(f"@stat: {self.metric} is a run-level number and takes no stat")
-        else:
-            raise ValueError(f"@metric: unknown metric {self.metric!r}; valid: "
-                             f"{', '.join(bs.DISTRIBUTION_METRICS + bs.RATE_METRICS)}")
+        elif self.stat is not None:
+            raise ValueError(f"@stat: {self.metric} is a run-level number and takes no stat")
         set_ = [b for b in BOUNDS if getattr(self, b) is not None]
         if len(set_) != 1:
             raise ValueError(f"set exactly one bound of {', '.join(BOUNDS)} (got "
@@ -108,7 +112,7 @@ class GateRule(StrictModel):
         """The bound on the estimate (a ratio for relative rules): ("<=" | ">=", value)."""
         v = float(getattr(self, self.bound))
         if self.bound == "max_regression":
-            return (">=", 1 - v) if self.metric in bs.HIGHER_IS_BETTER else ("<=", 1 + v)
+            return (">=", 1 - v) if metric_defs.get(self.metric).higher_is_better else ("<=", 1 + v)
         return {"min_ratio": (">=", v), "max_ratio": ("<=", v), "max": ("<=", v), "min": (">=", v)}[self.bound]
 
 

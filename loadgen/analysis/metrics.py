@@ -16,11 +16,10 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
+from loadgen.metric_defs import PERCENTILES, STATS
 from loadgen.records import CANCELLED, RequestRecord
-
-STATS: tuple[str, ...] = ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99_9", "max")
-_PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 
 # Raw record fields that are scalars (list fields such as chunk_times_ns are not columns).
 SCALAR_FIELDS: tuple[str, ...] = tuple(
@@ -29,8 +28,10 @@ SCALAR_FIELDS: tuple[str, ...] = tuple(
 _NULLABLE_INT = frozenset(
     f.name for f in dataclasses.fields(RequestRecord) if str(f.type).replace(" ", "") == "int|None"
 )
+# The columns request_frame derives, in its order: the per-request distributions of the registry.
 DERIVED_COLUMNS: tuple[str, ...] = ("ttft_ms", "ttfb_ms", "e2e_ms", "tpot_ms", "client_lag_ms")
-LATENCY_METRICS: tuple[str, ...] = ("ttft_ms", "ttfb_ms", "tpot_ms", "e2e_ms")
+# The registry's gap-sample kinds, in the order itl_values returns them.
+GAP_SAMPLES: tuple[str, ...] = ("chunk_gaps", "token_gaps")
 
 
 def distribution(values: Any) -> dict:
@@ -45,14 +46,14 @@ def distribution(values: Any) -> dict:
     arr = arr[~np.isnan(arr)]
     if arr.size == 0:
         return {"count": 0, **{k: None for k in STATS[1:]}}
-    pct = np.percentile(arr, list(_PERCENTILES.values()), method="linear")
+    pct = np.percentile(arr, list(PERCENTILES.values()), method="linear")
     out = {
         "count": int(arr.size),
         "mean": _float(arr.mean()),
         "std": _float(arr.std()),
         "min": _float(arr.min()),
     }
-    out.update({k: _float(v) for k, v in zip(_PERCENTILES, pct)})
+    out.update({k: _float(v) for k, v in zip(PERCENTILES, pct)})
     out["max"] = _float(arr.max())
     return out
 
@@ -134,6 +135,20 @@ def itl_values(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray
     return itl, np.repeat(itl / n, n)
 
 
+def distribution_samples(records: Sequence[RequestRecord],
+                         frame: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
+    """{metric: the values its distribution summarizes (ms)} for every distribution of the
+    registry, in its order, as its ``samples`` says: a ``request_frame`` column over ok or all
+    measured requests, or the chunk gaps of ``itl_values``. Warm-up excluded; may hold NaN.
+    ``frame``: ``request_frame(records)`` when already built."""
+    frame = request_frame(records) if frame is None else frame
+    measured = frame[~frame["warmup"].to_numpy()]
+    rows = {"measured_requests": measured, "ok_requests": measured[measured["ok"].to_numpy()]}
+    gaps = dict(zip(GAP_SAMPLES, itl_values(records)))
+    return {d.name: gaps[d.samples] if d.samples in gaps else rows[d.samples][d.name].to_numpy()
+            for d in metric_defs.DISTRIBUTIONS}
+
+
 def mean_concurrency(starts_ns: np.ndarray, ends_ns: np.ndarray, window_start_ns: int,
                      window_end_ns: int) -> float | None:
     """Time-averaged number of requests in flight over ``[window_start, window_end]``.
@@ -198,12 +213,8 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
         return float(x / seconds) if seconds > 0 else None
 
     okf = m[ok]
-    metrics: dict[str, Any] = {name: distribution(okf[name].to_numpy()) for name in LATENCY_METRICS}
-    itl, itl_tok = itl_values(records)
-    metrics["itl_ms"] = distribution(itl)
-    metrics["itl_per_token_ms"] = distribution(itl_tok)
-    metrics["client_lag_ms"] = distribution(m["client_lag_ms"].to_numpy())
-    metrics = {k: metrics[k] for k in sla_mod.DISTRIBUTION_METRICS}
+    samples = distribution_samples(records, frame)
+    metrics: dict[str, Any] = {d.name: distribution(samples[d.name]) for d in metric_defs.DISTRIBUTIONS}
 
     in_tokens = int(okf["prompt_tokens"].fillna(0).sum())
     out_tokens_each = okf["output_tokens"].fillna(0).to_numpy(dtype=np.int64)

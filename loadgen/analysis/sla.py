@@ -13,25 +13,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from loadgen import metric_defs
+
 # Per-request SLOs that define goodput (DistServe / vLLM ``--goodput``), as frame columns.
 SLO_FIELDS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
-
-# Metrics a rule may name together with a stat (a key of ``metrics.STATS``).
-DISTRIBUTION_METRICS: tuple[str, ...] = (
-    "ttft_ms", "ttfb_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms", "client_lag_ms",
-)
-# Run-level scalars a rule may name (stat ``None``), and where each lives in the summary.
-RUN_METRICS: dict[str, tuple[str, ...]] = {
-    "error_rate": ("counts", "error_rate"),
-    "request_throughput_rps": ("metrics", "request_throughput_rps"),
-    "input_tokens_per_s": ("metrics", "input_tokens_per_s"),
-    "output_tokens_per_s": ("metrics", "output_tokens_per_s"),
-    "total_tokens_per_s": ("metrics", "total_tokens_per_s"),
-    "mean_concurrency": ("metrics", "mean_concurrency"),
-    "goodput_rps": ("metrics", "goodput", "requests_per_s"),
-    "goodput_output_tokens_per_s": ("metrics", "goodput", "output_tokens_per_s"),
-    "goodput_attained_fraction": ("metrics", "goodput", "attained_fraction"),
-}
+# A rule may name any metric of the registry: a distribution with one of
+# ``metric_defs.RULE_STATS``, a run scalar (read at its ``path`` in the summary) without a stat.
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -123,21 +110,22 @@ def _check(rule: Any, summary: dict) -> dict:
 
 
 def _lookup(summary: dict, metric: str, stat: str | None) -> tuple[float | None, str | None]:
-    if metric in RUN_METRICS:
-        node: Any = summary
-        for key in RUN_METRICS[metric]:
-            node = node.get(key) if isinstance(node, dict) else None
-        return _present(node, f"{metric} is undefined for this run (no requests or empty window)")
-    if metric in DISTRIBUTION_METRICS:
-        dist = summary["metrics"].get(metric) or {}
-        if stat is None:
-            return None, f"{metric} needs a stat (p50, p99, mean, ...)"
-        if stat not in dist or stat == "count":
-            return None, f"unknown stat {stat!r} for {metric}"
-        if not dist.get("count"):
-            return None, f"no data: {metric} has no samples"
-        return _present(dist[stat], f"no data: {metric} {stat} is undefined")
-    return None, f"unknown metric {metric!r}"
+    d = metric_defs.BY_NAME.get(metric)
+    if d is None:
+        return None, f"unknown metric {metric!r}"
+    if d.kind == "run":
+        if stat is not None:
+            return None, f"{metric} is a run-level number and takes no stat"
+        return _present(metric_defs.lookup(summary, metric),
+                        f"{metric} is undefined for this run (no requests or empty window)")
+    if stat is None:
+        return None, f"{metric} needs a stat (p50, p99, mean, ...)"
+    if stat not in metric_defs.RULE_STATS:
+        return None, f"unknown stat {stat!r} for {metric}"
+    dist = metric_defs.lookup(summary, metric) or {}
+    if not dist.get("count"):
+        return None, f"no data: {metric} has no samples"
+    return _present(dist.get(stat), f"no data: {metric} {stat} is undefined")
 
 
 def _present(value: Any, reason: str) -> tuple[float | None, str | None]:

@@ -1,18 +1,23 @@
-"""What every protocol adapter shares: one request's timeout, cancellation and error handling
-around the transport seam, and the small pieces its stream consumer needs.
+"""What every protocol adapter shares: the backend base class that sends one request, the
+timeout, cancellation and error handling around the transport seam, and the small pieces a
+stream consumer needs.
 
-An adapter (``openai.py``, ``triton.py``, ``sglang.py``) builds the request body and a
-push-style consumer (``head``, ``feed``, ``finish``); ``stream_request`` sends the body through
-the transport, times it out, and turns every failure into an error class on the record, so the
-adapters differ only in what their protocol's bytes mean.
+``StreamingBackend`` implements the send once: ``body(spec)`` -> JSON -> a fresh stream consumer
+(``STREAM``, a ``SSEResponse`` subclass: ``head``, ``feed``, ``finish``) -> ``send_stream``,
+which sends the body through the transport, times it out, and turns every failure into an error
+class on the record. A protocol adapter (``openai.py``, ``triton.py``, ``sglang.py``) declares
+its name, path, body, consumer, probe and what the profile, CLI and report need to know of it,
+and registers itself (``registry.py``); the adapters differ only in what their bytes mean.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar
+from urllib.parse import quote
 
 import orjson
 
@@ -22,6 +27,7 @@ from loadgen.backends.transports.base import Transport
 from loadgen.clock import now_ns
 from loadgen.errors import RunError
 from loadgen.redact import redact_url
+from loadgen.server.identity import ServerIdentity
 
 ERROR_BODY_LIMIT = 4096
 # Response headers worth keeping: they name the engine, its version or the proxy in front.
@@ -57,6 +63,7 @@ async def stream_request(transport: Transport, path: str, payload: bytes, consum
     marked cancelled first). The per-request timeout cancels the task and is told apart from
     the run's own cancellation, so a slow server costs one ``timeout``, never the run."""
     task = asyncio.current_task()
+    assert task is not None, "stream_request runs inside a task"
     timed_out = False
 
     def expire() -> None:
@@ -84,8 +91,8 @@ async def stream_request(transport: Transport, path: str, payload: bytes, consum
         handle.cancel()
 
 
-async def send_stream(transport: Transport, path: str, payload: bytes, stream: Any,
-                      rec: R.RequestRecord, spec: Any, timeout_s: float,
+async def send_stream(transport: Transport, path: str, payload: bytes, stream: SSEResponse,
+                      rec: R.RequestRecord, spec: R.RequestSpec, timeout_s: float,
                       count_tokens: Callable[[str], int] | None) -> None:
     """``stream_request``, then the counts of an ok record: per-chunk tokens from a local
     tokenizer when the server gave none (``stream.texts`` kept them), output and prompt
@@ -99,7 +106,7 @@ async def send_stream(transport: Transport, path: str, payload: bytes, stream: A
     finish_counts(rec, spec)
 
 
-def finish_counts(rec: R.RequestRecord, spec: Any) -> None:
+def finish_counts(rec: R.RequestRecord, spec: R.RequestSpec) -> None:
     """Output tokens default to the chunks' sum, prompt tokens to the workload's target."""
     if rec.output_tokens is None:
         rec.output_tokens = sum(rec.chunk_tokens)
@@ -130,7 +137,7 @@ def error_text(body: bytes) -> str:
         return body[:300].decode("utf-8", "replace")
 
 
-def merge_extra(body: dict, extra: Mapping[str, Any] | None) -> dict:
+def merge_extra(body: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """``target.extra_body`` over the defaults; a null value removes a default field (a Triton
     model without the TRT-LLM ensemble's ``bad_words`` input, say)."""
     for k, v in (extra or {}).items():
@@ -197,7 +204,7 @@ class SSEResponse:
             return
         rec.t_end_ns = t_end
         if self.error_body is not None:
-            fail(rec, R.http_error_class(rec.http_status), error_text(self.error_body))
+            fail(rec, R.http_error_class(rec.http_status or 0), error_text(self.error_body))
             return
         tail = self.dec.flush()
         if tail:
@@ -267,3 +274,123 @@ def unreachable(transport: Transport, url: str, path: str, exc: BaseException) -
 def server_headers(headers: Mapping[str, str]) -> dict[str, str]:
     """The response headers that say who the server is (engine, version, proxy)."""
     return {k.lower(): v for k, v in headers.items() if _SERVER_HEADERS.match(k)}
+
+
+# ----------------------------------------------------------------------------- the backend
+@dataclass(frozen=True, slots=True)
+class BackendOptions:
+    """What a backend's requests take from the profile's ``target`` section."""
+
+    model: str
+    ignore_eos: bool = True
+    extra_body: Mapping[str, Any] | None = None  # JSON merged into every request body
+    timeout_s: float = 600.0
+
+
+class TargetLike(Protocol):
+    """What a backend reads of the profile's ``target`` section. ``config.TargetConfig`` is one;
+    the backends never import the profile (the profile imports their registry)."""
+
+    @property
+    def ignore_eos(self) -> bool: ...
+    @property
+    def include_usage(self) -> bool: ...
+    @property
+    def continuous_usage_stats(self) -> bool: ...
+    @property
+    def extra_body(self) -> Mapping[str, Any]: ...
+    @property
+    def timeout_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """What a probe heard: ``info`` is summary.json's ``conditions.server`` (the server's own
+    answers, JSON as it sent them), ``model`` the model the run requests."""
+
+    info: dict[str, Any]
+    model: str
+    identity: ServerIdentity
+
+
+B = TypeVar("B", bound="StreamingBackend")
+
+
+class StreamingBackend:
+    """One protocol: a ``RequestSpec`` in, one streamed request, its ``RequestRecord`` filled.
+
+    A subclass declares (class attributes, then ``body`` and ``probe``):
+
+    - ``name``: the protocol's ``target.endpoint`` value; ``description``: its CLI help.
+    - ``PATH``: where requests go; ``{model}`` in it is replaced by the URL-quoted model.
+    - ``STREAM``: the ``SSEResponse`` subclass that reads one response, made per request as
+      ``STREAM(rec, live, keep_texts)``.
+    - ``token_ids``: it takes token-id prompts (``prompt_format: token_ids``); else ``text_only``
+      says why not. ``messages``: its prompts go as chat messages. ``server_tokenize``: the
+      server's ``/tokenize`` can fit its prompts to exact lengths (counting the messages, with
+      the chat template, when ``messages``). ``needs_model``: ``target.model`` must be given.
+    - ``engine``: the engine the protocol itself names in the server's identity (None: the
+      server's ``/v1/models`` listing says). ``SOURCES``: the keys of ``conditions.server`` its
+      probe fills with a server's answer, and the path each came from (the report's rows).
+    - ``options(target, model)`` when its requests take more from the target than
+      ``BackendOptions`` holds.
+
+    The hot path is ``send``: one ``body``, one ``orjson.dumps``, one consumer, the transport.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    PATH: ClassVar[str] = ""
+    STREAM: ClassVar[type[SSEResponse]]
+    token_ids: ClassVar[bool] = False
+    text_only: ClassVar[str] = ""
+    messages: ClassVar[bool] = False
+    server_tokenize: ClassVar[bool] = False
+    needs_model: ClassVar[bool] = False
+    engine: ClassVar[str | None] = None
+    SOURCES: ClassVar[tuple[tuple[str, str], ...]] = (("version", "/version"), ("models", "/v1/models"))
+
+    __slots__ = ("opts", "transport", "live", "count_tokens", "keep_texts", "path")
+
+    def __init__(self, opts: BackendOptions, transport: Transport, live: Live | None = None,
+                 count_tokens: Callable[[str], int] | None = None) -> None:
+        self.opts = opts
+        self.transport = transport
+        self.live = live or Live()
+        # A local tokenizer counts each chunk's tokens after the stream when the server gave none.
+        self.count_tokens = count_tokens
+        self.keep_texts = count_tokens is not None
+        self.path = self.PATH.format(model=quote(opts.model, safe=""))
+
+    @classmethod
+    def options(cls, target: TargetLike, model: str) -> BackendOptions:
+        return BackendOptions(model=model, ignore_eos=target.ignore_eos, extra_body=target.extra_body,
+                              timeout_s=target.timeout_s)
+
+    @classmethod
+    def for_target(cls: type[B], target: TargetLike, model: str, transport: Transport, live: Live,
+                   count_tokens: Callable[[str], int] | None = None) -> B:
+        """The backend for a profile's ``target`` section and the model its probe settled on."""
+        return cls(cls.options(target, model), transport, live, count_tokens)
+
+    def body(self, spec: R.RequestSpec) -> dict[str, Any]:
+        """The JSON body of ``spec``'s request."""
+        raise NotImplementedError
+
+    async def send(self, spec: R.RequestSpec, rec: R.RequestRecord) -> None:
+        """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
+        stream = self.STREAM(rec, self.live, self.keep_texts)
+        await send_stream(self.transport, self.path, orjson.dumps(self.body(spec)), stream, rec, spec,
+                          self.opts.timeout_s, self.count_tokens)
+
+    @classmethod
+    async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:
+        """What the server says about itself, the model to request (``model``, else the one the
+        server names) and who it is. Raises ProbeError when it cannot be benchmarked as asked."""
+        raise NotImplementedError
+
+    @classmethod
+    def identify(cls, info: Mapping[str, Any]) -> ServerIdentity:
+        """The identity in what ``probe`` heard: by default the OpenAI listing's (see
+        ``ServerIdentity.from_listing``), under ``engine`` when the protocol names it."""
+        return ServerIdentity.from_listing(info, cls.engine)

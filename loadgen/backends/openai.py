@@ -9,56 +9,51 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import orjson
 
-from loadgen.redact import redact_url
 from loadgen import records as R
-from loadgen.backends.base import (server_headers, Live, ProbeError, SSEResponse, get_json, send_stream,
-                                   unreachable)
+from loadgen.backends.base import (
+    BackendOptions,
+    Live,
+    ProbeError,
+    ProbeResult,
+    SSEResponse,
+    StreamingBackend,
+    TargetLike,
+    get_json,
+    server_headers,
+    unreachable,
+)
+from loadgen.backends.registry import register
 from loadgen.backends.transports.base import Transport
+from loadgen.redact import redact_url
 
-__all__ = ["Live", "OpenAIBackend", "OpenAIOptions", "PATHS"]
-
-PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+__all__ = ["ChatBackend", "CompletionsBackend", "Live", "OpenAIBackend", "OpenAIOptions"]
 
 
 @dataclass(frozen=True, slots=True)
-class OpenAIOptions:
-    endpoint: str  # "chat" | "completions"
-    model: str
-    ignore_eos: bool = True
+class OpenAIOptions(BackendOptions):
     include_usage: bool = True
     continuous_usage_stats: bool = False
-    extra_body: Mapping[str, Any] | None = None
-    timeout_s: float = 600.0
 
 
-class OpenAIBackend:
-    """Turns a RequestSpec into one streamed request and fills its RequestRecord."""
+class OpenAIBackend(StreamingBackend):
+    """What chat and completions share: the options, the probe, the body but for the prompt."""
 
-    def __init__(self, opts: OpenAIOptions, transport: Transport, live: Live | None = None,
-                 count_tokens: Callable[[str], int] | None = None) -> None:
-        self.opts = opts
-        self.transport = transport
-        self.live = live or Live()
-        self._count_tokens = count_tokens
-        self._path = PATHS[opts.endpoint]
-        self._chat = opts.endpoint == "chat"
+    opts: OpenAIOptions
+    __slots__ = ()
+    server_tokenize = True
 
     @classmethod
-    def for_target(cls, target: Any, model: str, transport: Transport, live: Live,
-                   count_tokens: Callable[[str], int] | None = None) -> "OpenAIBackend":
-        """The backend for a profile's ``target`` section."""
-        t = target
-        return cls(OpenAIOptions(
-            endpoint=t.endpoint, model=model, ignore_eos=t.ignore_eos, include_usage=t.include_usage,
-            continuous_usage_stats=t.continuous_usage_stats, extra_body=t.extra_body,
-            timeout_s=t.timeout_s), transport, live, count_tokens)
+    def options(cls, target: TargetLike, model: str) -> OpenAIOptions:
+        return OpenAIOptions(model=model, ignore_eos=target.ignore_eos, include_usage=target.include_usage,
+                             continuous_usage_stats=target.continuous_usage_stats,
+                             extra_body=target.extra_body, timeout_s=target.timeout_s)
 
-    @staticmethod
-    async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
+    @classmethod
+    async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:
         """What the server says about itself (``/v1/models``, ``/version``, headers) and the
         model to request: ``model``, else the first one listed. Raises ProbeError when the
         server is unreachable or names no model and none was given."""
@@ -74,18 +69,18 @@ class OpenAIBackend:
             st, _h, version = await get_json(transport, "/version", timeout_s=5.0)
             if st == 200 and version is not None:
                 info["version"] = version
-        if model:
-            return info, model
-        data = (info["models"] or {}).get("data") or []
-        if not data:
-            raise ProbeError(f"{redact_url(url)}/v1/models lists no model "
-                             f"(HTTP {status}); set target.model (--model NAME)")
-        return info, data[0]["id"]
+        if not model:
+            data = (info["models"] or {}).get("data") or []
+            if not data:
+                raise ProbeError(f"{redact_url(url)}/v1/models lists no model "
+                                 f"(HTTP {status}); set target.model (--model NAME)")
+            model = str(data[0]["id"])
+        return ProbeResult(info, model, cls.identify(info))
 
-    def body(self, spec: Any) -> dict:
+    def body(self, spec: R.RequestSpec) -> dict[str, Any]:
         o = self.opts
         body: dict[str, Any] = {"model": o.model, "max_tokens": spec.output_tokens, "stream": True}
-        if self._chat:
+        if self.messages:
             body["messages"] = spec.messages
         else:
             body["prompt"] = spec.prompt
@@ -100,25 +95,18 @@ class OpenAIBackend:
             body.update(o.extra_body)
         return body
 
-    async def send(self, spec: Any, rec: R.RequestRecord) -> None:
-        """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
-        payload = orjson.dumps(self.body(spec))
-        stream = _Stream(rec, self._chat, self.live, self._count_tokens is not None)
-        await send_stream(self.transport, self._path, payload, stream, rec, spec,
-                          self.opts.timeout_s, self._count_tokens)
-
 
 class _Stream(SSEResponse):
     """Push-style consumer of one response: the transport calls ``head`` then ``feed`` per read
     (with the read's arrival time); ``finish`` when the body is complete (see SSEResponse)."""
 
-    __slots__ = ("chat", "usage", "prev_completion", "continuous")
+    __slots__ = ("usage", "prev_completion", "continuous")
     requires_done = True
+    chat: bool  # a chat delta (``choices[0].delta``) or a completions choice (``.text``)
 
-    def __init__(self, rec: R.RequestRecord, chat: bool, live: Live, keep_texts: bool) -> None:
+    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
         super().__init__(rec, live, keep_texts)
-        self.chat = chat
-        self.usage: dict | None = None
+        self.usage: dict[str, Any] | None = None
         self.prev_completion = 0
         self.continuous = False
 
@@ -139,7 +127,7 @@ class _Stream(SSEResponse):
                 self.usage = u  # the last one seen is the total (final chunk or continuous)
             if choices:
                 c = choices[0]
-                reasoning = None
+                reasoning: Any = None
                 if chat:
                     d = c.get("delta") or {}
                     text = d.get("content")
@@ -176,3 +164,34 @@ class _Stream(SSEResponse):
             rec.token_source = "continuous_usage"
         elif usage and rec.output_tokens is not None:
             rec.token_source = "usage"
+
+
+class _ChatStream(_Stream):
+    __slots__ = ()
+    chat = True
+
+
+class _CompletionsStream(_Stream):
+    __slots__ = ()
+    chat = False
+
+
+@register
+class ChatBackend(OpenAIBackend):
+    __slots__ = ()
+    name = "chat"
+    description = "OpenAI-compatible /v1/chat/completions"
+    PATH = "/v1/chat/completions"
+    STREAM = _ChatStream
+    messages = True
+    text_only = "the chat endpoint only takes text messages"
+
+
+@register
+class CompletionsBackend(OpenAIBackend):
+    __slots__ = ()
+    name = "completions"
+    description = "OpenAI-compatible /v1/completions"
+    PATH = "/v1/completions"
+    STREAM = _CompletionsStream
+    token_ids = True

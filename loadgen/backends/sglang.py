@@ -25,16 +25,27 @@ is ``meta_info.id``. A stream that closes without ``[DONE]`` is ``no_done``.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
-from loadgen.redact import redact_url
 from loadgen import records as R
-from loadgen.backends.base import (server_headers, Live, ProbeError, SSEResponse, get_json, merge_extra,
-                                   send_stream, unreachable)
+from loadgen.backends.base import (
+    BackendOptions,
+    Live,
+    ProbeError,
+    ProbeResult,
+    SSEResponse,
+    StreamingBackend,
+    get_json,
+    merge_extra,
+    server_headers,
+    unreachable,
+)
+from loadgen.backends.registry import register
 from loadgen.backends.transports.base import Transport
+from loadgen.redact import redact_url
 
 # What /get_server_info says that changes what a client sees; the rest is not kept.
 _SERVER_INFO_KEYS = ("version", "incremental_streaming_output", "stream_output", "stream_interval",
@@ -42,89 +53,8 @@ _SERVER_INFO_KEYS = ("version", "incremental_streaming_output", "stream_output",
                      "speculative_algorithm", "context_length", "max_total_num_tokens")
 
 
-@dataclass(frozen=True, slots=True)
-class SGLangOptions:
-    model: str  # for the record only: /generate serves the one model the server loaded
-    ignore_eos: bool = True
-    extra_body: Mapping[str, Any] | None = None
-    timeout_s: float = 600.0
-
-
-class SGLangBackend:
-    """One RequestSpec -> one streamed ``/generate`` request -> its RequestRecord."""
-
-    PATH = "/generate"
-
-    def __init__(self, opts: SGLangOptions, transport: Transport, live: Live | None = None,
-                 count_tokens: Callable[[str], int] | None = None) -> None:
-        self.opts = opts
-        self.transport = transport
-        self.live = live or Live()
-        self._count_tokens = count_tokens
-
-    @classmethod
-    def for_target(cls, target: Any, model: str, transport: Transport, live: Live,
-                   count_tokens: Callable[[str], int] | None = None) -> "SGLangBackend":
-        return cls(SGLangOptions(model=model, ignore_eos=target.ignore_eos,
-                                 extra_body=target.extra_body, timeout_s=target.timeout_s),
-                   transport, live, count_tokens)
-
-    def body(self, spec: Any) -> dict:
-        sampling: dict[str, Any] = {"max_new_tokens": spec.output_tokens}
-        if self.opts.ignore_eos:
-            sampling["ignore_eos"] = True
-        prompt_key = "text" if isinstance(spec.prompt, str) else "input_ids"
-        body: dict[str, Any] = {prompt_key: spec.prompt, "sampling_params": sampling, "stream": True}
-        extra = dict(self.opts.extra_body or {})
-        if isinstance(extra.get("sampling_params"), Mapping):
-            # Merged into the defaults, not over them: `temperature: 0` must keep max_new_tokens.
-            merge_extra(sampling, extra.pop("sampling_params"))
-        return merge_extra(body, extra)
-
-    async def send(self, spec: Any, rec: R.RequestRecord) -> None:
-        """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
-        payload = orjson.dumps(self.body(spec))
-        stream = _SGLangStream(rec, self.live, self._count_tokens is not None)
-        await send_stream(self.transport, self.PATH, payload, stream, rec, spec,
-                          self.opts.timeout_s, self._count_tokens)
-
-    @staticmethod
-    async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
-        """``/get_model_info`` (the model path, used as the model name when none is given),
-        ``/health``, a few fields of ``/get_server_info`` (version, streaming mode) and the
-        OpenAI ``/v1/models`` listing SGLang also serves (its max_model_len)."""
-        where = redact_url(url)
-        info: dict[str, Any] = {"protocol": "sglang_generate"}
-        try:
-            status, headers, model_info = await get_json(transport, "/get_model_info")
-        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
-            raise unreachable(transport, url, "/get_model_info", exc) from None
-        info["headers"] = server_headers(headers)
-        info["model_info"] = model_info if status == 200 and isinstance(model_info, dict) else None
-        with contextlib.suppress(Exception):
-            st, _h, _b = await get_json(transport, "/health", timeout_s=10.0)
-            info["health_status"] = st
-        if info.get("health_status") not in (None, 200):
-            raise ProbeError(f"{where}/health answered HTTP {info['health_status']}: the SGLang "
-                             f"server is not healthy (still starting?)")
-        with contextlib.suppress(Exception):
-            st, _h, server_info = await get_json(transport, "/get_server_info", timeout_s=5.0)
-            if st == 200 and isinstance(server_info, dict):
-                kept = {k: server_info[k] for k in _SERVER_INFO_KEYS if k in server_info}
-                info["server_info"] = kept
-                if "version" in kept:
-                    info["version"] = {"version": kept["version"]}
-        with contextlib.suppress(Exception):  # SGLang also serves the OpenAI listing (max_model_len)
-            st, _h, models = await get_json(transport, "/v1/models", timeout_s=5.0)
-            info["models_status"] = st
-            info["models"] = models if st == 200 and isinstance(models, dict) else None
-        if model:
-            return info, model
-        path = (info["model_info"] or {}).get("model_path")
-        if not path:
-            raise ProbeError(f"{where}/get_model_info gave no model_path (HTTP {status}); is this an "
-                             f"SGLang server? Set target.model (--model NAME) to name the run's model")
-        return info, path
+# model is for the record only: /generate serves the one model the server loaded.
+SGLangOptions = BackendOptions
 
 
 class _SGLangStream(SSEResponse):
@@ -195,3 +125,67 @@ class _SGLangStream(SSEResponse):
             rec.token_source = "continuous_usage"
         if isinstance(prompt, int):
             rec.prompt_tokens = prompt
+
+
+@register
+class SGLangBackend(StreamingBackend):
+    """One RequestSpec -> one streamed ``/generate`` request -> its RequestRecord."""
+
+    __slots__ = ()
+    name = "sglang_generate"
+    description = "SGLang's native /generate"
+    PATH = "/generate"
+    STREAM = _SGLangStream
+    token_ids = True
+    engine = "sglang"
+    SOURCES = (("version", "/version"), ("models", "/v1/models"), ("model_info", "/get_model_info"),
+               ("server_info", "/get_server_info"))
+
+    def body(self, spec: R.RequestSpec) -> dict[str, Any]:
+        sampling: dict[str, Any] = {"max_new_tokens": spec.output_tokens}
+        if self.opts.ignore_eos:
+            sampling["ignore_eos"] = True
+        prompt_key = "text" if isinstance(spec.prompt, str) else "input_ids"
+        body: dict[str, Any] = {prompt_key: spec.prompt, "sampling_params": sampling, "stream": True}
+        extra = dict(self.opts.extra_body or {})
+        if isinstance(extra.get("sampling_params"), Mapping):
+            # Merged into the defaults, not over them: `temperature: 0` must keep max_new_tokens.
+            merge_extra(sampling, extra.pop("sampling_params"))
+        return merge_extra(body, extra)
+
+    @classmethod
+    async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:
+        """``/get_model_info`` (the model path, used as the model name when none is given),
+        ``/health``, a few fields of ``/get_server_info`` (version, streaming mode) and the
+        OpenAI ``/v1/models`` listing SGLang also serves (its max_model_len)."""
+        where = redact_url(url)
+        info: dict[str, Any] = {"protocol": cls.name}
+        try:
+            status, headers, model_info = await get_json(transport, "/get_model_info")
+        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
+            raise unreachable(transport, url, "/get_model_info", exc) from None
+        info["headers"] = server_headers(headers)
+        info["model_info"] = model_info if status == 200 and isinstance(model_info, dict) else None
+        with contextlib.suppress(Exception):
+            st, _h, _b = await get_json(transport, "/health", timeout_s=10.0)
+            info["health_status"] = st
+        if info.get("health_status") not in (None, 200):
+            raise ProbeError(f"{where}/health answered HTTP {info['health_status']}: the SGLang "
+                             f"server is not healthy (still starting?)")
+        with contextlib.suppress(Exception):
+            st, _h, server_info = await get_json(transport, "/get_server_info", timeout_s=5.0)
+            if st == 200 and isinstance(server_info, dict):
+                kept = {k: server_info[k] for k in _SERVER_INFO_KEYS if k in server_info}
+                info["server_info"] = kept
+                if "version" in kept:
+                    info["version"] = {"version": kept["version"]}
+        with contextlib.suppress(Exception):  # SGLang also serves the OpenAI listing (max_model_len)
+            st, _h, models = await get_json(transport, "/v1/models", timeout_s=5.0)
+            info["models_status"] = st
+            info["models"] = models if st == 200 and isinstance(models, dict) else None
+        if not model:
+            model = (info["model_info"] or {}).get("model_path")
+            if not model:
+                raise ProbeError(f"{where}/get_model_info gave no model_path (HTTP {status}); is this "
+                                 f"an SGLang server? Set target.model (--model NAME) to name the run's model")
+        return ProbeResult(info, str(model), cls.identify(info))

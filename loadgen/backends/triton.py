@@ -29,96 +29,31 @@ mode is not what this adapter expects.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from collections.abc import Mapping
+from typing import Any
 from urllib.parse import quote
 
 import orjson
 
-from loadgen.redact import redact_url
 from loadgen import records as R
-from loadgen.backends.base import (server_headers, Live, ProbeError, SSEResponse, get_json, merge_extra,
-                                   send_stream, unreachable)
+from loadgen.backends.base import (
+    BackendOptions,
+    Live,
+    ProbeError,
+    ProbeResult,
+    SSEResponse,
+    StreamingBackend,
+    get_json,
+    merge_extra,
+    server_headers,
+    unreachable,
+)
+from loadgen.backends.registry import register
 from loadgen.backends.transports.base import Transport
+from loadgen.redact import redact_url
+from loadgen.server.identity import ServerIdentity, header, version_of
 
-
-@dataclass(frozen=True, slots=True)
-class TritonOptions:
-    model: str
-    ignore_eos: bool = True
-    extra_body: Mapping[str, Any] | None = None
-    timeout_s: float = 600.0
-
-
-class TritonBackend:
-    """One RequestSpec -> one ``generate_stream`` request -> its RequestRecord."""
-
-    def __init__(self, opts: TritonOptions, transport: Transport, live: Live | None = None,
-                 count_tokens: Callable[[str], int] | None = None) -> None:
-        self.opts = opts
-        self.transport = transport
-        self.live = live or Live()
-        self._count_tokens = count_tokens
-        self._path = f"/v2/models/{quote(opts.model, safe='')}/generate_stream"
-
-    @classmethod
-    def for_target(cls, target: Any, model: str, transport: Transport, live: Live,
-                   count_tokens: Callable[[str], int] | None = None) -> "TritonBackend":
-        return cls(TritonOptions(model=model, ignore_eos=target.ignore_eos,
-                                 extra_body=target.extra_body, timeout_s=target.timeout_s),
-                   transport, live, count_tokens)
-
-    def body(self, spec: Any) -> dict:
-        n = spec.output_tokens
-        body: dict[str, Any] = {"text_input": spec.prompt, "max_tokens": n, "stream": True,
-                                "bad_words": "", "stop_words": ""}
-        if self.opts.ignore_eos:
-            body["min_length"] = n
-        return merge_extra(body, self.opts.extra_body)
-
-    async def send(self, spec: Any, rec: R.RequestRecord) -> None:
-        """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
-        payload = orjson.dumps(self.body(spec))
-        stream = _TritonStream(rec, self.live, self._count_tokens is not None)
-        await send_stream(self.transport, self._path, payload, stream, rec, spec,
-                          self.opts.timeout_s, self._count_tokens)
-
-    @staticmethod
-    async def probe(transport: Transport, url: str, model: str | None) -> tuple[dict, str]:
-        """``/v2/health/ready``, the server's metadata (``/v2``: name, version, extensions) and
-        the model's (``/v2/models/{model}``). Triton serves many models and lists none under an
-        OpenAI path, so the model must be named."""
-        where = redact_url(url)
-        if not model:
-            raise ProbeError("target.endpoint triton_generate needs target.model (--model NAME): the "
-                             "Triton model to call, e.g. `ensemble` or `tensorrt_llm_bls` for the "
-                             "TensorRT-LLM backend")
-        info: dict[str, Any] = {"protocol": "triton_generate"}
-        try:
-            status, headers, _ = await get_json(transport, "/v2/health/ready")
-        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
-            raise unreachable(transport, url, "/v2/health/ready", exc) from None
-        info["ready_status"] = status
-        info["headers"] = server_headers(headers)
-        if status != 200:
-            raise ProbeError(f"{where}/v2/health/ready answered HTTP {status}: the Triton server "
-                             f"is not ready (still loading models?)")
-        with contextlib.suppress(Exception):
-            st, _h, server_meta = await get_json(transport, "/v2", timeout_s=5.0)
-            if st == 200 and isinstance(server_meta, dict):
-                info["version"] = server_meta  # {"name": "triton", "version": ..., "extensions": [...]}
-        path = f"/v2/models/{quote(model, safe='')}"
-        try:
-            st, _h, model_meta = await get_json(transport, path)
-        except Exception as exc:  # noqa: BLE001
-            raise unreachable(transport, url, path, exc) from None
-        if st != 200:
-            why = (model_meta or {}).get("error") if isinstance(model_meta, dict) else None
-            raise ProbeError(f"{where}{path} answered HTTP {st}"
-                             f"{f' ({why})' if why else ''}: Triton has no ready model {model!r}; "
-                             f"set target.model to one it serves")
-        info["model_metadata"] = model_meta
-        return info, model
+TritonOptions = BackendOptions  # model, ignore_eos, extra_body, timeout_s: nothing of its own
 
 
 class _TritonStream(SSEResponse):
@@ -163,6 +98,74 @@ class _TritonStream(SSEResponse):
         rec.ok = True  # no terminator in this protocol: a complete response is a normal end
         if self.continuous:
             rec.token_source = "continuous_usage"
+
+
+@register
+class TritonBackend(StreamingBackend):
+    """One RequestSpec -> one ``generate_stream`` request -> its RequestRecord."""
+
+    __slots__ = ()
+    name = "triton_generate"
+    description = "Triton's generate extension, /v2/models/{model}/generate_stream"
+    PATH = "/v2/models/{model}/generate_stream"
+    STREAM = _TritonStream
+    text_only = "Triton's generate extension only takes text_input"
+    needs_model = True
+    engine = "triton"
+    SOURCES = (("version", "/v2"), ("model_metadata", "/v2/models/{name}"))
+
+    def body(self, spec: R.RequestSpec) -> dict[str, Any]:
+        n = spec.output_tokens
+        body: dict[str, Any] = {"text_input": spec.prompt, "max_tokens": n, "stream": True,
+                                "bad_words": "", "stop_words": ""}
+        if self.opts.ignore_eos:
+            body["min_length"] = n
+        return merge_extra(body, self.opts.extra_body)
+
+    @classmethod
+    async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:
+        """``/v2/health/ready``, the server's metadata (``/v2``: name, version, extensions) and
+        the model's (``/v2/models/{model}``). Triton serves many models and lists none under an
+        OpenAI path, so the model must be named."""
+        where = redact_url(url)
+        if not model:
+            raise ProbeError(f"target.endpoint {cls.name} needs target.model (--model NAME): the "
+                             "Triton model to call, e.g. `ensemble` or `tensorrt_llm_bls` for the "
+                             "TensorRT-LLM backend")
+        info: dict[str, Any] = {"protocol": cls.name}
+        try:
+            status, headers, _ = await get_json(transport, "/v2/health/ready")
+        except Exception as exc:  # noqa: BLE001 - any failure here means "cannot reach it"
+            raise unreachable(transport, url, "/v2/health/ready", exc) from None
+        info["ready_status"] = status
+        info["headers"] = server_headers(headers)
+        if status != 200:
+            raise ProbeError(f"{where}/v2/health/ready answered HTTP {status}: the Triton server "
+                             f"is not ready (still loading models?)")
+        with contextlib.suppress(Exception):
+            st, _h, server_meta = await get_json(transport, "/v2", timeout_s=5.0)
+            if st == 200 and isinstance(server_meta, dict):
+                info["version"] = server_meta  # {"name": "triton", "version": ..., "extensions": [...]}
+        path = f"/v2/models/{quote(model, safe='')}"
+        try:
+            st, _h, model_meta = await get_json(transport, path)
+        except Exception as exc:  # noqa: BLE001
+            raise unreachable(transport, url, path, exc) from None
+        if st != 200:
+            why = (model_meta or {}).get("error") if isinstance(model_meta, dict) else None
+            raise ProbeError(f"{where}{path} answered HTTP {st}"
+                             f"{f' ({why})' if why else ''}: Triton has no ready model {model!r}; "
+                             f"set target.model to one it serves")
+        info["model_metadata"] = model_meta
+        return ProbeResult(info, model, cls.identify(info))
+
+    @classmethod
+    def identify(cls, info: Mapping[str, Any]) -> ServerIdentity:
+        """Triton lists no model under an OpenAI path: the served model is its metadata's name."""
+        meta = info.get("model_metadata")
+        return ServerIdentity(engine=cls.engine, version=version_of(info.get("version")),
+                              served_model=meta.get("name") if isinstance(meta, Mapping) else None,
+                              server_header=header(info))
 
 
 def _scalar(v: Any) -> int | None:

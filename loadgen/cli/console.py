@@ -12,10 +12,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-_ROWS = (("TTFT", "ttft_ms"), ("TTFB", "ttfb_ms"), ("ITL (per chunk)", "itl_ms"),
-         ("ITL (per token)", "itl_per_token_ms"), ("TPOT", "tpot_ms"), ("E2E", "e2e_ms"),
-         ("client lag", "client_lag_ms"))
-_COLS = ("mean", "p50", "p90", "p95", "p99", "p99_9", "max")
+from loadgen import metric_defs
+
+# The latency table: the registry's distributions shown on the console, and its columns.
+_ROWS = tuple(d for d in metric_defs.DISTRIBUTIONS if d.console)
+_COLS = metric_defs.CONSOLE_STATS
 
 
 class ProgressView:
@@ -74,13 +75,17 @@ def summary_table(summary: dict) -> Table:
     t.add_column("n", justify="right")
     for c in _COLS:
         t.add_column(c.replace("_", "."), justify="right")
-    for label, key in _ROWS:
-        d = summary["metrics"].get(key) or {}
+    for row in _ROWS:
+        d = metric_defs.lookup(summary, row.name) or {}
         if not d.get("count"):
             continue
-        digits = 2 if key.startswith("itl") or key == "tpot_ms" or key == "client_lag_ms" else 1
-        t.add_row(label, str(d["count"]), *(_fmt(d.get(c), digits) for c in _COLS))
+        t.add_row(row.label, str(d["count"]), *(_fmt(d.get(c), row.digits) for c in _COLS))
     return t
+
+
+def _scalar(summary: dict, name: str) -> str:
+    """A run scalar of the registry at its console precision."""
+    return _fmt(metric_defs.lookup(summary, name), metric_defs.get(name).digits)
 
 
 def print_summary(result: Any, file: Any = None) -> None:
@@ -100,16 +105,16 @@ def print_summary(result: Any, file: Any = None) -> None:
     if c.get("errors_by_class"):
         con.print("errors   " + "  ".join(f"{k}: {v}" for k, v in c["errors_by_class"].items()))
     con.print(summary_table(s))
-    con.print(f"throughput  {_fmt(m['request_throughput_rps'], 2)} req/s   input {_fmt(m['input_tokens_per_s'], 0)} tok/s"
-              f"   output {_fmt(m['output_tokens_per_s'], 0)} tok/s   total {_fmt(m['total_tokens_per_s'], 0)} tok/s")
-    g = m.get("goodput") or {}
+    con.print(f"throughput  {_scalar(s, 'request_throughput_rps')} req/s   input {_scalar(s, 'input_tokens_per_s')} tok/s"
+              f"   output {_scalar(s, 'output_tokens_per_s')} tok/s   total {_scalar(s, 'total_tokens_per_s')} tok/s")
     slos = (s.get("sla") or {}).get("slos") or {}
     slo_txt = ", ".join(f"{k} <= {v:g}" for k, v in slos.items()) or "no per-request SLO set"
-    frac = g.get("attained_fraction")
-    con.print(f"goodput     {_fmt(g.get('requests_per_s'), 2)} req/s   {_fmt(g.get('output_tokens_per_s'), 0)} output tok/s"
-              f"   {'-' if frac is None else f'{frac:.1%}'} of requests met {slo_txt}")
+    frac = metric_defs.lookup(s, "goodput_attained_fraction")
+    frac_digits = metric_defs.get("goodput_attained_fraction").digits
+    con.print(f"goodput     {_scalar(s, 'goodput_rps')} req/s   {_scalar(s, 'goodput_output_tokens_per_s')} output tok/s"
+              f"   {'-' if frac is None else f'{frac:.{frac_digits}%}'} of requests met {slo_txt}")
     ll = m.get("littles_law") or {}
-    con.print(f"in flight   mean {_fmt(m.get('mean_concurrency'), 2)} over the window;  Little's law "
+    con.print(f"in flight   mean {_scalar(s, 'mean_concurrency')} over the window;  Little's law "
               f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
               f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})")
     sla = s.get("sla") or {}

@@ -6,6 +6,7 @@
     loadgen compare RUN RUN... -o DIR   side by side, condition diff, CDFs of saved runs
     loadgen gate CANDIDATE --baseline BASE --rules profiles/gate.yaml
                                     CI gate: exit 0 pass, 1 regression, 2 not comparable/bad input
+    loadgen profiles                the shipped profiles, one line each (`loadgen run NAME` runs one)
 
 Exit codes: 0 done (and, with --fail-on-sla, the SLA passed), 1 the SLA failed with
 --fail-on-sla, 2 bad input or an unreachable target, 130 interrupted before any record.
@@ -22,7 +23,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-_PROFILE_DIR = Path(__file__).resolve().parents[2] / "profiles"
 
 # CLI flag -> dotted profile path. Flags are shortcuts; --set reaches every other field.
 _FLAG_PATHS = {
@@ -54,11 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8000 (omit: built-in simulator)")
     g.add_argument("--model", help="model name to request (default: the first model /v1/models lists; "
                    "SGLang: its /get_model_info; Triton: required)")
-    g.add_argument("--endpoint", choices=["chat", "completions", "triton_generate", "sglang_generate"],
-                   help="protocol to drive: OpenAI chat or completions, Triton's generate_stream "
-                        "(needs --model), SGLang's native /generate")
+    from loadgen.backends import registry  # the protocols and transports on offer, as registered
+    from loadgen.backends.transports import TRANSPORTS
+
+    protocols = "; ".join(f"{name}: {cls.description}" + (" (needs --model)" if cls.needs_model else "")
+                          for name, cls in registry.PROTOCOLS.items())
+    g.add_argument("--endpoint", choices=registry.names(),
+                   help=f"protocol to drive; {protocols}".replace("%", "%%"))
     g.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
-    g.add_argument("--transport", choices=["httptools", "aiohttp", "httpx"], help="HTTP client library (default httptools: the cheapest per token)")
+    g.add_argument("--transport", choices=list(TRANSPORTS),
+                   help="HTTP client library (default httptools: the cheapest per token)")
     g.add_argument("--prompt-format", choices=["text", "token_ids"],
                    help="send prompts as text or as token ids (completions or sglang_generate: exact lengths)")
     g.add_argument("--timeout", type=float, help="per-request timeout in seconds")
@@ -127,8 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "Exit 0 pass, 1 regression, 2 runs not comparable or bad input.")
     gt.add_argument("candidate", metavar="CANDIDATE", help="the run under test (a run directory)")
     gt.add_argument("--baseline", required=True, metavar="BASE", help="the run to compare against")
-    gt.add_argument("--rules", default=str(_PROFILE_DIR / "gate.yaml"), metavar="PATH",
-                    help="rules YAML (default: the shipped profiles/gate.yaml)")
+    gt.add_argument("--rules", metavar="PATH",
+                    help="rules YAML (default: the shipped gate.yaml; `loadgen profiles` lists it)")
     gt.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here (one testcase per rule)")
     gt.add_argument("--markdown", metavar="PATH", help="write the Markdown summary here too "
                     "(e.g. for $GITHUB_STEP_SUMMARY)")
@@ -138,17 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     gt.add_argument("--seed", type=int, metavar="N", help="bootstrap seed (default: the rules file's, 0)")
     gt.add_argument("--allow-different", action="store_true", help="gate even when the workload, "
                     "model or endpoint differ (they are still listed)")
+
+    sub.add_parser("profiles", help="list the shipped profiles (run one with `loadgen run NAME`)",
+                   description="List the profiles installed with loadgen, one line each: the name "
+                   "`loadgen run NAME` accepts from any folder, and what the profile models.")
     return p
 
 
 def _resolve_profile_path(arg: str | None) -> Path | None:
-    if arg is None:
-        return None
-    p = Path(arg)
-    if p.exists() or p.suffix in (".yaml", ".yml"):
-        return p
-    shipped = _PROFILE_DIR / f"{arg}.yaml"
-    return shipped if shipped.exists() else p
+    from loadgen.config import shipped
+
+    return None if arg is None else shipped.resolve_profile(arg)
 
 
 def _overrides(a: argparse.Namespace) -> dict[str, Any]:
@@ -314,6 +319,10 @@ def cmd_gate(a: argparse.Namespace) -> int:
     from loadgen.report import gate as gate_report
     from loadgen.analysis.gate import gate
 
+    if a.rules is None:
+        from loadgen.config import shipped
+
+        a.rules = shipped.gate_rules_path()
     res = gate(a.candidate, a.baseline, a.rules, resamples=a.resamples, seed=a.seed,
                allow_different=a.allow_different)
     text = gate_report.markdown(res)
@@ -328,6 +337,16 @@ def cmd_gate(a: argparse.Namespace) -> int:
     except OSError as exc:
         return _die(f"cannot write the gate report: {exc}")
     return res.exit_code
+
+
+def cmd_profiles(a: argparse.Namespace) -> int:
+    from loadgen.config import shipped
+
+    found = shipped.shipped_profiles()
+    width = max((len(p.name) for p in found), default=0)
+    for p in found:
+        print(f"{p.name:<{width}}  {p.description}".rstrip())
+    return EXIT_OK
 
 
 def _run_loop(coro: Any) -> Any:
@@ -356,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     a = build_parser().parse_args(argv)
     try:
-        return {"run": cmd_run, "sim": cmd_sim, "compare": cmd_compare, "gate": cmd_gate, "report": cmd_report}[a.command](a)
+        return {"run": cmd_run, "sim": cmd_sim, "compare": cmd_compare, "gate": cmd_gate,
+                "report": cmd_report, "profiles": cmd_profiles}[a.command](a)
     except LoadgenError as exc:  # every error the user can fix: one line (or a list), exit 2
         return _die(str(exc))
     except SystemExit as exc:

@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
+from loadgen.backends import registry
+from loadgen.backends.transports import TRANSPORTS
 from loadgen.config.base import StrictModel, field_msg
 from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
@@ -36,9 +38,9 @@ class TargetConfig(StrictModel):
     """The server under test. ``url: null`` means loadgen starts its built-in simulator."""
 
     url: str | None = None
-    # chat, completions: OpenAI-compatible. triton_generate: Triton's generate extension
-    # (/v2/models/{model}/generate_stream, TensorRT-LLM's SSE); sglang_generate: SGLang's /generate.
-    endpoint: Literal["chat", "completions", "triton_generate", "sglang_generate"] = "chat"
+    # The wire protocol: a name in loadgen.backends.registry (chat, completions: OpenAI-compatible;
+    # triton_generate: Triton's generate extension; sglang_generate: SGLang's /generate; ...).
+    endpoint: str = "chat"
     model: str | None = None
     api_key_env: str | None = None
     headers: StrDict = {}
@@ -47,12 +49,22 @@ class TargetConfig(StrictModel):
     include_usage: bool = True
     continuous_usage_stats: bool = False
     prompt_format: Literal["text", "token_ids"] = "text"
-    # HTTP client: httptools (asyncio Protocol over llhttp, the cheapest per streamed token),
-    # aiohttp, or httpx; bench/client_overhead.py measures them against each other.
-    transport: Literal["httptools", "aiohttp", "httpx"] = "httptools"
+    # HTTP client, a name in loadgen.backends.transports.TRANSPORTS: httptools (asyncio Protocol
+    # over llhttp, the cheapest per streamed token), aiohttp, or httpx.
+    transport: str = "httptools"
     timeout_s: float = Field(600.0, gt=0)
     connect_timeout_s: float = Field(10.0, gt=0)
     read_timeout_s: float = Field(120.0, gt=0)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _registered_protocol(cls, v: str) -> str:
+        return _one_of(v, registry.names())
+
+    @field_validator("transport")
+    @classmethod
+    def _known_transport(cls, v: str) -> str:
+        return _one_of(v, tuple(TRANSPORTS))
 
     @field_validator("api_key_env")
     @classmethod
@@ -67,11 +79,19 @@ class TargetConfig(StrictModel):
 
     @model_validator(mode="after")
     def _token_ids_need_completions(self):
-        if self.prompt_format == "token_ids" and self.endpoint not in ("completions", "sglang_generate"):
-            why = {"chat": "the chat endpoint only takes text messages",
-                   "triton_generate": "Triton's generate extension only takes text_input"}[self.endpoint]
-            raise field_msg("prompt_format", f"token_ids needs endpoint: completions or sglang_generate ({why})")
+        backend = registry.backend(self.endpoint)
+        if self.prompt_format == "token_ids" and not backend.token_ids:
+            takes = " or ".join(registry.names(lambda b: b.token_ids))
+            why = backend.text_only or f"the {self.endpoint} endpoint only takes text"
+            raise field_msg("prompt_format", f"token_ids needs endpoint: {takes} ({why})")
         return self
+
+
+def _one_of(value: str, names: tuple[str, ...]) -> str:
+    if value not in names:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise ValueError(f"{shown} is not one of {', '.join(names)}")
+    return value
 
 
 class PromptConfig(StrictModel):

@@ -9,15 +9,13 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from loadgen import metric_defs
 from loadgen.config.base import StrictModel
 
-REQUEST_METRICS = ("ttft_ms", "ttfb_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms",
-                   "client_lag_ms")
-RUN_METRICS = ("error_rate", "request_throughput_rps", "output_tokens_per_s", "goodput_rps")
-STATS = ("p50", "p90", "p95", "p99", "p99_9", "mean", "max", "min")
-_RULE = re.compile(r"^\s*(?:(?P<stat>[a-z0-9_.]+)\s+)?(?P<metric>[a-z_]+)\s*"
+STATS = metric_defs.RULE_STATS
+_RULE = re.compile(r"^\s*(?:(?P<stat>[a-z0-9_.]+)\s+)?(?P<metric>[a-z][a-z0-9_]*)\s*"
                    r"(?P<op><=|>=|<|>)\s*(?P<threshold>[-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*$")
 RULE_GRAMMAR = ("'[stat] metric op threshold', e.g. 'p99 ttft_ms < 700' or 'error_rate < 0.01'; "
                 f"stat: {', '.join(STATS)}; op: <, <=, >, >=")
@@ -39,23 +37,26 @@ class SlaRule(StrictModel):
         m = _RULE.match(v)
         if not m:
             raise ValueError(f"cannot parse rule {v!r}; grammar: {RULE_GRAMMAR}")
-        d = m.groupdict()
-        d["stat"] = d["stat"] and d["stat"].replace("p99.9", "p99_9")
-        return d
+        return m.groupdict()
+
+    @field_validator("stat", mode="before")
+    @classmethod
+    def _dotted(cls, v: Any) -> Any:
+        """'p99.9' is 'p99_9' (as the SLA evaluation reads it)."""
+        return v.replace(".", "_") if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _known(self):
-        if self.metric in REQUEST_METRICS:
+        d = metric_defs.BY_NAME.get(self.metric)
+        if d is None:
+            raise ValueError(f"unknown metric {self.metric!r}; valid: {', '.join(metric_defs.NAMES)}")
+        if d.kind == "distribution":
             if self.stat not in STATS:
                 raise ValueError(f"{self.metric} needs a stat, one of {', '.join(STATS)} "
                                  f"(got {self.stat!r}); grammar: {RULE_GRAMMAR}")
-        elif self.metric in RUN_METRICS:
-            if self.stat is not None:
-                raise ValueError(f"{self.metric} is a run-level number and takes no stat "
-                                 f"(write '{self.metric} {self.op} {self.threshold:g}')")
-        else:
-            raise ValueError(f"unknown metric {self.metric!r}; valid: "
-                             f"{', '.join(REQUEST_METRICS + RUN_METRICS)}")
+        elif self.stat is not None:
+            raise ValueError(f"{self.metric} is a run-level number and takes no stat "
+                             f"(write '{self.metric} {self.op} {self.threshold:g}')")
         return self
 
     def text(self) -> str:

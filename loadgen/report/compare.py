@@ -12,9 +12,12 @@ from typing import Any
 
 import numpy as np
 
+from loadgen import metric_defs
 from loadgen.analysis.compare import LATENCIES, Comparison
 
-_TITLES = {"ttft_ms": "TTFT", "itl_ms": "ITL", "tpot_ms": "TPOT", "e2e_ms": "E2E latency"}
+
+def _title(metric: str) -> str:
+    return metric_defs.get(metric).plot_title
 
 
 def fmt(value: Any) -> str:
@@ -72,7 +75,7 @@ def markdown(cmp: Comparison) -> str:
     lines += ["", "Not compared: the run name and output location (`profile.name`, "
               "`profile.output.*`); `profile.*` fields also recorded under an effective name "
               "are listed once, under that name.", "", "## Distributions", ""]
-    lines += [f"![{_TITLES[m]} CDF](cdf_{m}.png)" for m in LATENCIES]
+    lines += [f"![{_title(m)} CDF](cdf_{m}.png)" for m in LATENCIES]
     return "\n".join(lines) + "\n"
 
 
@@ -89,9 +92,9 @@ def cdf_figures(cmp: Comparison) -> dict[str, Any]:
                 x = np.sort(values)
                 ax.step(x, np.arange(1, x.size + 1) / x.size, where="post",
                         label=f"{name} (n={x.size})")
-        ax.set_xlabel(f"{_TITLES[metric]} (ms)")
+        ax.set_xlabel(f"{_title(metric)} ({metric_defs.get(metric).unit})")
         ax.set_ylabel("fraction of samples ≤ x")
-        ax.set_title(f"{_TITLES[metric]}: empirical CDF")
+        ax.set_title(f"{_title(metric)}: empirical CDF")
         ax.set_ylim(0, 1.01)
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right", fontsize="small")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from loadgen.backends import registry
+from loadgen.backends.base import StreamingBackend
 from loadgen.report.blocks import Section, Table, Text, num
 
 
@@ -19,7 +21,7 @@ def conditions_section(summary: dict) -> Section:
         ("run", f"{summary.get('run_id')}" + (" (interrupted: partial results)" if summary.get("interrupted") else "")),
         ("target", f"{tgt.get('url')} ({tgt.get('endpoint')} endpoint)"),
         ("model", str(tgt.get("model"))),
-        *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator")),
+        *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator"), tgt.get("endpoint")),
         ("load", load_shape(cond.get("load") or {})),
         ("requests", _requests(workload)),
         ("seed", str(cond.get("seed"))),
@@ -41,34 +43,47 @@ def conditions_section(summary: dict) -> Section:
     return Section("Conditions", tuple(blocks))
 
 
-def server_rows(server: dict, sim: Any) -> list[tuple[str, str]]:
-    """What the server told us about itself: response headers, /version, /v1/models."""
+def server_rows(server: dict, sim: Any, endpoint: str | None = None) -> list[tuple[str, str]]:
+    """What the server told us about itself: response headers, then one row per answer its
+    protocol's probe keeps (``SOURCES`` of the registered backend: /version and /v1/models for
+    the OpenAI protocols), then its /metrics labels. The protocol is the one the probe named in
+    ``server["protocol"]``, else ``endpoint``; one no longer registered reads as OpenAI's."""
     rows = []
     if sim:
         rows.append(("backend", "built-in simulator: " + _flat(sim)))
     headers = server.get("headers") or {}
     rows.append(("server headers", ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none identifying the engine"))
-    triton = server.get("protocol") == "triton_generate"
-    rows.append(("server /v2" if triton else "server /version",
-                 _flat(server["version"]) if server.get("version") is not None else "not served"))
-    if triton:  # Triton's own model metadata; it serves no /v1/models on this protocol
-        meta = server.get("model_metadata") or {}
-        rows.append((f"server /v2/models/{meta.get('name')}",
-                     _flat({k: meta[k] for k in ("platform", "versions") if k in meta})))
-    else:
-        models = (server.get("models") or {}).get("data") or []
-        listed = []
-        for m in models:
-            extra = {k: v for k, v in m.items() if k not in ("id", "object", "created", "permission", "root", "parent")}
-            listed.append(f"{m.get('id')}" + (f" ({_flat(extra)})" if extra else ""))
-        rows.append(("server /v1/models", "; ".join(listed) or f"HTTP {server.get('models_status')}, no models listed"))
-    for key, path in (("model_info", "/get_model_info"), ("server_info", "/get_server_info")):  # SGLang
-        if server.get(key):
-            rows.append((f"server {path}", _flat(server[key])))
+    backend = registry.get(server.get("protocol") or endpoint or "chat") or StreamingBackend
+    for key, path in backend.SOURCES:
+        row = _source_row(server, key, path)
+        if row is not None:
+            rows.append(row)
     labels = server.get("metrics_labels")
     if labels:
         rows.append(("server /metrics labels", metrics_labels_text(labels)))
     return rows
+
+
+# Keys of a /v1/models entry left out of its row (the id leads it; the rest say nothing of the model).
+_LISTING_SKIPPED = ("id", "object", "created", "permission", "root", "parent")
+
+
+def _source_row(server: dict, key: str, path: str) -> tuple[str, str] | None:
+    """The row of one answer the probe kept under ``server[key]``, heard at ``path``."""
+    value = server.get(key)
+    if key == "version":
+        return f"server {path}", _flat(value) if value is not None else "not served"
+    if key == "models":  # an OpenAI /v1/models listing
+        listed = []
+        for m in (value or {}).get("data") or []:
+            extra = {k: v for k, v in m.items() if k not in _LISTING_SKIPPED}
+            listed.append(f"{m.get('id')}" + (f" ({_flat(extra)})" if extra else ""))
+        return f"server {path}", "; ".join(listed) or f"HTTP {server.get('models_status')}, no models listed"
+    if key == "model_metadata":  # a KServe v2 model's metadata; {name} in the path is the model's
+        meta = value or {}
+        return (f"server {path.format(name=meta.get('name'))}",
+                _flat({k: meta[k] for k in ("platform", "versions") if k in meta}))
+    return (f"server {path}", _flat(value)) if value else None
 
 
 def metrics_labels_text(labels: dict) -> str:

@@ -18,7 +18,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from loadgen.analysis.metrics import itl_values, request_frame
+from loadgen import metric_defs
+from loadgen.analysis.metrics import distribution_samples, request_frame
 from loadgen.records import RequestRecord
 from loadgen.report import timeseries
 
@@ -37,17 +38,22 @@ class Plot:
 
 def render_plots(summary: dict, records: Sequence[RequestRecord]) -> list[Plot]:
     frame = request_frame(records)
-    good = frame[frame["ok"] & ~frame["warmup"]]
-    itl, itl_tok = itl_values(records)
+    samples = distribution_samples(records, frame)
+    itl, itl_tok = samples["itl_ms"], samples["itl_per_token_ms"]
+
+    def cdf(name: str, metric: str) -> Plot:
+        d = metric_defs.get(metric)
+        return _cdf(name, d.plot_title, {d.label: samples[metric]}, summary, (metric,))
+
     out = [
-        _cdf("cdf_ttft", "TTFT", {"TTFT": good["ttft_ms"].to_numpy()}, summary, ("ttft_ms",)),
+        cdf("cdf_ttft", "ttft_ms"),
         _cdf("cdf_itl", "Inter-token latency",
              {"per chunk": itl, "per token": itl_tok} if not np.array_equal(itl, itl_tok) else {"ITL": itl},
              summary, ("itl_ms", "itl_per_token_ms")),
-        _cdf("cdf_tpot", "TPOT", {"TPOT": good["tpot_ms"].to_numpy()}, summary, ("tpot_ms",)),
-        _cdf("cdf_e2e", "E2E latency", {"E2E": good["e2e_ms"].to_numpy()}, summary, ("e2e_ms",)),
-        _over_time("ttft_over_time", "TTFT", "ttft_ms", frame, summary, records),
-        _over_time("e2e_over_time", "E2E latency", "e2e_ms", frame, summary, records),
+        cdf("cdf_tpot", "tpot_ms"),
+        cdf("cdf_e2e", "e2e_ms"),
+        _over_time("ttft_over_time", "ttft_ms", frame, summary, records),
+        _over_time("e2e_over_time", "e2e_ms", frame, summary, records),
         _per_second(records),
     ]
     return out
@@ -87,8 +93,9 @@ def _cdf(name: str, title: str, series: dict[str, np.ndarray], summary: dict,
     return Plot(name, f"{title} CDF", caption, _png(fig))
 
 
-def _over_time(name: str, title: str, column: str, frame, summary: dict,
+def _over_time(name: str, column: str, frame, summary: dict,
                records: Sequence[RequestRecord]) -> Plot:
+    title = metric_defs.get(column).plot_title
     fig, ax = _figure()
     win = timeseries.window_ns(records)
     t0 = win[0] if win else 0

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from loadgen import metric_defs
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
 from loadgen.report.conditions import conditions_section
 from loadgen.report.cost import COST_LABEL, COUNT_LABEL, FORMULA
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT, server_section
 
-LATENCY_ROWS: tuple[tuple[str, str], ...] = (
-    ("TTFT", "ttft_ms"), ("TTFB", "ttfb_ms"), ("ITL (per chunk)", "itl_ms"),
-    ("ITL (per token)", "itl_per_token_ms"), ("TPOT", "tpot_ms"), ("E2E", "e2e_ms"),
-)
-LATENCY_STATS: tuple[str, ...] = ("p50", "p90", "p95", "p99", "p99_9", "mean")
+# (label, metric) of each row of the latency table: the registry's distributions shown there.
+LATENCY_ROWS: tuple[tuple[str, str], ...] = tuple(
+    (d.label, d.name) for d in metric_defs.DISTRIBUTIONS if d.report == "latency")
+LATENCY_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
 LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe a steady state
 
 
@@ -56,26 +56,29 @@ def sla_section(summary: dict) -> Section:
                       ("pass" if d["passed"] else "FAIL") + (f" ({d['reason']})" if d.get("reason") else ""))
                      for d in sla.get("details") or [])
         blocks.append(Table(("rule", "measured", "result"), rows, "lrl"))
-    g = (summary.get("metrics") or {}).get("goodput") or {}
     slos = sla.get("slos") or {}
     slo_text = ", ".join(f"{k} <= {v:g} ms" for k, v in slos.items()) or "none set: every ok request counts"
     blocks.append(Table(("goodput", "value"), (
-        ("per-request SLOs", slo_text),
-        ("good requests/s", num(g.get("requests_per_s"))),
-        ("good output tokens/s", num(g.get("output_tokens_per_s"))),
-        ("requests that met every SLO", pct(g.get("attained_fraction"))),
-    ), "lr"))
+        ("per-request SLOs", slo_text), *scalar_rows(summary, "goodput")), "lr"))
     return Section("SLA and goodput", tuple(blocks))
 
 
 def latency_table(summary: dict) -> Table:
-    metrics = summary.get("metrics") or {}
     rows = []
     for label, key in LATENCY_ROWS:
-        d = metrics.get(key) or {}
+        d = metric_defs.lookup(summary, key) or {}
         rows.append((label, str(d.get("count", 0)), *(num(d.get(s)) for s in LATENCY_STATS)))
     header = ("metric (ms)", "n", *(s.replace("_", ".") for s in LATENCY_STATS))
     return Table(header, tuple(rows), "l" + "r" * (len(header) - 1))
+
+
+def scalar_rows(summary: dict, table: str) -> tuple[tuple[str, str], ...]:
+    """(label, value) of each run scalar the registry shows in the report's ``table``."""
+    def shown(d: metric_defs.MetricDef) -> str:
+        value = metric_defs.lookup(summary, d.name)
+        return pct(value) if d.unit == "fraction" else num(value)
+
+    return tuple((d.label, shown(d)) for d in metric_defs.RUN_SCALARS if d.report == table)
 
 
 def latency_section(summary: dict) -> Section:
@@ -87,14 +90,9 @@ def latency_section(summary: dict) -> Section:
 
 
 def throughput_section(summary: dict) -> Section:
-    m = summary.get("metrics") or {}
     c = summary.get("counts") or {}
     rows = (
-        ("requests/s", num(m.get("request_throughput_rps"))),
-        ("input tokens/s", num(m.get("input_tokens_per_s"))),
-        ("output tokens/s", num(m.get("output_tokens_per_s"))),
-        ("total tokens/s", num(m.get("total_tokens_per_s"))),
-        ("mean requests in flight", num(m.get("mean_concurrency"))),
+        *scalar_rows(summary, "throughput"),
         ("requests", f"sent {c.get('sent')}, ok {c.get('ok')}, failed {c.get('failed')}, "
                      f"cancelled {c.get('cancelled')} (+{c.get('warmup', 0)} warm-up, excluded)"),
     )

@@ -26,9 +26,7 @@ from loadgen.server import fit, identity
 from loadgen.backends.base import Live, ProbeError
 from loadgen.errors import RunError
 from loadgen.redact import redact_profile, redact_url
-from loadgen.backends.openai import OpenAIBackend
-from loadgen.backends.sglang import SGLangBackend
-from loadgen.backends.triton import TritonBackend
+from loadgen.backends import registry
 from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.clock import now_ns
 from loadgen.runner.driver import Limits, drive
@@ -40,10 +38,6 @@ from loadgen.server.scraper import ServerMetricsScraper, attach as attach_server
 from loadgen.workload import Workload, build_schedule
 
 _PROGRESS_EVERY_S = 0.25
-# target.endpoint -> the protocol adapter; each has probe() (what the server says about
-# itself, and the model) and for_target() (the backend for a profile's target).
-BACKENDS: dict[str, Any] = {"chat": OpenAIBackend, "completions": OpenAIBackend,
-                            "triton_generate": TritonBackend, "sglang_generate": SGLangBackend}
 
 
 @dataclass(slots=True)
@@ -115,11 +109,12 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         connect_timeout_s=t.connect_timeout_s, read_timeout_s=t.read_timeout_s))
     scraper = None
     try:
-        backend_cls = BACKENDS[t.endpoint]
+        backend_cls = registry.backend(t.endpoint)
         try:
-            server, model = await backend_cls.probe(transport, url, t.model)
+            probe = await backend_cls.probe(transport, url, t.model)
         except ProbeError as exc:
             raise RunError(str(exc)) from None
+        server, model = probe.info, probe.model
         workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
         schedule = build_schedule(load, profile.workload)
         live = Live()
@@ -133,7 +128,7 @@ async def _run_against(profile: Profile, url: str, api_key: str | None, run_dir:
         if schedule is not None:
             total = len(schedule) if total is None else min(total, len(schedule))
         specs, prompt_fit = await fit.fit_for_profile(profile, transport, model, workload, total, status)
-        server["identity"] = identity.identity(server, specs, total)
+        server["identity"] = identity.identity(probe.identity, specs, total)
         # Its own connection, so a scrape never takes a request's slot; first scrape before the load.
         scraper = await ServerMetricsScraper.open(
             profile.server_metrics, t.transport, url,

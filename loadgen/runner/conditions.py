@@ -31,7 +31,7 @@ def library_versions() -> dict[str, str | None]:
 
 def git_commit(path: Path | None = None) -> str | None:
     """The commit of the loadgen checkout, when it runs from one (editable installs)."""
-    where = path or Path(__file__).resolve().parent.parent
+    where = path or Path(__file__).resolve().parents[2]  # the checkout holding loadgen/
     if not (where / ".git").exists():
         return None
     try:

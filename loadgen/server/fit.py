@@ -3,18 +3,27 @@ ids, a local tokenizer, or the server's /tokenize), and which of them was used."
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
+from loadgen.backends import registry
+from loadgen.backends.transports.base import Transport
 from loadgen.config import Profile
-from loadgen.server.tokenize import ServerTokenizer, fit_prompts
+from loadgen.server.identity import FIT_LIMIT
+from loadgen.server.tokenize import FittedSpecs, ServerTokenizer, fit_prompts
 from loadgen.workload import Workload
 
-# Beyond this many requests (an unbounded duration run), prompts stay approximate.
-FIT_LIMIT = 20_000
+__all__ = ["FIT_LIMIT", "fit_for_profile", "tokenize_endpoints"]
 
 
-async def fit_for_profile(profile: Profile, transport: Any, model: str, workload: Workload,
-                          total: int | None, status: Callable[[str], None]) -> tuple[Any, dict]:
+def tokenize_endpoints() -> tuple[str, ...]:
+    """The endpoints whose prompts the server's /tokenize can fit (the protocols that say so)."""
+    return registry.names(lambda backend: backend.server_tokenize)
+
+
+async def fit_for_profile(profile: Profile, transport: Transport, model: str, workload: Workload,
+                          total: int | None, status: Callable[[str], None]
+                          ) -> tuple[Workload | FittedSpecs, dict[str, Any]]:
     """Exact prompt lengths from the server's /tokenize when it has one and nothing better is
     configured; otherwise the workload as it is, and how its lengths were made."""
     t = profile.target
@@ -23,9 +32,10 @@ async def fit_for_profile(profile: Profile, transport: Any, model: str, workload
     if workload.tokenizer is not None:
         return workload, {"method": "local tokenizer (exact)"}
     approx = {"method": "approximate (one common word ~ one token)"}
-    if profile.workload.prompt.server_tokenize == "never" or t.endpoint not in ("chat", "completions"):
+    backend = registry.backend(t.endpoint)
+    if profile.workload.prompt.server_tokenize == "never" or not backend.server_tokenize:
         return workload, approx
-    tokenizer = ServerTokenizer(transport, model, chat=t.endpoint == "chat")
+    tokenizer = ServerTokenizer(transport, model, chat=backend.messages)
     if not await tokenizer.available():
         return workload, {**approx, "server_tokenize": "not offered by the server"}
     n = min(total if total is not None else FIT_LIMIT, FIT_LIMIT)

@@ -1,34 +1,105 @@
-"""What the server is: engine, version, served model and its context length, from what the
-protocol adapter's probe heard."""
+"""What the server is: engine, version, served model and its context length.
+
+Each protocol adapter's probe builds a ``ServerIdentity`` from what it heard (the OpenAI
+``/v1/models`` listing, ``/version`` and the response headers through ``from_listing``; a
+protocol that names its engine, or serves its own metadata, builds one directly). Once the run's
+requests are known, ``identity`` counts those that would not fit the context and gives the
+``conditions.server.identity`` block of summary.json.
+
+A leaf of loadgen: it imports only the records, so the adapters can build what it defines.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Protocol
 
-from loadgen.server.fit import FIT_LIMIT
+from loadgen.records import RequestSpec
+
+# Beyond this many requests (an unbounded duration run), prompts are neither fitted to the
+# server's tokenizer nor checked against its context length: they stay approximate.
+FIT_LIMIT = 20_000
+
+# /v1/models' owned_by -> the engine's name.
+_OWNERS = {"vllm": "vllm", "sglang": "sglang", "loadgen-sim": "loadgen-sim",
+           "tensorrt_llm": "tensorrt-llm", "llamacpp": "llama.cpp"}
 
 
-def identity(server: dict, specs: Any, total: int | None) -> dict:
-    """Who answered: engine, version, served model and its context length, from what the
-    server said; and how many requests would not fit that context (they will fail)."""
-    models = (server.get("models") or {}).get("data") or [{}]
-    first = models[0] if isinstance(models[0], dict) else {}
-    version = server.get("version")
-    owned_by = first.get("owned_by")
-    engine = {"vllm": "vllm", "sglang": "sglang", "loadgen-sim": "loadgen-sim",
-              "tensorrt_llm": "tensorrt-llm", "llamacpp": "llama.cpp"}.get(str(owned_by).lower())
-    if server.get("protocol") == "triton_generate":  # the native probes say whom they asked
-        engine, first = "triton", {"id": (server.get("model_metadata") or {}).get("name")}
-    elif server.get("protocol") == "sglang_generate":
-        engine = "sglang"
-    header = (server.get("headers") or {}).get("server", "")
-    out = {"engine": engine or owned_by, "version": version.get("version") if isinstance(version, dict) else version,
-           "served_model": first.get("id"), "root": first.get("root"),
-           "max_model_len": first.get("max_model_len"), "server_header": header or None}
-    limit = out["max_model_len"]
-    if isinstance(limit, int) and total:
+@dataclass(frozen=True, slots=True)
+class ServerIdentity:
+    """Who answered. The fields are the keys of summary.json's ``conditions.server.identity``."""
+
+    engine: str | None = None
+    version: str | None = None
+    served_model: str | None = None
+    root: str | None = None  # the model's path or hub name, when the server gives it
+    max_model_len: int | None = None
+    server_header: str | None = None
+    # Requests whose prompt plus max_tokens exceed max_model_len; None: not counted (no limit known).
+    requests_over_max_model_len: int | None = None
+
+    @classmethod
+    def from_listing(cls, info: Mapping[str, object], engine: str | None = None) -> ServerIdentity:
+        """From an OpenAI-style probe's ``info``: the first model ``/v1/models`` lists (``models``),
+        ``/version`` (``version``) and the ``server`` header. ``engine``, when the protocol names
+        it, wins over the listing's ``owned_by``."""
+        models = info.get("models")
+        data = models.get("data") if isinstance(models, Mapping) else None
+        first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
+        owned_by = first.get("owned_by")
+        return cls(engine=engine or _OWNERS.get(str(owned_by).lower()) or text(owned_by),
+                   version=version_of(info.get("version")),
+                   served_model=text(first.get("id")), root=text(first.get("root")),
+                   max_model_len=integer(first.get("max_model_len")),
+                   server_header=header(info))
+
+    def as_dict(self) -> dict[str, object]:
+        """The summary's block: every field, ``requests_over_max_model_len`` only when counted."""
+        out: dict[str, object] = {
+            "engine": self.engine, "version": self.version, "served_model": self.served_model,
+            "root": self.root, "max_model_len": self.max_model_len, "server_header": self.server_header}
+        if self.requests_over_max_model_len is not None:
+            out["requests_over_max_model_len"] = self.requests_over_max_model_len
+        return out
+
+
+class SpecSource(Protocol):
+    def request(self, i: int) -> RequestSpec: ...
+
+
+def identity(ident: ServerIdentity, specs: SpecSource, total: int | None) -> dict[str, object]:
+    """``ident`` as summary.json keeps it, with how many of the run's requests would not fit the
+    served model's context (they will fail), when the server gave its length."""
+    limit = ident.max_model_len
+    if limit is not None and total:
         n = min(total, FIT_LIMIT)
         over = sum(1 for i in range(n)
                    if (s := specs.request(i)).prompt_tokens + s.output_tokens > limit)
-        out["requests_over_max_model_len"] = over
-    return out
+        ident = dataclasses.replace(ident, requests_over_max_model_len=over)
+    return ident.as_dict()
+
+
+def version_of(answer: object) -> str | None:
+    """The version in a ``/version``-like answer: ``{"version": ...}`` or the bare value."""
+    if isinstance(answer, Mapping):
+        answer = answer.get("version")
+    return text(answer)
+
+
+def header(info: Mapping[str, object]) -> str | None:
+    """The ``server`` response header a probe kept (``info["headers"]``), if any."""
+    headers = info.get("headers")
+    return text(headers.get("server")) or None if isinstance(headers, Mapping) else None
+
+
+def text(v: object) -> str | None:
+    """A JSON scalar as a string (None stays None; objects and lists are not names)."""
+    if v is None or isinstance(v, (Mapping, list)):
+        return None
+    return v if isinstance(v, str) else str(v)
+
+
+def integer(v: object) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) else None

@@ -1,0 +1,283 @@
+"""Every consumer of the metric registry (loadgen/metric_defs.py) agrees with it.
+
+The profile's SLA rules, the SLA evaluation, the summary, the bootstrap and the gate's rules,
+compare's table and plots, and the console's and the report's tables each take their metric
+lists from the registry; these tests pin that each accepts, computes or shows exactly the
+metrics the registry says, on a summary of three tiny literal records.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+import loadgen
+from loadgen import metric_defs as md
+from loadgen.analysis import bootstrap as bs
+from loadgen.analysis import sla as sla_mod
+from loadgen.analysis.compare import LATENCIES, TABLE_COUNTS, TABLE_ROWS, metric_value
+from loadgen.analysis.gate import GateRule
+from loadgen.analysis.metrics import DERIVED_COLUMNS, distribution, distribution_samples, summarize
+from loadgen.cli.console import summary_table
+from loadgen.config import SlaRule, load_profile
+from loadgen.records import RequestRecord
+from loadgen.report import compare as compare_report
+from loadgen.report.sections import latency_table, sla_section, throughput_section
+
+MS = 1_000_000
+RUNS = Path(__file__).parent / "fixtures" / "runs"
+RECORDS = [
+    # ok: first byte at 20 ms, chunks at 30/40/50 ms carrying 1, 1, 3 tokens, end at 55 ms
+    RequestRecord(id=0, warmup=False, t_sched_ns=0, t_send_ns=1 * MS, requested_output_tokens=5,
+                  requested_prompt_tokens=10, ok=True, t_first_byte_ns=20 * MS,
+                  t_first_token_ns=30 * MS, t_end_ns=55 * MS,
+                  chunk_times_ns=[30 * MS, 40 * MS, 50 * MS], chunk_tokens=[1, 1, 3],
+                  prompt_tokens=10, output_tokens=5),
+    RequestRecord(id=1, warmup=False, t_sched_ns=10 * MS, t_send_ns=12 * MS,
+                  requested_output_tokens=5, requested_prompt_tokens=10, ok=True,
+                  t_first_byte_ns=40 * MS, t_first_token_ns=52 * MS, t_end_ns=80 * MS,
+                  chunk_times_ns=[52 * MS, 60 * MS, 76 * MS], chunk_tokens=[1, 2, 2],
+                  prompt_tokens=10, output_tokens=5),
+    RequestRecord(id=2, warmup=False, t_sched_ns=5 * MS, t_send_ns=5 * MS,
+                  requested_output_tokens=5, requested_prompt_tokens=10, ok=False,
+                  error_class="http_500", t_end_ns=25 * MS),
+]
+SUMMARY = summarize(RECORDS)
+
+
+@dataclass
+class Rule:
+    """A duck-typed rule, as analysis/sla reads one (no validation of its own)."""
+
+    metric: str
+    stat: str | None
+    op: str = "<"
+    threshold: float = 1e12
+
+    def text(self) -> str:
+        return f"{self.stat} {self.metric}" if self.stat else self.metric
+
+
+@dataclass
+class Sla:
+    rules: tuple = ()
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+
+def every_rule() -> list[str]:
+    """One rule text per metric (and per stat, for a distribution) the registry defines."""
+    out = []
+    for d in md.METRICS:
+        stats = md.RULE_STATS if d.kind == "distribution" else (None,)
+        out += [f"{s} {d.name} < 1e12" if s else f"{d.name} < 1e12" for s in stats]
+    return out
+
+
+class TestRegistry:
+    def test_the_table(self):
+        """The registry itself, pinned: a metric added, removed or moved is a visible change."""
+        assert [d.name for d in md.DISTRIBUTIONS] == [
+            "ttft_ms", "ttfb_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms", "client_lag_ms"]
+        assert {d.name: d.path for d in md.RUN_SCALARS} == {
+            "request_throughput_rps": ("metrics", "request_throughput_rps"),
+            "input_tokens_per_s": ("metrics", "input_tokens_per_s"),
+            "output_tokens_per_s": ("metrics", "output_tokens_per_s"),
+            "total_tokens_per_s": ("metrics", "total_tokens_per_s"),
+            "goodput_rps": ("metrics", "goodput", "requests_per_s"),
+            "goodput_output_tokens_per_s": ("metrics", "goodput", "output_tokens_per_s"),
+            "goodput_attained_fraction": ("metrics", "goodput", "attained_fraction"),
+            "error_rate": ("counts", "error_rate"),
+            "mean_concurrency": ("metrics", "mean_concurrency"),
+        }
+        assert md.NAMES == tuple(d.name for d in md.DISTRIBUTIONS + md.RUN_SCALARS)
+        assert md.STATS == ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99_9", "max")
+        for d in md.DISTRIBUTIONS:
+            assert d.path == ("metrics", d.name) and d.unit == "ms" and d.samples is not None
+        for d in md.RUN_SCALARS:
+            assert d.samples is None and d.report in (None, "throughput", "goodput")
+
+    def test_get_and_lookup(self):
+        assert md.get("ttft_ms").label == "TTFT"
+        with pytest.raises(KeyError, match="unknown metric 'ttft'; valid: ttft_ms, ttfb_ms"):
+            md.get("ttft")
+        assert md.lookup(SUMMARY, "error_rate") == 1 / 3
+        assert md.lookup(SUMMARY, "ttft_ms", "max") == 40.0
+        assert md.lookup({}, "goodput_rps") is None
+
+
+class TestProfileRules:
+    def test_every_metric_is_accepted_in_a_profile(self):
+        p = load_profile(None, sets=["workload.num_requests=4", "load.concurrency=1",
+                                     f"sla.rules={json.dumps(every_rule())}"])
+        assert [r.text() for r in p.sla.rules] == [r.replace("1e12", "1e+12") for r in every_rule()]
+        assert {r.metric for r in p.sla.rules} == set(md.NAMES)
+
+    def test_accepts_exactly_what_the_evaluation_evaluates(self):
+        """A (metric, stat) pair is a valid profile rule iff analysis/sla evaluates it without
+        complaint on a summary that has data for every metric."""
+        metrics = (*md.NAMES, "ttft", "goodput", "latency_ms", "p99")
+        stats = (None, *md.STATS, "p42", "p99.9")
+        accepted = set()
+        for metric in metrics:
+            for stat in stats:
+                try:
+                    SlaRule.model_validate({"metric": metric, "stat": stat, "op": "<",
+                                            "threshold": 1e12})
+                    config_ok = True
+                except ValidationError:
+                    config_ok = False
+                (detail,) = sla_mod.evaluate(Sla(rules=(Rule(metric, stat),)), SUMMARY)["details"]
+                assert config_ok == (detail["reason"] is None), (metric, stat, detail["reason"])
+                if config_ok:  # 'p99.9' is accepted, as 'p99_9'
+                    accepted.add((metric, stat and stat.replace(".", "_")))
+        assert accepted == ({(d.name, s) for d in md.DISTRIBUTIONS for s in md.RULE_STATS}
+                            | {(d.name, None) for d in md.RUN_SCALARS})
+
+    def test_unknown_metric_lists_the_registry(self):
+        with pytest.raises(ValidationError) as exc:
+            SlaRule.model_validate("p99 ttft < 700")
+        assert f"unknown metric 'ttft'; valid: {', '.join(md.NAMES)}" in str(exc.value)
+        with pytest.raises(ValidationError, match="mean_concurrency is a run-level number"):
+            SlaRule.model_validate("p99 mean_concurrency < 8")
+        with pytest.raises(ValidationError, match="itl_per_token_ms needs a stat"):
+            SlaRule.model_validate("itl_per_token_ms < 8")
+
+
+class TestSummary:
+    def test_every_metric_at_its_path(self):
+        for d in md.DISTRIBUTIONS:
+            dist = md.lookup(SUMMARY, d.name)
+            assert tuple(dist) == md.STATS and dist["count"] > 0, d.name
+        for d in md.RUN_SCALARS:
+            assert isinstance(md.lookup(SUMMARY, d.name), float), d.name
+
+    def test_key_order_of_the_metrics_block(self):
+        """summary.json keeps its order: the registry's distributions, then the run numbers."""
+        assert list(SUMMARY["metrics"]) == [
+            *(d.name for d in md.DISTRIBUTIONS), "request_throughput_rps", "input_tokens_per_s",
+            "output_tokens_per_s", "total_tokens_per_s", "mean_concurrency", "littles_law",
+            "goodput", "token_count_source", "prompt_tokens_source"]
+        assert list(SUMMARY["metrics"]["goodput"]) == [
+            "requests_per_s", "output_tokens_per_s", "attained_fraction"]
+
+    def test_values(self):
+        """Each distribution summarizes what its ``samples`` says (ok requests; client lag: all)."""
+        m = SUMMARY["metrics"]
+        assert [m[k]["count"] for k in md.NAMES[:7]] == [2, 2, 4, 8, 2, 2, 3]
+        assert m["ttft_ms"]["mean"] == 34.5 and m["ttfb_ms"]["max"] == 28.0
+        assert m["itl_ms"]["max"] == 16.0 and m["itl_per_token_ms"]["min"] == 10 / 3
+        assert m["client_lag_ms"]["max"] == 2.0 and m["e2e_ms"]["min"] == 54.0
+        samples = distribution_samples(RECORDS)
+        assert list(samples) == list(md.NAMES[:7])
+        for name, values in samples.items():
+            assert distribution(values) == m[name]
+
+    def test_request_columns_are_the_per_request_distributions(self):
+        assert set(DERIVED_COLUMNS) == {d.name for d in md.DISTRIBUTIONS
+                                        if d.samples in ("ok_requests", "measured_requests")}
+
+
+class TestSlaEvaluation:
+    def test_every_profile_rule_finds_its_value(self):
+        p = load_profile(None, sets=["workload.num_requests=4", "load.concurrency=1",
+                                     f"sla.rules={json.dumps(every_rule())}"])
+        block = summarize(RECORDS, sla=p.sla)["sla"]
+        assert block["verdict"] == "pass"
+        assert len(block["details"]) == len(every_rule())
+        for d in block["details"]:
+            assert d["reason"] is None, d
+            assert d["value"] == md.lookup(SUMMARY, d["metric"], d["stat"])
+
+
+class TestGate:
+    def test_rules_accept_exactly_the_gated_metrics(self):
+        accepted = set()
+        for d in md.METRICS:
+            try:
+                GateRule.model_validate({"metric": d.name, "max": 1,
+                                         "stat": "p99" if d.kind == "distribution" else None})
+                accepted.add(d.name)
+            except ValidationError as exc:
+                assert "not resampled by the bootstrap" in str(exc)
+        assert accepted == {d.name for d in md.GATED} == set(md.NAMES) - {"mean_concurrency"}
+        assert bs.STATS == md.GATE_STATS == ("p50", "p90", "p95", "p99", "p99_9", "mean")
+        with pytest.raises(ValidationError, match="unknown metric 'ttft'"):
+            GateRule.model_validate({"metric": "ttft", "stat": "p99", "max": 1})
+
+    def test_direction_of_regression_comes_from_the_registry(self):
+        for d in md.GATED:
+            rule = GateRule.model_validate({"metric": d.name, "max_regression": "10%",
+                                            "stat": "p50" if d.kind == "distribution" else None})
+            assert rule.limit() == ((">=", 0.9) if d.higher_is_better else ("<=", 1.1)), d.name
+        assert bs.HIGHER_IS_BETTER == {
+            "request_throughput_rps", "input_tokens_per_s", "output_tokens_per_s",
+            "total_tokens_per_s", "goodput_rps", "goodput_output_tokens_per_s",
+            "goodput_attained_fraction"}
+
+    def test_bootstrap_reproduces_every_gated_metric(self):
+        """With every request drawn once, the bootstrap's statistic is the summary's value."""
+        run = bs.RunSamples.from_run(RECORDS, SUMMARY)
+        for d in md.GATED:
+            for stat in md.GATE_STATS if d.kind == "distribution" else (None,):
+                assert bs.statistic(run, d.name, stat) == pytest.approx(
+                    md.lookup(SUMMARY, d.name, stat), rel=1e-12), (d.name, stat)
+
+
+class TestCompare:
+    def test_rows_are_the_registry_metrics_shown_in_compare(self):
+        dists = [d.name for d in md.DISTRIBUTIONS if d.compare]
+        assert dists == list(LATENCIES) == ["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"]
+        assert list(TABLE_ROWS) == [
+            *(f"{m} {s}" for m in dists for s in md.TABLE_STATS),
+            *(d.name for d in md.RUN_SCALARS if d.compare), *TABLE_COUNTS]
+        assert {r.split(" ")[0] for r in TABLE_ROWS} - set(TABLE_COUNTS) == {
+            d.name for d in md.METRICS if d.compare}
+        for row in TABLE_ROWS:
+            metric, _, stat = row.partition(" ")
+            want = (SUMMARY["counts"][metric] if metric in TABLE_COUNTS
+                    else md.lookup(SUMMARY, metric, stat or None))
+            assert metric_value(SUMMARY, row) == want, row
+
+    def test_markdown_plots_each_compared_distribution(self):
+        text = compare_report.markdown(loadgen.compare([RUNS / "base-a", RUNS / "slow-ttft"]))
+        images = [line for line in text.splitlines() if line.startswith("![")]
+        assert images == [f"![{md.get(m).plot_title} CDF](cdf_{m}.png)" for m in LATENCIES]
+
+
+class TestShown:
+    def test_console_latency_rows(self):
+        table = summary_table(SUMMARY)
+        shown = [d for d in md.DISTRIBUTIONS if d.console]
+        assert [c.header for c in table.columns] == ["metric", "n", "mean", "p50", "p90", "p95",
+                                                     "p99", "p99.9", "max"]
+        assert list(table.columns[0].cells) == [d.label for d in shown] == [
+            "TTFT", "TTFB", "ITL (per chunk)", "ITL (per token)", "TPOT", "E2E", "client lag"]
+        means = list(table.columns[2].cells)
+        for d, cell in zip(shown, means):
+            assert cell == f"{md.lookup(SUMMARY, d.name, 'mean'):,.{d.digits}f}", d.name
+
+    def test_report_tables(self):
+        lat = latency_table(SUMMARY)
+        assert lat.header == ("metric (ms)", "n", "p50", "p90", "p95", "p99", "p99.9", "mean")
+        assert [r[0] for r in lat.rows] == [d.label for d in md.DISTRIBUTIONS if d.report == "latency"]
+        thr = throughput_section(SUMMARY).blocks[0]
+        assert [r[0] for r in thr.rows] == [
+            *(d.label for d in md.RUN_SCALARS if d.report == "throughput"), "requests"]
+        assert thr.rows[0] == ("requests/s", f"{SUMMARY['metrics']['request_throughput_rps']:,.2f}")
+        goodput = [b for b in sla_section(SUMMARY).blocks if getattr(b, "header", None) == ("goodput", "value")]
+        (good,) = goodput
+        assert [r[0] for r in good.rows] == [
+            "per-request SLOs", *(d.label for d in md.RUN_SCALARS if d.report == "goodput")]
+        assert good.rows[-1] == ("requests that met every SLO", "66.7%")
+
+    def test_every_metric_is_shown(self):
+        """Each metric is a row of the console's or the report's tables, except the error rate
+        (the report's errors section states it)."""
+        hidden = {d.name for d in md.METRICS if not d.console and d.report is None}
+        assert hidden == {"error_rate"}
