@@ -365,7 +365,7 @@ class TestNoFullCollectionDuringLoad:
         import gc
         import time as _time
 
-        from loadgen.runner import api, driver
+        from loadgen.runner import driver, execute
 
         pauses, start, window = [], {}, {}
 
@@ -383,7 +383,7 @@ class TestNoFullCollectionDuringLoad:
             finally:
                 window["open"] = False
 
-        monkeypatch.setattr(api, "drive", watched)
+        monkeypatch.setattr(execute, "drive", watched)
         gc.callbacks.append(on_gc)
         try:
             res = run(make_profile(server.url, workload__num_requests=200, load__concurrency=32,

@@ -197,6 +197,9 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
         "warmup": int(len(frame) - len(m)),
         "errors_by_class": {k: int(v) for k, v in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))},
         "error_rate": _ratio(n_failed, n_ok + n_failed),
+        # A stream that ended normally without a single token is "ok" to HTTP but not an answer:
+        # counted apart, so it never passes for a fast response unnoticed.
+        "anomalies": {"zero_output_tokens": int((ok & (m["output_tokens"].fillna(0).to_numpy() == 0)).sum())},
     }
 
     send = m["t_send_ns"].to_numpy()

@@ -7,7 +7,8 @@ from loadgen.config.lengths import (EmpiricalLength, FixedLength, LengthDist, Lo
 from loadgen.config.loading import (StrictLoader, apply_override, load_profile, parse_set,
                                     profile_to_yaml)
 from loadgen.config.schema import (LoadConfig, OutputConfig, Profile, PromptConfig,
-                                   ServerMetricsConfig, TargetConfig, WorkloadConfig)
+                                   ServerMetricsConfig, WorkloadConfig)
+from loadgen.config.target import TargetConfig
 from loadgen.config.sla import SlaConfig, SlaRule
 from loadgen.errors import ConfigError
 

@@ -6,7 +6,10 @@ under conditions nobody asked for, so every section rejects what it does not kno
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 # No NaN or infinity anywhere: `duration_s: inf` or `rate: .nan` cannot run and must say so.
 STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
@@ -19,3 +22,25 @@ class StrictModel(BaseModel):
 def field_msg(field: str, msg: str) -> ValueError:
     """A model-level check about one field: "@field: msg" lets the renderer put it on that path."""
     return ValueError(f"@{field}: {msg}")
+
+
+def _no_bool(v: Any) -> Any:
+    # pydantic's lax mode reads `true` as 1: `concurrency: true` must be an error, not c=1.
+    if isinstance(v, bool):
+        raise ValueError(f"expected an integer, got {str(v).lower()}")
+    return v
+
+
+# An integer that refuses booleans.
+Int = Annotated[int, BeforeValidator(_no_bool)]
+
+
+def _scalars_to_str(v: Any) -> Any:
+    # `labels: {tp: 2}` should mean the label "2", not a type error.
+    if isinstance(v, Mapping):
+        return {k: str(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+                for k, x in v.items()}
+    return v
+
+
+StrDict = Annotated[dict[str, str], BeforeValidator(_scalars_to_str)]

@@ -12,12 +12,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
-from loadgen.config.base import StrictModel, field_msg
+from loadgen.config.base import Int, StrictModel, field_msg
 
 # The longest length any distribution may produce (4 Mi tokens, beyond every served context):
 # past it a prompt cannot be built in memory and a max_tokens overflows the server's integers.
 MAX_TOKENS = 1 << 22
-Tokens = Annotated[int, Field(ge=1, le=MAX_TOKENS)]
+Tokens = Annotated[Int, Field(ge=1, le=MAX_TOKENS)]
 
 
 class FixedLength(StrictModel):

@@ -19,7 +19,7 @@ from loadgen.config.schema import Profile
 from loadgen.errors import ConfigError
 
 _PATH_KEYS = (("workload", "input_tokens", "file"), ("workload", "output_tokens", "file"),
-              ("workload", "prompt", "tokenizer"))
+              ("workload", "prompt", "tokenizer"), ("target", "ca_bundle"))
 
 
 # Bounds on what one YAML document may expand to. A profile is a few hundred nodes; aliases

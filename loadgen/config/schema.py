@@ -8,96 +8,47 @@ here; errors name the YAML path and what would have been valid.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from loadgen.backends import registry
-from loadgen.backends.transports import TRANSPORTS
-from loadgen.config.base import StrictModel, field_msg
+from loadgen.config.base import Int, StrDict, StrictModel, field_msg
 from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
+from loadgen.config.target import TargetConfig
 
 
-# ----------------------------------------------------------------------------- sections
-def _scalars_to_str(v: Any) -> Any:
-    # `labels: {tp: 2}` should mean the label "2", not a type error.
-    if isinstance(v, Mapping):
-        return {k: str(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
-                for k, x in v.items()}
+# What one process can hold: an open-loop schedule is computed up front (8 bytes a request)
+# and every record stays in memory until the summary; past this a run would not fit.
+MAX_REQUESTS = 10_000_000
+MAX_DURATION_S = 30 * 86_400
+
+
+def _fd_limit() -> int:
+    """Connections one process may open: the hard open-file limit (the CLI raises the soft one
+    to it) less a margin for the files, pipes and sockets a run needs besides."""
+    try:
+        import resource
+
+        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    except (ImportError, OSError, ValueError):
+        return 1 << 16
+    return max(1, (hard if hard != resource.RLIM_INFINITY else 1 << 20) - 64)
+
+
+def _within_fd_limit(v: int | None) -> int | None:
+    limit = _fd_limit()
+    if v is not None and v > limit:
+        raise ValueError(f"{v} connections exceed this process's open-file limit ({limit} usable); "
+                         f"raise it (ulimit -n) or spread the load over worker processes")
     return v
-
-
-StrDict = Annotated[dict[str, str], BeforeValidator(_scalars_to_str)]
-_ENV_NAME = re.compile(r"^(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)$")
-
-
-class TargetConfig(StrictModel):
-    """The server under test. ``url: null`` means loadgen starts its built-in simulator."""
-
-    url: str | None = None
-    # The wire protocol: a name in loadgen.backends.registry (chat, completions: OpenAI-compatible;
-    # triton_generate: Triton's generate extension; sglang_generate: SGLang's /generate; ...).
-    endpoint: str = "chat"
-    model: str | None = None
-    api_key_env: str | None = None
-    headers: StrDict = {}
-    extra_body: dict[str, Any] = {}
-    ignore_eos: bool = True
-    include_usage: bool = True
-    continuous_usage_stats: bool = False
-    prompt_format: Literal["text", "token_ids"] = "text"
-    # HTTP client, a name in loadgen.backends.transports.TRANSPORTS: httptools (asyncio Protocol
-    # over llhttp, the cheapest per streamed token), aiohttp, or httpx.
-    transport: str = "httptools"
-    timeout_s: float = Field(600.0, gt=0)
-    connect_timeout_s: float = Field(10.0, gt=0)
-    read_timeout_s: float = Field(120.0, gt=0)
-
-    @field_validator("endpoint")
-    @classmethod
-    def _registered_protocol(cls, v: str) -> str:
-        return _one_of(v, registry.names())
-
-    @field_validator("transport")
-    @classmethod
-    def _known_transport(cls, v: str) -> str:
-        return _one_of(v, tuple(TRANSPORTS))
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name_not_key(cls, v: str | None) -> str | None:
-        # Keys pasted here would be written verbatim into every result file; never echo them.
-        if v is not None and (v.startswith("sk-") or len(v) > 64 or not _ENV_NAME.match(v)):
-            raise ValueError(
-                "this looks like a key, not the name of an environment variable; put the key in "
-                "an environment variable (export OPENAI_API_KEY=...) and give its name here "
-                "(api_key_env: OPENAI_API_KEY)")
-        return v
-
-    @model_validator(mode="after")
-    def _token_ids_need_completions(self):
-        backend = registry.backend(self.endpoint)
-        if self.prompt_format == "token_ids" and not backend.token_ids:
-            takes = " or ".join(registry.names(lambda b: b.token_ids))
-            why = backend.text_only or f"the {self.endpoint} endpoint only takes text"
-            raise field_msg("prompt_format", f"token_ids needs endpoint: {takes} ({why})")
-        return self
-
-
-def _one_of(value: str, names: tuple[str, ...]) -> str:
-    if value not in names:
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-        raise ValueError(f"{shown} is not one of {', '.join(names)}")
-    return value
 
 
 class PromptConfig(StrictModel):
     source: Literal["synthetic"] = "synthetic"
     tokenizer: str | None = None
-    system_prompt_tokens: int = Field(0, ge=0)
+    system_prompt_tokens: Int = Field(0, ge=0, le=1 << 22)
     # Without a local tokenizer, fit text prompts to exact lengths with the server's /tokenize
     # when it offers one (vLLM does; "never" keeps the word-count approximation).
     server_tokenize: Literal["auto", "never"] = "auto"
@@ -111,9 +62,9 @@ class PromptConfig(StrictModel):
 
 
 class WorkloadConfig(StrictModel):
-    seed: int = 0
-    num_requests: int | None = Field(None, ge=1)
-    duration_s: float | None = Field(None, gt=0)
+    seed: Int = Field(0, ge=0, le=2**63 - 1)
+    num_requests: Int | None = Field(None, ge=1, le=MAX_REQUESTS)
+    duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
     input_tokens: LengthDist = FixedLength(value=512)
     output_tokens: LengthDist = FixedLength(value=128)
     prompt: PromptConfig = PromptConfig()
@@ -129,12 +80,17 @@ class WorkloadConfig(StrictModel):
 class LoadConfig(StrictModel):
     """Closed loop (``concurrency`` slots) or open loop (``rate`` requests/s), never both."""
 
-    concurrency: int | None = Field(None, ge=1)
-    rate: float | None = Field(None, gt=0)
+    concurrency: Int | None = Field(None, ge=1)
+    rate: float | None = Field(None, gt=0, le=1e6)
     arrival: Literal["poisson", "constant", "gamma"] = "poisson"
-    burstiness: float = Field(1.0, gt=0)
-    max_concurrency: int | None = Field(None, ge=1)
-    warmup_requests: int = Field(0, ge=0)
+    burstiness: float = Field(1.0, gt=0, le=1e6)
+    max_concurrency: Int | None = Field(None, ge=1)
+    warmup_requests: Int = Field(0, ge=0, le=MAX_REQUESTS)
+
+    @field_validator("concurrency", "max_concurrency")
+    @classmethod
+    def _fits_open_files(cls, v: int | None) -> int | None:
+        return _within_fd_limit(v)
 
     @model_validator(mode="after")
     def _one_shape(self):
@@ -162,15 +118,26 @@ class ServerMetricsConfig(StrictModel):
     path: str = Field("/metrics", pattern=r"^/")
 
 
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
 class OutputConfig(StrictModel):
     dir: str = "reports"
-    run_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    run_id: str | None = None
     progress: bool = True
+
+    @field_validator("run_id")
+    @classmethod
+    def _folder_name(cls, v: str | None) -> str | None:
+        if v is not None and not _RUN_ID.match(v):
+            raise ValueError(f"{v[:60]!r} cannot name the run's folder: use 1-128 letters, digits, "
+                             f"'.', '_' or '-', starting with a letter or digit (no '/' or '..')")
+        return v
 
 
 class Profile(StrictModel):
-    name: str = "custom"
-    description: str = ""
+    name: str = Field("custom", max_length=200)
+    description: str = Field("", max_length=10_000)
     target: TargetConfig = TargetConfig()
     # Validated from {} when absent so the error says what is missing inside the section.
     workload: WorkloadConfig = Field(default_factory=dict, validate_default=True)  # type: ignore
@@ -180,6 +147,17 @@ class Profile(StrictModel):
     output: OutputConfig = OutputConfig()
     sim: dict[str, Any] = {}
     server_metrics: ServerMetricsConfig = ServerMetricsConfig()
+
+    @model_validator(mode="after")
+    def _schedule_fits(self):
+        load, work = self.load, self.workload
+        if load.rate is not None:
+            n = work.num_requests if work.num_requests is not None else load.rate * (work.duration_s or 0)
+            if n + load.warmup_requests > MAX_REQUESTS:
+                raise field_msg("workload", f"rate {load.rate:g}/s for {work.duration_s:g} s is "
+                                f"{n:,.0f} requests; one run holds at most {MAX_REQUESTS:,}: shorten "
+                                f"duration_s or set num_requests")
+        return self
 
     def resolved(self) -> dict[str, Any]:
         """Every setting, defaults included, as JSON-ready data (for result files)."""

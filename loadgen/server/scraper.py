@@ -17,6 +17,7 @@ summary's ``server`` block and ``conditions.server.metrics_labels``.
 
 from __future__ import annotations
 
+import dataclasses
 import asyncio
 import contextlib
 from dataclasses import dataclass, field
@@ -65,13 +66,14 @@ class ServerMetricsScraper:
         self._closed = False
 
     @classmethod
-    async def open(cls, config: Any, transport_kind: str, base_url: str, headers: Mapping[str, str],
-                   connect_timeout_s: float) -> ServerMetricsScraper:
+    async def open(cls, config: Any, transport_kind: str, opts: TransportOptions) -> ServerMetricsScraper:
         """A scraper for the profile's ``server_metrics`` section, started (its first scrape
-        done) when the section is enabled."""
-        transport = make_transport(transport_kind, TransportOptions(
-            base_url=base_url.rstrip("/"), max_connections=1, connect_timeout_s=connect_timeout_s,
-            read_timeout_s=max(5.0, config.interval_s),
+        done) when the section is enabled. ``opts`` are the run's (URL, credentials, TLS); the
+        scraper keeps one connection of its own, so a scrape never takes a request's slot."""
+        headers = {k: v for k, v in opts.headers.items()
+                   if k not in ("Content-Type", "Accept", "Accept-Encoding")}
+        transport = make_transport(transport_kind, dataclasses.replace(
+            opts, max_connections=1, read_timeout_s=max(5.0, config.interval_s),
             headers={**headers, "Accept": "text/plain;version=0.0.4", "Accept-Encoding": "identity"}))
         scraper = cls(transport, config.path, config.interval_s)
         if config.enabled:

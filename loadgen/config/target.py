@@ -1,0 +1,151 @@
+"""The server under test: where it is, how to speak to it, and what loadgen may send it.
+
+Everything that goes on the wire is checked here, once: a URL must say http:// or https://
+(``localhost:8000`` would otherwise go to port 80 and be recorded as given), header names must
+be HTTP tokens and values latin-1 without CR or LF (a CR/LF in a value injects headers on the
+wire), the protocol and transport must be registered ones.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import Field, field_validator, model_validator
+
+from loadgen.backends import registry
+from loadgen.backends.transports import TRANSPORTS
+from loadgen.config.base import StrDict, StrictModel, field_msg
+
+# RFC 9110 token characters: what a header name may be made of.
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_ENV_NAME = re.compile(r"^(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)$")
+
+
+class TargetConfig(StrictModel):
+    """The server under test. ``url: null`` means loadgen starts its built-in simulator."""
+
+    url: str | None = None
+    # The wire protocol: a name in loadgen.backends.registry (chat, completions: OpenAI-compatible;
+    # triton_generate: Triton's generate extension; sglang_generate: SGLang's /generate; ...).
+    endpoint: str = "chat"
+    model: str | None = None
+    api_key_env: str | None = None
+    headers: StrDict = {}
+    extra_body: dict[str, Any] = {}
+    ignore_eos: bool = True
+    include_usage: bool = True
+    continuous_usage_stats: bool = False
+    prompt_format: Literal["text", "token_ids"] = "text"
+    # HTTP client, a name in loadgen.backends.transports.TRANSPORTS: httptools (asyncio Protocol
+    # over llhttp, the cheapest per streamed token), aiohttp, or httpx.
+    transport: str = "httptools"
+    timeout_s: float = Field(600.0, gt=0, le=86_400)
+    connect_timeout_s: float = Field(10.0, gt=0, le=3600)
+    read_timeout_s: float = Field(120.0, gt=0, le=86_400)
+    # https:// only: a PEM file of CAs to trust (a private CA), or no verification at all for
+    # a lab server (recorded in the run's conditions and flagged in the report).
+    ca_bundle: str | None = None
+    verify_tls: bool = True
+    # Headers whose values are secrets beyond the usual ones (Authorization, X-Api-Key, cookies,
+    # any name with key/token/secret/auth...): their values are scrubbed from every stored file.
+    secret_headers: tuple[str, ...] = ()
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        return None if v is None else check_url(v)
+
+    @field_validator("headers")
+    @classmethod
+    def _wire_safe_headers(cls, v: dict[str, str]) -> dict[str, str]:
+        for name, value in v.items():
+            if not _TOKEN.match(name):
+                raise ValueError(f"header name {name[:40]!r} is not an HTTP token (letters, digits "
+                                 f"and !#$%&'*+.^_`|~-; no spaces, colons or line breaks)")
+            if _CONTROL.search(value):
+                raise ValueError(f"header {name}: the value holds a control character (CR, LF, "
+                                 f"NUL, ...), which would inject bytes into the request; remove it")
+            try:
+                value.encode("latin-1")
+            except UnicodeEncodeError:
+                raise ValueError(f"header {name}: the value has characters HTTP/1.1 cannot carry "
+                                 f"(not latin-1); percent-encode or base64 it") from None
+        return v
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _bundle_exists(cls, v: str | None) -> str | None:
+        if v is not None and not Path(v).is_file():
+            raise ValueError(f"no such file: {v!r} (give a PEM file of CA certificates)")
+        return v
+
+    @field_validator("endpoint")
+    @classmethod
+    def _registered_protocol(cls, v: str) -> str:
+        return _one_of(v, registry.names())
+
+    @field_validator("transport")
+    @classmethod
+    def _known_transport(cls, v: str) -> str:
+        return _one_of(v, tuple(TRANSPORTS))
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name_not_key(cls, v: str | None) -> str | None:
+        # Keys pasted here would be written verbatim into every result file; never echo them.
+        if v is not None and (v.startswith("sk-") or len(v) > 64 or not _ENV_NAME.match(v)):
+            raise ValueError(
+                "this looks like a key, not the name of an environment variable; put the key in "
+                "an environment variable (export OPENAI_API_KEY=...) and give its name here "
+                "(api_key_env: OPENAI_API_KEY)")
+        return v
+
+    @model_validator(mode="after")
+    def _tls_settings_agree(self):
+        if self.ca_bundle is not None and not self.verify_tls:
+            raise field_msg("verify_tls", "false ignores ca_bundle; keep one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _token_ids_need_completions(self):
+        backend = registry.backend(self.endpoint)
+        if self.prompt_format == "token_ids" and not backend.token_ids:
+            takes = " or ".join(registry.names(lambda b: b.token_ids))
+            why = backend.text_only or f"the {self.endpoint} endpoint only takes text"
+            raise field_msg("prompt_format", f"token_ids needs endpoint: {takes} ({why})")
+        return self
+
+
+def _one_of(value: str, names: tuple[str, ...]) -> str:
+    if value not in names:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise ValueError(f"{shown} is not one of {', '.join(names)}")
+    return value
+
+
+
+
+def check_url(v: str) -> str:
+    """``v`` if it is an http:// or https:// URL with a host and a valid port; else a ValueError
+    that says what to write instead."""
+    if _CONTROL.search(v) or " " in v:
+        raise ValueError(f"{v[:60]!r} holds spaces or control characters")
+    if "://" not in v:
+        raise ValueError(f"{v[:60]!r} has no scheme; write http://{v[:60]} (or https://)")
+    try:
+        parts = urlsplit(v)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{v[:60]!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000 "
+                         f"or http://[::1]:8000") from None
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"scheme {parts.scheme!r} is not supported; use http:// or https://")
+    if not parts.hostname:
+        raise ValueError(f"{v[:60]!r} names no host; e.g. http://127.0.0.1:8000")
+    if port == 0:
+        raise ValueError(f"{v[:60]!r}: port must be 1-65535")
+    return v

@@ -1,0 +1,177 @@
+"""Prepare a run: everything decided before the first request goes out.
+
+The run folder, the credentials and what must never be stored (the scrubber), the transport,
+the protocol adapter and what its probe heard, the request specs (fitted to the server's
+tokenizer where it can), the load shape and its limits. All of it lands in one ``Prepared``,
+which ``execute`` runs and ``summarize`` describes; nothing here sends load.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as dt
+import errno
+import re
+import secrets
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+from loadgen.backends import registry
+from loadgen.backends.base import Live, ProbeError, StreamingBackend
+from loadgen.backends.transports import Transport, TransportOptions, make_transport
+from loadgen.config import Profile
+from loadgen.errors import RunError
+from loadgen.redact import Scrubber
+from loadgen.result import GROUND_TRUTH
+from loadgen.runner.driver import Limits, SpecSource
+from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
+from loadgen.server import fit, identity
+from loadgen.workload import Workload, build_schedule
+
+_NAME_IN_ID = 48  # characters of the profile name kept in a generated run id
+
+
+@dataclass(slots=True)
+class Target:
+    """Where the load goes and what it carries: the URL without credentials, the headers sent
+    (credentials included), and the scrubber that keeps those credentials out of every file."""
+
+    url: str
+    opts: TransportOptions
+    scrubber: Scrubber
+    sim_info: dict[str, Any] | None
+
+
+@dataclass(slots=True)
+class Prepared:
+    profile: Profile
+    run_dir: Path
+    target: Target
+    transport: Transport
+    backend: StreamingBackend
+    live: Live
+    model: str
+    server: dict[str, Any]  # what the probe heard, plus the server's identity
+    workload: Workload
+    specs: SpecSource
+    prompt_fit: dict[str, Any]
+    shape: LoadShape
+    limits: Limits
+    total: int | None  # requests the run will send, when known in advance
+
+
+def target_for(profile: Profile, url: str, api_key: str | None,
+               sim_info: dict[str, Any] | None) -> Target:
+    """The request headers and transport options for ``url`` (credentials moved out of it into
+    an Authorization header), and a scrubber that knows every secret value among them."""
+    t = profile.target
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+               "Accept-Encoding": "identity", **t.headers}
+    url, userinfo = _split_credentials(url)
+    if api_key and userinfo:
+        raise RunError("target.url carries user:password and target.api_key_env is set too; "
+                       "use one of them")
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    elif userinfo:
+        headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode()
+    load = profile.load
+    opts = TransportOptions(
+        base_url=url.rstrip("/"), headers=headers,
+        # Closed loop or capped open loop: exactly as many connections as requests in flight.
+        # Uncapped open loop: no cap, or the pool would silently queue (coordinated omission).
+        max_connections=load.concurrency or load.max_concurrency,
+        connect_timeout_s=t.connect_timeout_s, read_timeout_s=t.read_timeout_s,
+        ca_bundle=t.ca_bundle, verify_tls=t.verify_tls)
+    scrubber = Scrubber(headers, extra=[api_key or "", userinfo or ""], secret_names=t.secret_headers)
+    return Target(url, opts, scrubber, sim_info)
+
+
+async def prepare(profile: Profile, run_dir: Path, target: Target,
+                  status: Callable[[str], None]) -> Prepared:
+    """Probe the server, build the workload and the shape; the caller closes ``transport``."""
+    t, load = profile.target, profile.load
+    transport = make_transport(t.transport, target.opts)
+    try:
+        backend_cls = registry.backend(t.endpoint)
+        try:
+            probe = await backend_cls.probe(transport, target.url, t.model)
+        except ProbeError as exc:
+            raise RunError(target.scrubber.scrub(str(exc))) from None
+        workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
+        schedule = build_schedule(load, profile.workload)
+        live = Live()
+        backend = backend_cls.for_target(t, probe.model, transport, live, _token_counter(workload))
+        shape: LoadShape = (ClosedLoop(load.concurrency) if load.concurrency is not None
+                            else OpenLoop(() if schedule is None else schedule, load.max_concurrency))
+        limits = Limits(num_requests=profile.workload.num_requests,
+                        duration_s=profile.workload.duration_s, warmup_requests=load.warmup_requests)
+        total = None if profile.workload.num_requests is None else \
+            profile.workload.num_requests + load.warmup_requests
+        if schedule is not None:
+            total = len(schedule) if total is None else min(total, len(schedule))
+        specs, prompt_fit = await fit.fit_for_profile(profile, transport, probe.model, workload, total, status)
+        server = dict(probe.info)
+        server["identity"] = identity.identity(probe.identity, specs, total)
+    except BaseException:
+        await transport.aclose()
+        raise
+    return Prepared(profile, run_dir, target, transport, backend, live, probe.model, server,
+                    workload, specs, prompt_fit, shape, limits, total)
+
+
+def make_run_dir(profile: Profile) -> Path:
+    """A new folder for the run under ``output.dir``; a clear RunError when it cannot be made
+    (the id is taken, the parent is a file, the folder is read-only or not a real one)."""
+    out = Path(profile.output.dir)
+    run_id = profile.output.run_id
+    if run_id is None:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", profile.name).strip("-.")[:_NAME_IN_ID] or "run"
+        run_id = f"{stamp}-{name}-{secrets.token_hex(2)}"
+    run_dir = out / run_id
+    try:
+        run_dir.mkdir(parents=True, exist_ok=False)
+    except FileExistsError:
+        raise RunError(f"{run_dir} already exists: give another output.run_id (--run-id) or "
+                       f"remove that folder") from None
+    except OSError as exc:
+        why = exc.strerror or str(exc)
+        if exc.errno in (errno.ENOTDIR, errno.EEXIST):
+            why = "a file stands where a folder is needed"
+        raise RunError(f"cannot create the run folder {run_dir}: {why}; choose another output.dir "
+                       f"(--out)") from None
+    return run_dir
+
+
+@contextlib.contextmanager
+def start_simulator(profile: Profile, run_dir: Path) -> Iterator[Any]:
+    """The built-in simulator in its own process, for a profile that names no URL."""
+    from loadgen.sim import SimConfig, SimConfigError, SimProcess
+
+    try:
+        config = SimConfig.from_dict(dict(profile.sim))
+    except SimConfigError as exc:
+        raise RunError(str(exc)) from None
+    with SimProcess(config, ground_truth_path=run_dir / GROUND_TRUTH) as sim:
+        yield sim
+
+
+def _token_counter(workload: Workload) -> Callable[[str], int] | None:
+    tok = workload.tokenizer
+    if tok is None:
+        return None
+    return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """``http://user:pw@host`` -> (``http://host``, ``user:pw``) for a Basic header."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment)), unquote(userinfo)

@@ -1,0 +1,105 @@
+"""Summarize a run: its records and conditions into summary.json.
+
+What the numbers were measured under comes first (target, server, profile, lengths requested
+and realised, client, host, labels), then the metrics, the client's health and the server's
+own view. Two rules hold for everything written here: a run stopped before its limits is
+marked incomplete (its SLA verdict is ``incomplete``, never ``pass``), and every string passes
+the run's scrubber, so no credential the client sent reaches the file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from loadgen.analysis import metrics
+from loadgen.records import RequestRecord
+from loadgen.redact import redact_profile, redact_url
+from loadgen.result import SCHEMA_VERSION, write_summary
+from loadgen.runner import conditions, health
+from loadgen.runner.execute import Executed
+from loadgen.runner.prepare import Prepared
+from loadgen.server.scraper import attach as attach_server_metrics
+from loadgen.workload import Workload
+from loadgen.workload.lengths import describe
+
+
+def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
+    """The summary of a run that was prepared and executed, written to the run folder."""
+    profile, records = p.profile, ex.result.records
+    reason = incomplete_reason(ex)
+    summary: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": p.run_dir.name,
+        "started_at": ex.started_at.isoformat(),
+        "ended_at": ex.ended_at.isoformat(),
+        "interrupted": ex.result.interrupted,
+        "complete": reason is None,
+        "incomplete_reason": reason,
+        "conditions": _conditions(p, records),
+    }
+    fit = p.prompt_fit
+    summary["conditions"]["prompt_lengths"] = fit
+    if fit["method"] == "server /tokenize" and fit["exact"] == fit["requests_fitted"]:
+        summary["conditions"]["prompt_lengths_approximate"] = False
+    summary.update(metrics.summarize(records, sla=profile.sla))
+    if reason is not None and summary["sla"]["verdict"] != "none":
+        summary["sla"]["verdict"] = "incomplete"
+    summary["client"] = health.assess(ex.result, ex.cpu_s, records,
+                                      capped=bool(profile.load.max_concurrency))
+    if ex.server_series is not None:
+        attach_server_metrics(summary, p.run_dir, ex.server_series, records)
+    summary = p.target.scrubber.scrub_data(summary)
+    write_summary(p.run_dir, summary)
+    return summary
+
+
+def incomplete_reason(ex: Executed) -> str | None:
+    """Why the run did not send all its limits asked for, or None when it did.
+
+    The rule: a run is complete when it stopped on its own (the request count was sent, or the
+    duration elapsed, and what was in flight finished). A stop from outside (Ctrl-C, SIGTERM,
+    ``stop``) before that, or a records file that could not take another line, leaves it
+    incomplete, whatever the numbers say: its percentiles describe a shorter run than asked.
+    """
+    if ex.sink_error is not None:
+        return f"records could not be written: {ex.sink_error}"
+    if ex.result.interrupted:
+        return "stopped before its limits (Ctrl-C or SIGTERM); in-flight requests were cancelled"
+    return None
+
+
+def _conditions(p: Prepared, records: list[RequestRecord]) -> dict[str, Any]:
+    profile, t = p.profile, p.profile.target
+    resolved = profile.resolved()
+    measured = [r.id for r in records if not r.warmup]
+    tls = None
+    if p.target.url.startswith("https://"):
+        tls = {"verify": t.verify_tls, "ca_bundle": t.ca_bundle}
+    return {
+        "target": {"url": redact_url(p.target.url), "endpoint": t.endpoint, "model": p.model,
+                   "transport": t.transport, "builtin_simulator": p.target.sim_info, "tls": tls},
+        "server": p.server,
+        "profile": redact_profile(resolved),
+        "seed": profile.workload.seed,
+        "load": resolved["load"],
+        "lengths": {"requested": {"input_tokens": resolved["workload"]["input_tokens"],
+                                  "output_tokens": resolved["workload"]["output_tokens"]},
+                    "realised": _realised(p.workload, records, measured)},
+        "prompt_lengths_approximate": p.workload.approximate_prompt_lengths,
+        "client": conditions.client_info(t.transport, type(asyncio.get_running_loop()).__module__),
+        "host": conditions.host_info(),
+        "labels": dict(profile.labels),
+    }
+
+
+def _realised(workload: Workload, records: list[RequestRecord], measured: list[int]) -> dict[str, Any]:
+    """Lengths as sampled by the workload, and as the server reported them."""
+    ok = [r for r in records if r.ok and not r.warmup]
+    return {
+        "sampled": workload.realised(measured),
+        "server_prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
+        "server_output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
+        "output_tokens_short_of_requested": sum(
+            1 for r in ok if r.output_tokens is not None and r.output_tokens < r.requested_output_tokens),
+    }
