@@ -13,6 +13,8 @@ and registers itself (``registry.py``); the adapters differ only in what their b
 from __future__ import annotations
 
 import asyncio
+import datetime
+import email.utils
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -181,6 +183,9 @@ class SSEResponse:
         self.rid = headers.get("x-request-id")
         if status != 200:
             self.error_body = b""
+            retry_after = headers.get("retry-after")
+            if retry_after is not None:
+                rec.retry_after_s = retry_after_seconds(retry_after)
 
     def feed(self, t: int, raw: bytes) -> bool:
         if self.error_body is not None:
@@ -192,7 +197,21 @@ class SSEResponse:
         self.events += len(events)
         if self.requires_done and _DONE in events:
             events = self._take_done(events)
-        return self.on_events(t, events)
+        return self._read(t, events)
+
+    def _read(self, t: int, events: list[bytes]) -> bool:
+        # A field of the wrong type ("choices": "abc", "delta": "str", a null count) is a
+        # malformed stream, said once here for every protocol: never a traceback, never `read`.
+        try:
+            return self.on_events(t, events)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            return self.shape_error(t, events, exc)
+
+    def shape_error(self, t: int, events: list[bytes], exc: Exception) -> bool:
+        sample = events[0][:120] if events else b""
+        fail(self.rec, R.MALFORMED, f"an event of an unexpected shape ({type(exc).__name__}: "
+                                    f"{str(exc)[:80]}): {sample!r}", t)
+        return False
 
     def _take_done(self, events: list[bytes]) -> list[bytes]:
         self.done = True
@@ -211,7 +230,7 @@ class SSEResponse:
             self.events += len(tail)
             if self.requires_done and _DONE in tail:
                 tail = self._take_done(tail)
-            if not self.on_events(t_end, tail):
+            if not self._read(t_end, tail):
                 return
         if rec.response_id is None:
             rec.response_id = self.rid
@@ -223,7 +242,11 @@ class SSEResponse:
         if self.requires_done and not self.done:
             fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
             return
-        self.on_end()
+        try:
+            self.on_end()
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            rec.ok = False
+            self.shape_error(t_end, [], exc)
 
     def chunk(self, t: int, n: int, text: str, reasoning: bool = False) -> None:
         """Record one token-bearing event: arrival ``t``, ``n`` tokens."""
@@ -394,3 +417,19 @@ class StreamingBackend:
         """The identity in what ``probe`` heard: by default the OpenAI listing's (see
         ``ServerIdentity.from_listing``), under ``engine`` when the protocol names it."""
         return ServerIdentity.from_listing(info, cls.engine)
+
+
+def retry_after_seconds(value: str) -> float | None:
+    """A Retry-After header in seconds: delta-seconds, or an HTTP date counted from now."""
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())

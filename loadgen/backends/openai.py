@@ -121,7 +121,8 @@ class _Stream(SSEResponse):
             except (orjson.JSONDecodeError, AttributeError):
                 return self.malformed(t, data)
             if rec.response_id is None:
-                rec.response_id = obj.get("id") or self.rid
+                rid = obj.get("id")
+                rec.response_id = rid if isinstance(rid, str) and rid else self.rid
             u = obj.get("usage")
             if u:
                 self.usage = u  # the last one seen is the total (final chunk or continuous)
@@ -139,6 +140,8 @@ class _Stream(SSEResponse):
                     text = c.get("text")
                     if not text:
                         continue
+                if not isinstance(text or reasoning, str):
+                    raise TypeError(f"the token text is {type(text or reasoning).__name__}, not a string")
                 n = 1
                 if u and "completion_tokens" in u:
                     # continuous_usage_stats: the cumulative count says how many tokens
@@ -149,7 +152,8 @@ class _Stream(SSEResponse):
                     if n < 1:
                         n = 1
                 self.chunk(t, n, text or reasoning, reasoning is not None)
-            elif "error" in obj:
+            elif "error" in obj or obj.get("object") == "error":
+                # {"error": {...}} mid-stream, or older vLLM's top-level {"object": "error", ...}
                 return self.error_event(t, data)
         return True
 
@@ -158,8 +162,8 @@ class _Stream(SSEResponse):
         rec.ok = True
         usage = self.usage
         if usage:
-            rec.output_tokens = usage.get("completion_tokens")
-            rec.prompt_tokens = usage.get("prompt_tokens")
+            rec.output_tokens = _count(usage, "completion_tokens")
+            rec.prompt_tokens = _count(usage, "prompt_tokens")
         if self.continuous:
             rec.token_source = "continuous_usage"
         elif usage and rec.output_tokens is not None:
@@ -195,3 +199,14 @@ class CompletionsBackend(OpenAIBackend):
     PATH = "/v1/completions"
     STREAM = _CompletionsStream
     token_ids = True
+
+
+def _count(usage: dict[str, Any], key: str) -> int | None:
+    """A usage count: absent is None; present, it must be a non-negative integer (a null or a
+    string there is a malformed stream, not a missing count)."""
+    if key not in usage:
+        return None
+    v = usage[key]
+    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+        raise TypeError(f"usage.{key} is {v!r}, not a count")
+    return v

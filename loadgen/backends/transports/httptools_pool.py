@@ -85,17 +85,24 @@ class _Conn(asyncio.Protocol):
         self.got_bytes = True
         try:
             self._parser.feed_data(data)
+            if self._body:
+                body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
+                self._body.clear()
+                if not self._consumer.feed(t, body):
+                    self._stopped = True
+                    self._done(reuse=False)
+                    return
         except httptools.HttpParserError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(exc, httptools.HttpParserCallbackError) and cause is not None:
+                self.fail(cause)  # the consumer's own failure, raised inside a parser callback
+                return
             hint = " (the server answered in TLS: use https://)" if data[:2] in _TLS_RECORDS else ""
             self.fail(BadHTTP(f"invalid HTTP response: {exc}{hint}"))
             return
-        if self._body:
-            body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-            self._body.clear()
-            if not self._consumer.feed(t, body):
-                self._stopped = True
-                self._done(reuse=False)
-                return
+        except Exception as exc:  # noqa: BLE001 - raised in a Protocol callback it would only be logged
+            self.fail(exc)
+            return
         if self._complete:
             self._done(reuse=self._keep_alive)
 
