@@ -193,7 +193,20 @@ class TestSummarize:
             "sent": 6, "ok": 2, "failed": 3, "cancelled": 1, "warmup": 2,
             "errors_by_class": {"http_500": 2, "cancelled": 1, "timeout": 1},
             "error_rate": 3 / 5,
+            "anomalies": {"zero_output_tokens": 0},
+            "retry_after": {"requests": 0, "max_s": None},
         }
+
+    def test_zero_token_streams_and_back_off_requests_are_counted(self):
+        """An ok stream without a token is an anomaly, not a silent success; Retry-After is kept."""
+        zero = ok_record(id=1)
+        zero.output_tokens = 0
+        limited = [failed_record(id=i, error_class="http_429") for i in (2, 3, 4)]
+        limited[0].retry_after_s, limited[1].retry_after_s = 7.0, 2.5
+        c = summarize([ok_record(id=0), zero, *limited])["counts"]
+        assert c["anomalies"] == {"zero_output_tokens": 1}
+        assert c["retry_after"] == {"requests": 2, "max_s": 7.0}
+        assert c["ok"] == 2 and c["errors_by_class"] == {"http_429": 3}
 
     def test_latencies_cover_ok_measured_requests_only(self):
         """Warm-up and failed requests are excluded from the latency distributions."""

@@ -200,6 +200,8 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
         # A stream that ended normally without a single token is "ok" to HTTP but not an answer:
         # counted apart, so it never passes for a fast response unnoticed.
         "anomalies": {"zero_output_tokens": int((ok & (m["output_tokens"].fillna(0).to_numpy() == 0)).sum())},
+        # The server asked the client to back off (429/503 with Retry-After): how often, how long.
+        "retry_after": _retry_after(m["retry_after_s"]),
     }
 
     send = m["t_send_ns"].to_numpy()
@@ -249,6 +251,11 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
     summary = {"counts": counts, "window": window, "metrics": metrics}
     summary["sla"] = sla_mod.evaluate(sla, summary)
     return summary
+
+
+def _retry_after(column: pd.Series) -> dict:
+    values = pd.to_numeric(column, errors="coerce").dropna()
+    return {"requests": int(len(values)), "max_s": float(values.max()) if len(values) else None}
 
 
 def _littles_law(send: np.ndarray, end: np.ndarray, has_end: np.ndarray) -> dict:

@@ -97,13 +97,21 @@ def print_summary(result: Any, file: Any = None) -> None:
     shape = (f"closed loop, concurrency {load['concurrency']}" if load.get("concurrency")
              else f"open loop, {load['rate']} req/s {load['arrival']}"
              + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else ""))
-    con.print(f"[bold]run {s['run_id']}[/bold]" + ("  [yellow](interrupted)[/yellow]" if s.get("interrupted") else ""))
+    con.print(f"[bold]run {s['run_id']}[/bold]" + ("" if s.get("complete", True) else
+                                                    f"  [yellow]INCOMPLETE: {s.get('incomplete_reason')}[/yellow]"))
     con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
     con.print(f"load    {shape}")
     con.print(f"requests  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  cancelled {c['cancelled']}"
               f"  warm-up {c.get('warmup', 0)}  window {_fmt(s['window']['seconds'], 2)} s")
     if c.get("errors_by_class"):
         con.print("errors   " + "  ".join(f"{k}: {v}" for k, v in c["errors_by_class"].items()))
+    zero = (c.get("anomalies") or {}).get("zero_output_tokens")
+    if zero:
+        con.print(f"[yellow]anomaly[/yellow]  {zero} ok request(s) streamed no output token at all")
+    backoff = c.get("retry_after") or {}
+    if backoff.get("requests"):
+        con.print(f"[yellow]back-off[/yellow] {backoff['requests']} response(s) asked the client to retry "
+                  f"later (Retry-After, up to {backoff['max_s']:g} s)")
     con.print(summary_table(s))
     con.print(f"throughput  {_scalar(s, 'request_throughput_rps')} req/s   input {_scalar(s, 'input_tokens_per_s')} tok/s"
               f"   output {_scalar(s, 'output_tokens_per_s')} tok/s   total {_scalar(s, 'total_tokens_per_s')} tok/s")
@@ -119,7 +127,7 @@ def print_summary(result: Any, file: Any = None) -> None:
               f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})")
     sla = s.get("sla") or {}
     if sla.get("verdict") != "none":
-        colour = "green" if sla["verdict"] == "pass" else "red"
+        colour = {"pass": "green", "incomplete": "yellow"}.get(sla["verdict"], "red")
         con.print(f"SLA [{colour}]{sla['verdict'].upper()}[/{colour}]")
         for d in sla.get("details", []):
             mark = "[green]ok[/green]  " if d["passed"] else "[red]FAIL[/red]"

@@ -9,7 +9,9 @@
     loadgen profiles                the shipped profiles, one line each (`loadgen run NAME` runs one)
 
 Exit codes: 0 done (and, with --fail-on-sla, the SLA passed), 1 the SLA failed with
---fail-on-sla, 2 bad input or an unreachable target, 130 interrupted before any record.
+--fail-on-sla, 2 bad input, an unreachable target or records that could not be written, 130 an
+incomplete run: stopped (Ctrl-C, SIGTERM) before its request count or duration was reached;
+its summary is written and says so, and its SLA verdict is "incomplete".
 """
 
 from __future__ import annotations
@@ -246,6 +248,11 @@ def cmd_run(a: argparse.Namespace) -> int:
     print_summary(result)
     if report is not None:
         print(f"report   {result.run_dir / 'report.html'}")
+    if not result.summary.get("complete", True):
+        # Stopped before its limits: its numbers describe a shorter run than asked for, so it
+        # neither passes nor fails an SLA; 130 is what shells expect of an interrupted command.
+        print(f"loadgen: incomplete run: {result.summary.get('incomplete_reason')}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     if a.fail_on_sla and result.summary["sla"]["verdict"] == "fail":
         return EXIT_SLA_FAIL
     return EXIT_OK

@@ -38,9 +38,17 @@ def top_alerts(summary: dict) -> list[Alert]:
     out = []
     for w in (summary.get("client") or {}).get("warnings") or []:
         out.append(Alert("warning", f"{w.get('warning')}:", _warning_text(w)))
-    if summary.get("interrupted"):
-        out.append(Alert("warning", "interrupted:", "the run was stopped early; the figures cover "
-                         "the requests that finished."))
+    if not summary.get("complete", not summary.get("interrupted")):
+        out.append(Alert("warning", "incomplete:", f"{summary.get('incomplete_reason') or 'stopped early'}; "
+                         "the figures cover the requests that finished, and no SLA verdict is given."))
+    zero = ((summary.get("counts") or {}).get("anomalies") or {}).get("zero_output_tokens")
+    if zero:
+        out.append(Alert("warning", "anomaly:", f"{zero} request(s) ended normally without a single "
+                         "output token; they count as ok, but no answer was streamed."))
+    tls = ((summary.get("conditions") or {}).get("target") or {}).get("tls") or {}
+    if tls.get("verify") is False:
+        out.append(Alert("warning", "TLS not verified:", "target.verify_tls was false: any certificate "
+                         "was accepted, so the server's identity is unproven."))
     return out
 
 
@@ -108,11 +116,17 @@ def errors_section(summary: dict) -> Section:
         return Section("Errors", (Text(f"No errors: all {c.get('sent', 0)} measured requests succeeded."),))
     sent = c.get("sent") or 0
     rows = tuple((k, str(v), pct(v / sent if sent else None)) for k, v in by_class.items())
-    return Section("Errors", (
+    blocks: list = [
         Table(("error class", "requests", "share of sent"), rows, "lrr"),
         Text(f"Error rate {pct(c.get('error_rate'), 2)} (failed / (ok + failed)); failed requests "
              "count against goodput and are never dropped."),
-    ))
+    ]
+    backoff = c.get("retry_after") or {}
+    if backoff.get("requests"):
+        blocks.append(Alert("warning", "The server asked the client to back off:",
+                            f"{backoff['requests']} response(s) carried Retry-After (up to "
+                            f"{backoff['max_s']:g} s); loadgen does not retry, so each is one failed request."))
+    return Section("Errors", tuple(blocks))
 
 
 def client_section(summary: dict) -> Section:
