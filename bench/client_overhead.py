@@ -16,19 +16,29 @@ import asyncio
 import statistics
 import tempfile
 
-from loadgen.runner import api
 from loadgen.config import load_profile
+from loadgen.runner import api
 from loadgen.testing import StreamServer
 
 
 def one_run(url: str, transport: str, loop: str, n: int, conc: int, out: str) -> tuple[float, float]:
-    p = load_profile(None, overrides={
-        "target.url": url, "target.transport": transport, "load.concurrency": conc,
-        "workload.num_requests": n, "workload.input_tokens": 16, "workload.output_tokens": 256,
-        "output.dir": out, "output.progress": False})
+    p = load_profile(
+        None,
+        overrides={
+            "target.url": url,
+            "target.transport": transport,
+            "load.concurrency": conc,
+            "workload.num_requests": n,
+            "workload.input_tokens": 16,
+            "workload.output_tokens": 256,
+            "output.dir": out,
+            "output.progress": False,
+        },
+    )
     coro = api.run_async(p)
     if loop == "uvloop":
         import uvloop
+
         res = uvloop.run(coro)
     else:
         res = asyncio.run(coro)
@@ -43,7 +53,9 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=512)
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--variants", default="httptools/uvloop,aiohttp/uvloop,httpx/uvloop,httptools/asyncio,aiohttp/asyncio")
+    ap.add_argument(
+        "--variants", default="httptools/uvloop,aiohttp/uvloop,httpx/uvloop,httptools/asyncio,aiohttp/asyncio"
+    )
     a = ap.parse_args()
     variants = [tuple(v.split("/")) for v in a.variants.split(",")]
     results: dict[tuple, list] = {v: [] for v in variants}

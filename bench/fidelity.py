@@ -31,8 +31,8 @@ from urllib.parse import urlsplit
 import numpy as np
 import orjson
 
-from loadgen.runner import api
 from loadgen.config import TargetConfig, load_profile
+from loadgen.runner import api
 from loadgen.testing import StreamServer
 
 TARGET_P50_MS = 0.1
@@ -84,7 +84,7 @@ class _Chunked:
             if self.left:
                 take = self.buf[: self.left]
                 out.append(take)
-                self.buf = self.buf[len(take):]
+                self.buf = self.buf[len(take) :]
                 self.left -= len(take)
                 if self.left:
                     break
@@ -104,7 +104,7 @@ class _Chunked:
             if i < 0:
                 break
             size = int(self.buf[:i].split(b";", 1)[0], 16)
-            self.buf = self.buf[i + 2:]
+            self.buf = self.buf[i + 2 :]
             if size == 0:
                 self.last = True
             else:
@@ -112,8 +112,7 @@ class _Chunked:
         return b"".join(out)
 
 
-async def _ref_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                       req: bytes) -> Observed:
+async def _ref_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, req: bytes) -> Observed:
     t_send = time.perf_counter_ns()
     writer.write(req)
     head = b""
@@ -137,10 +136,10 @@ async def _ref_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
                 raise RuntimeError(f"HTTP error: {status_line!r}")
             if not any(ln.lower().replace(b" ", b"") == b"transfer-encoding:chunked" for ln in lines):
                 raise RuntimeError("the reference client only reads chunked responses")
-            data, head, in_body = head[i + 4:], b"", True
+            data, head, in_body = head[i + 4 :], b"", True
         sse += body.feed(data)
         while (j := sse.find(b"\n\n")) >= 0:
-            event, sse = sse[:j], sse[j + 2:]
+            event, sse = sse[:j], sse[j + 2 :]
             if not event.startswith(b"data: "):
                 continue
             payload = event[6:]
@@ -158,18 +157,27 @@ async def _ref_request(reader: asyncio.StreamReader, writer: asyncio.StreamWrite
             return obs
 
 
-async def reference_run(url: str, model: str, n: int, conc: int, input_tokens: int,
-                        output_tokens: int) -> list[Observed]:
+async def reference_run(
+    url: str, model: str, n: int, conc: int, input_tokens: int, output_tokens: int
+) -> list[Observed]:
     """The floor: ``conc`` raw keep-alive connections, closed loop, ``n`` requests in all."""
     u = urlsplit(url)
     host, port = u.hostname, u.port
-    body = orjson.dumps({
-        "model": model, "max_tokens": output_tokens, "stream": True,
-        "messages": [{"role": "user", "content": " ".join(["hello"] * input_tokens)}],
-        "ignore_eos": True, "stream_options": {"include_usage": True}})
-    req = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
-           f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
-           f"Accept-Encoding: identity\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+    body = orjson.dumps(
+        {
+            "model": model,
+            "max_tokens": output_tokens,
+            "stream": True,
+            "messages": [{"role": "user", "content": " ".join(["hello"] * input_tokens)}],
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        }
+    )
+    req = (
+        f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        f"Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+        f"Accept-Encoding: identity\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     ids = iter(range(n))
     out: list[Observed] = []
 
@@ -188,13 +196,30 @@ async def reference_run(url: str, model: str, n: int, conc: int, input_tokens: i
 
 
 # ----------------------------------------------------------------------------- loadgen
-def loadgen_run(url: str, transport: str, loop: str, n: int, conc: int, input_tokens: int,
-                output_tokens: int, out_dir: str) -> tuple[list[Observed], dict, list]:
-    p = load_profile(None, overrides={
-        "target.url": url, "target.transport": transport, "load.concurrency": conc,
-        "load.warmup_requests": 0, "workload.num_requests": n,
-        "workload.input_tokens": input_tokens, "workload.output_tokens": output_tokens,
-        "output.dir": out_dir, "output.progress": False})
+def loadgen_run(
+    url: str,
+    transport: str,
+    loop: str,
+    n: int,
+    conc: int,
+    input_tokens: int,
+    output_tokens: int,
+    out_dir: str,
+) -> tuple[list[Observed], dict, list]:
+    p = load_profile(
+        None,
+        overrides={
+            "target.url": url,
+            "target.transport": transport,
+            "load.concurrency": conc,
+            "load.warmup_requests": 0,
+            "workload.num_requests": n,
+            "workload.input_tokens": input_tokens,
+            "workload.output_tokens": output_tokens,
+            "output.dir": out_dir,
+            "output.progress": False,
+        },
+    )
     res = run_loop(api.run_async(p), loop)
     if res.summary["counts"]["ok"] != n:
         raise RuntimeError(f"loadgen/{transport}: {res.summary['counts']}")
@@ -209,8 +234,9 @@ def trails(observed: list[Observed], log: dict[str, dict]) -> tuple[np.ndarray, 
     for o in observed:
         gt = log[o.response_id]
         if len(o.chunk_times_ns) != len(gt["chunk_ns"]):
-            raise RuntimeError(f"{o.response_id}: {len(o.chunk_times_ns)} chunks seen, "
-                               f"server sent {len(gt['chunk_ns'])}")
+            raise RuntimeError(
+                f"{o.response_id}: {len(o.chunk_times_ns)} chunks seen, server sent {len(gt['chunk_ns'])}"
+            )
         first.append(o.t_first_token_ns - gt["first_token_ns"])
         chunks.extend(np.array(o.chunk_times_ns) - np.array(gt["chunk_ns"]))
     return np.array(first) / MS, np.array(chunks) / MS
@@ -229,62 +255,85 @@ def fidelity(a: argparse.Namespace) -> None:
     transports = a.transports
     clients = ["reference"] + [f"loadgen/{t}" for t in transports]
     rows: dict[str, list] = {c: [] for c in clients}
-    with StreamServer(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms) as srv, \
-            tempfile.TemporaryDirectory() as out:
+    with StreamServer(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms) as srv, tempfile.TemporaryDirectory() as out:
         model = "test-model"
         warm = max(2 * a.concurrency, 16)
 
         def ref(n: int) -> list[Observed]:
-            return run_loop(reference_run(srv.url, model, n, a.concurrency, a.input_tokens,
-                                          a.output_tokens), a.loop)
+            return run_loop(
+                reference_run(srv.url, model, n, a.concurrency, a.input_tokens, a.output_tokens), a.loop
+            )
 
         # Warm-up (discarded): imports, server code paths, the kernel's socket buffers.
         ref(warm)
         for t in transports:
             loadgen_run(srv.url, t, a.loop, warm, a.concurrency, a.input_tokens, a.output_tokens, out)
-        for rep in range(a.repeats):
+        for _ in range(a.repeats):
             for c in clients:
                 srv.clear_log()
                 if c == "reference":
                     obs = ref(a.requests)
                 else:
-                    obs = loadgen_run(srv.url, c.split("/", 1)[1], a.loop, a.requests, a.concurrency,
-                                      a.input_tokens, a.output_tokens, out)[0]
+                    obs = loadgen_run(
+                        srv.url,
+                        c.split("/", 1)[1],
+                        a.loop,
+                        a.requests,
+                        a.concurrency,
+                        a.input_tokens,
+                        a.output_tokens,
+                        out,
+                    )[0]
                 ft, ch = trails(obs, srv.log())
                 rows[c].append((stats(ft), stats(ch), float(min(ch.min(), ft.min()))))
 
-    print(f"fidelity: StreamServer ttft {a.ttft_ms:g} ms, itl {a.itl_ms:g} ms, concurrency "
-          f"{a.concurrency}, {a.requests} requests x {a.output_tokens} tokens, loop {a.loop}, "
-          f"{a.repeats} repeats (reference and loadgen alternating)")
+    print(
+        f"fidelity: StreamServer ttft {a.ttft_ms:g} ms, itl {a.itl_ms:g} ms, concurrency "
+        f"{a.concurrency}, {a.requests} requests x {a.output_tokens} tokens, loop {a.loop}, "
+        f"{a.repeats} repeats (reference and loadgen alternating)"
+    )
     print("trail = client read timestamp - server send timestamp, ms")
-    print(f"{'client':<18}{'rep':>4} | {'first-token p50':>15} {'p99':>8} {'max':>8} | "
-          f"{'all-chunk p50':>13} {'p99':>8} {'max':>8} | {'min':>7}")
+    print(
+        f"{'client':<18}{'rep':>4} | {'first-token p50':>15} {'p99':>8} {'max':>8} | "
+        f"{'all-chunk p50':>13} {'p99':>8} {'max':>8} | {'min':>7}"
+    )
     for c in clients:
         for i, (ft, ch, mn) in enumerate(rows[c]):
-            print(f"{c:<18}{i + 1:>4} | {ft[0]:15.3f} {ft[1]:8.3f} {ft[2]:8.3f} | "
-                  f"{ch[0]:13.3f} {ch[1]:8.3f} {ch[2]:8.3f} | {mn:7.3f}")
+            print(
+                f"{c:<18}{i + 1:>4} | {ft[0]:15.3f} {ft[1]:8.3f} {ft[2]:8.3f} | "
+                f"{ch[0]:13.3f} {ch[1]:8.3f} {ch[2]:8.3f} | {mn:7.3f}"
+            )
     print()
-    print(f"loadgen's excess over the reference (per repeat, then the median over repeats); "
-          f"target p50 <= {TARGET_P50_MS} ms, p99 <= {TARGET_P99_MS} ms")
+    print(
+        f"loadgen's excess over the reference (per repeat, then the median over repeats); "
+        f"target p50 <= {TARGET_P50_MS} ms, p99 <= {TARGET_P99_MS} ms"
+    )
     print(f"{'client':<18} | {'first-token p50':>15} {'p99':>8} | {'all-chunk p50':>13} {'p99':>8} | verdict")
     for c in clients[1:]:
-        d = [[mine[k][q] - base[k][q] for k in (0, 1) for q in (0, 1)]
-             for mine, base in zip(rows[c], rows["reference"])]
+        d = [
+            [mine[k][q] - base[k][q] for k in (0, 1) for q in (0, 1)]
+            for mine, base in zip(rows[c], rows["reference"])
+        ]
         med = [statistics.median(x[j] for x in d) for j in range(4)]
         p50_ok, p99_ok = med[0] <= TARGET_P50_MS, med[1] <= TARGET_P99_MS
-        verdict = (f"p50 {'PASS' if p50_ok else 'MISS'}, p99 {'PASS' if p99_ok else 'MISS'}")
+        verdict = f"p50 {'PASS' if p50_ok else 'MISS'}, p99 {'PASS' if p99_ok else 'MISS'}"
         print(f"{c:<18} | {med[0]:+15.3f} {med[1]:+8.3f} | {med[2]:+13.3f} {med[3]:+8.3f} | {verdict}")
 
 
 def sweep(a: argparse.Namespace) -> None:
-    print(f"sweep: loadgen only, StreamServer ttft {a.ttft_ms:g} ms, itl {a.itl_ms:g} ms, "
-          f"64 output tokens, 2 x concurrency requests (min 50), loop {a.loop}")
-    print("TTFT error = client TTFT (first token - send) - server TTFT (first token sent - request "
-          "received); chunk trail = client read - server send; ms")
-    print(f"{'transport':<10}{'conc':>5}{'reqs':>6} | {'TTFT err p50':>12} {'p99':>8} {'max':>8} | "
-          f"{'chunk trail p50':>15} {'p99':>8} {'max':>8} | {'cpu busy':>8} {'loop lag p99':>12}")
-    with StreamServer(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms) as srv, \
-            tempfile.TemporaryDirectory() as out:
+    print(
+        f"sweep: loadgen only, StreamServer ttft {a.ttft_ms:g} ms, itl {a.itl_ms:g} ms, "
+        f"64 output tokens, 2 x concurrency requests (min 50), loop {a.loop}"
+    )
+    print(
+        "TTFT error = client TTFT (first token - send) - server TTFT (first token sent - request "
+        "received); chunk trail = client read - server send; ms"
+    )
+    print(
+        f"{'transport':<10}{'conc':>5}{'reqs':>6} | {'TTFT err p50':>12} {'p99':>8} {'max':>8} | "
+        f"{'chunk trail p50':>15} {'p99':>8} {'max':>8} | {'cpu busy':>8} {'loop lag p99':>12}"
+    )
+    with StreamServer(ttft_ms=a.ttft_ms, itl_ms=a.itl_ms) as srv, tempfile.TemporaryDirectory() as out:
         for t in a.transports:
             loadgen_run(srv.url, t, a.loop, 16, 8, a.input_tokens, 16, out)  # warm-up
         for conc in (1, 64, 256):
@@ -293,23 +342,36 @@ def sweep(a: argparse.Namespace) -> None:
                 srv.clear_log()
                 _obs, summary, records = loadgen_run(srv.url, t, a.loop, n, conc, a.input_tokens, 64, out)
                 log = srv.log()
-                ttft_err = np.array([
-                    ((r.t_first_token_ns - r.t_send_ns)
-                     - (log[r.response_id]["first_token_ns"] - log[r.response_id]["recv_ns"])) / MS
-                    for r in records])
+                ttft_err = np.array(
+                    [
+                        (
+                            (r.t_first_token_ns - r.t_send_ns)
+                            - (log[r.response_id]["first_token_ns"] - log[r.response_id]["recv_ns"])
+                        )
+                        / MS
+                        for r in records
+                    ]
+                )
                 _ft, ch = trails(_obs, log)
                 client = summary["client"]
                 lag = client["event_loop_lag_ms"]["p99"]
-                print(f"{t:<10}{conc:>5}{n:>6} | {fmt3(stats(ttft_err)):>30} | "
-                      f"{fmt3(stats(ch)):>33} | {client['cpu_busy_fraction']:8.2f} "
-                      f"{(lag if lag is not None else float('nan')):12.3f}")
+                print(
+                    f"{t:<10}{conc:>5}{n:>6} | {fmt3(stats(ttft_err)):>30} | "
+                    f"{fmt3(stats(ch)):>33} | {client['cpu_busy_fraction']:8.2f} "
+                    f"{(lag if lag is not None else float('nan')):12.3f}"
+                )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--transports", default=",".join(all_transports()),
-                    help="comma-separated loadgen transports (default: every target.transport value)")
-    ap.add_argument("--loop", choices=["uvloop", "asyncio"], default="uvloop", help="event loop for both clients")
+    ap.add_argument(
+        "--transports",
+        default=",".join(all_transports()),
+        help="comma-separated loadgen transports (default: every target.transport value)",
+    )
+    ap.add_argument(
+        "--loop", choices=["uvloop", "asyncio"], default="uvloop", help="event loop for both clients"
+    )
     ap.add_argument("--repeats", type=int, default=3, help="alternating reference/loadgen rounds")
     ap.add_argument("--concurrency", type=int, default=8, help="closed-loop slots")
     ap.add_argument("--requests", type=int, default=200, help="requests per run")
@@ -317,8 +379,11 @@ def main() -> None:
     ap.add_argument("--itl-ms", type=float, default=10.0, help="server delay between tokens")
     ap.add_argument("--input-tokens", type=int, default=32, help="prompt length (words)")
     ap.add_argument("--output-tokens", type=int, default=16, help="tokens per response")
-    ap.add_argument("--sweep", action="store_true",
-                    help="loadgen only at concurrency 1, 64, 256: TTFT error, chunk trail, client health")
+    ap.add_argument(
+        "--sweep",
+        action="store_true",
+        help="loadgen only at concurrency 1, 64, 256: TTFT error, chunk trail, client health",
+    )
     a = ap.parse_args()
     a.transports = [t for t in a.transports.split(",") if t]
     unknown = set(a.transports) - set(all_transports())

@@ -25,14 +25,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import orjson  # noqa: E402
+import orjson
 
-from loadgen.sim import SimConfig, SimProcess  # noqa: E402
+from loadgen.sim import SimConfig, SimProcess
 
 
 async def stream_forever(host: str, port: int, body: bytes, stop: float, counts: list[int]) -> None:
-    head = (f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+    head = (
+        f"POST /v1/completions HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode() + body
     while time.perf_counter() < stop:
         reader, writer = await asyncio.open_connection(host, port)
         writer.write(head)
@@ -58,13 +60,13 @@ def scrape(url: str, name: str) -> float:
 
 async def drive(url: str, concurrency: int, seconds: float, max_tokens: int) -> tuple[float, float]:
     host, port = url.removeprefix("http://").rsplit(":", 1)
-    body = orjson.dumps({"prompt": [1] * 16, "max_tokens": max_tokens, "ignore_eos": True,
-                         "stream": True})
+    body = orjson.dumps({"prompt": [1] * 16, "max_tokens": max_tokens, "ignore_eos": True, "stream": True})
     warm = time.perf_counter() + 1.0  # let every stream get going, then measure
     counts = [0, 0]
     stop = warm + seconds
-    tasks = [asyncio.create_task(stream_forever(host, int(port), body, stop, counts))
-             for _ in range(concurrency)]
+    tasks = [
+        asyncio.create_task(stream_forever(host, int(port), body, stop, counts)) for _ in range(concurrency)
+    ]
     await asyncio.sleep(warm - time.perf_counter())
     c0, g0, t0 = counts[0], scrape(url, "vllm:generation_tokens_total"), time.perf_counter()
     await asyncio.sleep(stop - time.perf_counter())
@@ -82,16 +84,21 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=2000)
     args = ap.parse_args()
     cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-    config = SimConfig(preset=args.preset, time_scale=args.time_scale, max_num_seqs=max(256, args.concurrency))
+    config = SimConfig(
+        preset=args.preset, time_scale=args.time_scale, max_num_seqs=max(256, args.concurrency)
+    )
     with SimProcess(config) as sim:
         if len(cores) >= 2:
             os.sched_setaffinity(sim._proc.pid, {cores[0]})
             os.sched_setaffinity(0, {cores[1]})
-        client_rate, server_rate = asyncio.run(drive(sim.url, args.concurrency, args.seconds,
-                                                     args.max_tokens))
+        client_rate, server_rate = asyncio.run(
+            drive(sim.url, args.concurrency, args.seconds, args.max_tokens)
+        )
         lag = scrape(sim.url, "loadgen_sim_pacing_lag_seconds_total")
-    print(f"preset={args.preset} time_scale={args.time_scale} concurrency={args.concurrency} "
-          f"window={args.seconds:.0f}s")
+    print(
+        f"preset={args.preset} time_scale={args.time_scale} concurrency={args.concurrency} "
+        f"window={args.seconds:.0f}s"
+    )
     print(f"server generated  {server_rate:10,.0f} tokens/s")
     print(f"client received   {client_rate:10,.0f} events/s (tokens + one [DONE] per request)")
     if args.time_scale > 0:

@@ -15,25 +15,40 @@ simulator, the system under test) and testing/ (scripted servers) beside it.
 
 __version__ = "0.1.0"
 
-from loadgen.errors import ConfigError, LoadgenError  # noqa: E402
-from loadgen.records import RequestRecord  # noqa: E402
+from loadgen.errors import ConfigError, LoadgenError
+from loadgen.records import RequestRecord
 
-__all__ = ["__version__", "ConfigError", "LoadgenError", "RequestRecord", "RunResult", "compare",
-           "gate", "load_run", "load_summary", "run", "run_async"]
+__all__ = [
+    "ConfigError",
+    "LoadgenError",
+    "RequestRecord",
+    "RunResult",
+    "__version__",
+    "compare",
+    "gate",
+    "load_run",
+    "load_summary",
+    "run",
+    "run_async",
+]
 
 
-def __getattr__(name: str):  # noqa: ANN202 - module-level lazy attribute
+def __getattr__(name: str):
     # Lazy: `import loadgen` stays cheap (the simulator subprocess and the CLI import it).
     if name in ("run", "run_async"):
         from loadgen.runner import api
+
         return getattr(api, name)
     if name in ("load_run", "load_summary", "RunResult"):
         from loadgen import result
+
         return getattr(result, name)
     if name == "compare":
         from loadgen.analysis.compare import compare
+
         return compare
     if name == "gate":
         from loadgen.analysis.gate import gate
+
         return gate
     raise AttributeError(f"module 'loadgen' has no attribute {name!r}")

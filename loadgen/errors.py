@@ -15,8 +15,7 @@ class LoadgenError(Exception):
 class ConfigError(LoadgenError, ValueError):
     """Invalid configuration: ``problems`` read like ``load.arrival: 'possion' is not one of ...``."""
 
-    def __init__(self, problems: list[str] | str, source: str | None = None,
-                 what: str = "profile") -> None:
+    def __init__(self, problems: list[str] | str, source: str | None = None, what: str = "profile") -> None:
         self.problems = [problems] if isinstance(problems, str) else list(problems)
         self.source = source
         self.what = what

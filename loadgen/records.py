@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 import errno
 import os
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
 
 import orjson
 
@@ -82,7 +82,7 @@ class RequestRecord:
         return orjson.dumps(self, option=orjson.OPT_SERIALIZE_DATACLASS)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "RequestRecord":
+    def from_dict(cls, d: dict) -> RequestRecord:
         names = _FIELD_NAMES
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -109,7 +109,9 @@ class JsonlSink:
 
     def __init__(self, path: Path, on_error: Callable[[SinkError], None] | None = None) -> None:
         self.path = Path(path)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        self._fd = os.open(
+            self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644
+        )
         self._on_error = on_error
         self.count = 0  # records written whole
         self.error: SinkError | None = None

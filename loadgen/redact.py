@@ -9,11 +9,16 @@ from __future__ import annotations
 
 import base64
 import re
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 REDACTED = "***"
-_SECRET_NAME = re.compile(r"(auth|token|secret|key|password|passwd|cookie|session|signature|credential)", re.I)
+_SECRET_NAME = re.compile(
+    r"(auth|token|secret|key|password|passwd|cookie|session|signature|credential)", re.I
+)
+
+
 def redact_url(url: str | None) -> str | None:
     if not url:
         return url
@@ -23,8 +28,10 @@ def redact_url(url: str | None) -> str | None:
         netloc = REDACTED + "@" + netloc.rsplit("@", 1)[1]
     query = parts.query
     if query:
-        pairs = [(k, REDACTED if _SECRET_NAME.search(k) else v)
-                 for k, v in parse_qsl(query, keep_blank_values=True)]
+        pairs = [
+            (k, REDACTED if _SECRET_NAME.search(k) else v)
+            for k, v in parse_qsl(query, keep_blank_values=True)
+        ]
         query = urlencode(pairs, safe="*")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
@@ -42,16 +49,27 @@ def redact_profile(resolved: dict) -> dict:
     if target.get("headers"):
         target["headers"] = redact_headers(target["headers"])
     if target.get("extra_body"):
-        target["extra_body"] = {k: (REDACTED if _SECRET_NAME.search(k) else v)
-                                for k, v in target["extra_body"].items()}
+        target["extra_body"] = {
+            k: (REDACTED if _SECRET_NAME.search(k) else v) for k, v in target["extra_body"].items()
+        }
     out["target"] = target
     return out
 
 
 # Header names whose values are credentials whatever the profile says (and any name matching
 # _SECRET_NAME). Their values are scrubbed from everything loadgen stores.
-SECRET_HEADERS = frozenset(("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie",
-                            "x-auth-token", "openai-organization", "openai-project"))
+SECRET_HEADERS = frozenset(
+    (
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "cookie",
+        "x-auth-token",
+        "openai-organization",
+        "openai-project",
+    )
+)
 _MIN_SECRET = 4  # shorter values would scrub ordinary words
 
 
@@ -65,8 +83,9 @@ class Scrubber:
     summary and the report. Every string loadgen stores passes through ``scrub``.
     """
 
-    def __init__(self, headers: Mapping[str, str] = {}, extra: Iterable[str] = (),
-                 secret_names: Iterable[str] = ()) -> None:
+    def __init__(
+        self, headers: Mapping[str, str] = {}, extra: Iterable[str] = (), secret_names: Iterable[str] = ()
+    ) -> None:
         marked = {n.lower() for n in secret_names}
         values: set[str] = {v for v in extra if v}
         for name, value in headers.items():

@@ -58,13 +58,17 @@ def _run_dir(path: str | Path) -> Path:
 def load_summary(path: str | Path) -> dict:
     p = _run_dir(path) / SUMMARY
     if not p.exists():
-        raise ResultError(f"{p} is missing: the run was killed before it finished; "
-                          f"its records are in {REQUESTS} (loadgen.load_run reads them)")
+        raise ResultError(
+            f"{p} is missing: the run was killed before it finished; "
+            f"its records are in {REQUESTS} (loadgen.load_run reads them)"
+        )
     summary = orjson.loads(p.read_bytes())
     version = summary.get("schema_version")
     if version != SCHEMA_VERSION:
-        raise ResultError(f"{p}: schema_version {version!r} is not supported by this loadgen "
-                          f"(it reads version {SCHEMA_VERSION}); use the loadgen version that wrote it")
+        raise ResultError(
+            f"{p}: schema_version {version!r} is not supported by this loadgen "
+            f"(it reads version {SCHEMA_VERSION}); use the loadgen version that wrote it"
+        )
     return summary
 
 
@@ -81,9 +85,12 @@ def load_records(path: str | Path, report: ReadReport | None = None) -> list[Req
     report = report if report is not None else ReadReport()
     records = list(read_records(p, report))
     if report.skipped_lines:
-        warnings.warn(f"{p}: {report.skipped_lines} line(s) do not parse and were skipped (first: line "
-                      f"{report.first_skipped}); a run killed mid-write leaves one torn last line",
-                      SkippedLinesWarning, stacklevel=2)
+        warnings.warn(
+            f"{p}: {report.skipped_lines} line(s) do not parse and were skipped (first: line "
+            f"{report.first_skipped}); a run killed mid-write leaves one torn last line",
+            SkippedLinesWarning,
+            stacklevel=2,
+        )
     return records
 
 

@@ -92,7 +92,9 @@ def available() -> tuple[bool, str]:
     return True, ""
 
 
-SETUP_HINT = "python scripts/real_engines.py setup   (~4 min, ~2.5 GB in $LOADGEN_ENGINE_CACHE or ~/.cache/loadgen)"
+SETUP_HINT = (
+    "python scripts/real_engines.py setup   (~4 min, ~2.5 GB in $LOADGEN_ENGINE_CACHE or ~/.cache/loadgen)"
+)
 
 
 # ----------------------------------------------------------------------------- setup
@@ -115,20 +117,36 @@ def setup() -> None:
         _run(pip + ["install", "--disable-pip-version-check", VLLM_PACKAGE])
         _run(pip + ["uninstall", "-y", *UNINSTALL])
         out = subprocess.run(
-            [str(venv_python()), "-c",
-             "import vllm, transformers, tokenizers, torch; print(vllm.__version__, "
-             "transformers.__version__, torch.__version__)"],
-            check=True, capture_output=True, text=True, env=_server_env())
+            [
+                str(venv_python()),
+                "-c",
+                "import vllm, transformers, tokenizers, torch; print(vllm.__version__, "
+                "transformers.__version__, torch.__version__)",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=_server_env(),
+        )
         versions = out.stdout.strip().splitlines()[-1].split()
-        (venv / SETUP_MARKER).write_text(json.dumps(
-            {"package": VLLM_PACKAGE, "vllm": versions[0], "transformers": versions[1],
-             "torch": versions[2], "at": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+        (venv / SETUP_MARKER).write_text(
+            json.dumps(
+                {
+                    "package": VLLM_PACKAGE,
+                    "vllm": versions[0],
+                    "transformers": versions[1],
+                    "torch": versions[2],
+                    "at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                }
+            )
+            + "\n"
+        )
         log(f"vLLM {versions[0]} ready (transformers {versions[1]}, torch {versions[2]})")
     build_model()
 
 
 # Runs inside the venv (it needs torch, transformers, tokenizers); argv[1] is the output dir.
-_BUILD_MODEL = r'''
+_BUILD_MODEL = r"""
 import glob, json, sys, sysconfig
 from pathlib import Path
 import torch
@@ -188,7 +206,7 @@ model = model.to(torch.bfloat16)
 model.config.torch_dtype = torch.bfloat16
 model.save_pretrained(str(out))
 print(json.dumps({"vocab": tok.get_vocab_size(), "params": sum(p.numel() for p in model.parameters())}))
-'''
+"""
 
 
 def build_model(force: bool = False) -> Path:
@@ -202,8 +220,13 @@ def build_model(force: bool = False) -> Path:
     if out.exists():
         shutil.rmtree(out)
     log(f"building the tiny model in {out}")
-    res = subprocess.run([str(venv_python()), "-c", _BUILD_MODEL, str(out)], check=True,
-                         capture_output=True, text=True, env=_server_env())
+    res = subprocess.run(
+        [str(venv_python()), "-c", _BUILD_MODEL, str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=_server_env(),
+    )
     info = json.loads(res.stdout.strip().splitlines()[-1])
     (out / MODEL_MARKER).write_text(json.dumps(info) + "\n")
     log(f"tiny model built: vocab {info['vocab']}, {info['params']:,} parameters")
@@ -280,8 +303,12 @@ def read_state(name: str | None = None) -> dict | None:
         return None
 
 
-def serve(port: int | None = None, timeout_s: float = READY_TIMEOUT_S,
-          extra_args: list[str] | None = None, name: str | None = None) -> dict:
+def serve(
+    port: int | None = None,
+    timeout_s: float = READY_TIMEOUT_S,
+    extra_args: list[str] | None = None,
+    name: str | None = None,
+) -> dict:
     """Start vLLM on a free loopback port in the background and wait for ``/health``.
 
     Returns the state (``pid``, ``port``, ``url``, ``model``, ``log``), also written to
@@ -302,34 +329,65 @@ def serve(port: int | None = None, timeout_s: float = READY_TIMEOUT_S,
         stop(name=name)
     port = port or free_port()
     url = f"http://127.0.0.1:{port}"
-    cmd = [str(venv_python()), "-m", "vllm.entrypoints.openai.api_server",
-           "--model", str(model_dir()), "--served-model-name", MODEL_NAME,
-           "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048",
-           "--dtype", "bfloat16", "--enforce-eager", *(extra_args or [])]
+    cmd = [
+        str(venv_python()),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir()),
+        "--served-model-name",
+        MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+        "--dtype",
+        "bfloat16",
+        "--enforce-eager",
+        *(extra_args or []),
+    ]
     log(f"starting vLLM on {url} (log: {log_file(name)})")
     logf = open(log_file(name), "wb")
     # Its own session: `stop` signals the whole group (the API server and its engine core).
     cpus = server_cpus()
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            env=_server_env(), cwd=str(cache_dir()), start_new_session=True,
-                            preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+    proc = subprocess.Popen(
+        cmd,
+        stdout=logf,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        env=_server_env(),
+        cwd=str(cache_dir()),
+        start_new_session=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, cpus),
+    )
     logf.close()
-    st = {"pid": proc.pid, "port": port, "url": url, "model": MODEL_NAME,
-          "model_dir": str(model_dir()), "log": str(log_file(name)), "cmd": cmd,
-          "name": name, "started": time.time()}
+    st = {
+        "pid": proc.pid,
+        "port": port,
+        "url": url,
+        "model": MODEL_NAME,
+        "model_dir": str(model_dir()),
+        "log": str(log_file(name)),
+        "cmd": cmd,
+        "name": name,
+        "started": time.time(),
+    }
     state_file(name).write_text(json.dumps(st, indent=1) + "\n")
     t0 = time.monotonic()
     while True:
         if proc.poll() is not None:
             state_file(name).unlink(missing_ok=True)
-            raise RuntimeError(f"vLLM exited with code {proc.returncode} before it was ready; "
-                               f"log tail:\n{log_tail(name=name)}")
+            raise RuntimeError(
+                f"vLLM exited with code {proc.returncode} before it was ready; "
+                f"log tail:\n{log_tail(name=name)}"
+            )
         if _healthy(url):
             break
         if time.monotonic() - t0 > timeout_s:
             stop(name=name)
-            raise RuntimeError(f"vLLM not ready after {timeout_s:.0f} s; "
-                               f"log tail:\n{log_tail(name=name)}")
+            raise RuntimeError(f"vLLM not ready after {timeout_s:.0f} s; log tail:\n{log_tail(name=name)}")
         time.sleep(1.0)
     log(f"vLLM ready in {time.monotonic() - t0:.0f} s: pid {proc.pid}, {url}, model {MODEL_NAME}")
     return st
@@ -384,16 +442,20 @@ def status() -> dict:
     marker = venv_dir() / SETUP_MARKER
     st = read_state()
     running = bool(st and _alive(st["pid"]))
-    return {"cache": str(cache_dir()), "available": ok, "missing": why or None,
-            "vllm": json.loads(marker.read_text()) if marker.exists() else None,
-            "model_dir": str(model_dir()) if (model_dir() / MODEL_MARKER).exists() else None,
-            "server": dict(st, running=running, healthy=running and _healthy(st["url"]))
-            if st else None}
+    return {
+        "cache": str(cache_dir()),
+        "available": ok,
+        "missing": why or None,
+        "vllm": json.loads(marker.read_text()) if marker.exists() else None,
+        "model_dir": str(model_dir()) if (model_dir() / MODEL_MARKER).exists() else None,
+        "server": dict(st, running=running, healthy=running and _healthy(st["url"])) if st else None,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("setup", help="install vLLM into its own cached venv and build the tiny model")
     bm = sub.add_parser("build-model", help="build the tiny model (needs the venv)")

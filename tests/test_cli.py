@@ -16,8 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from loadgen.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parent.parent
@@ -25,13 +23,21 @@ SIM = "llama3-8b-fp16@h100"
 
 
 def _env() -> dict:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+    }
 
 
 def loadgen(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], cwd=cwd, env=_env(),
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", *args],
+        cwd=cwd,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def _run_dir(out: Path) -> Path:
@@ -54,13 +60,16 @@ def _walk(parser: argparse.ArgumentParser, where: str = "loadgen"):
 
 
 def test_help_exits_0_and_every_option_is_documented(tmp_path):
-    """`run --help` and `sim --help` exit 0, and every argparse action (subcommands included) has help text."""
+    """`run --help` and `sim --help` exit 0; every argparse action (subcommands too) has help text."""
     for cmd in ("run", "sim"):
         res = loadgen(cmd, "--help", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         assert "usage: loadgen" in res.stdout
-    missing = [f"{where}: {'/'.join(a.option_strings) or a.dest}"
-               for where, a in _walk(build_parser()) if not (a.help or "").strip()]
+    missing = [
+        f"{where}: {'/'.join(a.option_strings) or a.dest}"
+        for where, a in _walk(build_parser())
+        if not (a.help or "").strip()
+    ]
     assert not missing, f"options without help text: {missing}"
 
 
@@ -77,8 +86,16 @@ def test_bad_profile_exits_2_naming_the_yaml_path(tmp_path):
 
 def test_unreachable_url_exits_2_with_one_line(tmp_path):
     """A closed port exits 2 with a single `loadgen: error:` line naming the URL, no traceback."""
-    res = loadgen("run", "ci-smoke", "--url", "http://127.0.0.1:9", "--no-progress",
-                  "--out", str(tmp_path / "reports"), cwd=tmp_path)
+    res = loadgen(
+        "run",
+        "ci-smoke",
+        "--url",
+        "http://127.0.0.1:9",
+        "--no-progress",
+        "--out",
+        str(tmp_path / "reports"),
+        cwd=tmp_path,
+    )
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1, res.stderr
@@ -90,8 +107,19 @@ def test_unreachable_url_exits_2_with_one_line(tmp_path):
 def test_sim_run_writes_the_result_files(tmp_path):
     """`run --sim PRESET` exits 0, prints the results path, and writes summary, 8 records and ground truth."""
     out = tmp_path / "reports"
-    res = loadgen("run", str(REPO / "profiles" / "ci-smoke.yaml"), "--sim", SIM, "--out", str(out),
-                  "--num-requests", "8", "--warmup", "0", cwd=tmp_path)
+    res = loadgen(
+        "run",
+        str(REPO / "profiles" / "ci-smoke.yaml"),
+        "--sim",
+        SIM,
+        "--out",
+        str(out),
+        "--num-requests",
+        "8",
+        "--warmup",
+        "0",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     run_dir = _run_dir(out)
     assert "results" in res.stdout and run_dir.name in res.stdout
@@ -105,9 +133,22 @@ def test_sim_run_writes_the_result_files(tmp_path):
 def test_fail_on_sla_exits_1_when_a_rule_fails(tmp_path):
     """`--fail-on-sla` with an impossible rule (p50 TTFT < 1 us) exits 1 and the verdict is fail."""
     out = tmp_path / "reports"
-    res = loadgen("run", "ci-smoke", "--sim", SIM, "--out", str(out), "--num-requests", "4",
-                  "--warmup", "0", "--fail-on-sla", "--set", 'sla.rules=["p50 ttft_ms < 0.001"]',
-                  cwd=tmp_path)
+    res = loadgen(
+        "run",
+        "ci-smoke",
+        "--sim",
+        SIM,
+        "--out",
+        str(out),
+        "--num-requests",
+        "4",
+        "--warmup",
+        "0",
+        "--fail-on-sla",
+        "--set",
+        'sla.rules=["p50 ttft_ms < 0.001"]',
+        cwd=tmp_path,
+    )
     assert res.returncode == 1, res.stderr
     summary = json.loads((_run_dir(out) / "summary.json").read_text())
     assert summary["sla"]["verdict"] == "fail"
@@ -116,20 +157,54 @@ def test_fail_on_sla_exits_1_when_a_rule_fails(tmp_path):
 def test_label_is_recorded_in_the_summary(tmp_path):
     """`--label gpu=H200` appears verbatim in summary conditions.labels."""
     out = tmp_path / "reports"
-    res = loadgen("run", "ci-smoke", "--sim", SIM, "--out", str(out), "--num-requests", "4",
-                  "--warmup", "0", "--label", "gpu=H200", "--label", "tp=2", cwd=tmp_path)
+    res = loadgen(
+        "run",
+        "ci-smoke",
+        "--sim",
+        SIM,
+        "--out",
+        str(out),
+        "--num-requests",
+        "4",
+        "--warmup",
+        "0",
+        "--label",
+        "gpu=H200",
+        "--label",
+        "tp=2",
+        cwd=tmp_path,
+    )
     assert res.returncode == 0, res.stderr
     summary = json.loads((_run_dir(out) / "summary.json").read_text())
     assert summary["conditions"]["labels"] == {"gpu": "H200", "tp": "2"}
 
 
 def test_sigint_stops_cleanly_and_keeps_every_record(tmp_path):
-    """SIGINT mid-run exits 0 within 10 s, with interrupted: true, cancelled > 0 and one JSONL line per request sent."""
+    """SIGINT mid-run exits 130 (an incomplete run) within 10 s, prints INCOMPLETE and no SLA
+    verdict, with interrupted: true, cancelled > 0 and one JSONL line per request sent."""
     out = tmp_path / "reports"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "loadgen", "run", "ci-smoke", "--sim", SIM, "--out", str(out),
-         "--run-id", "interrupted", "--num-requests", "10000"],
-        cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "run",
+            "ci-smoke",
+            "--sim",
+            SIM,
+            "--out",
+            str(out),
+            "--run-id",
+            "interrupted",
+            "--num-requests",
+            "10000",
+        ],
+        cwd=tmp_path,
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         records = out / "interrupted" / "requests.jsonl"
         deadline = time.monotonic() + 20
@@ -146,11 +221,15 @@ def test_sigint_stops_cleanly_and_keeps_every_record(tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    assert proc.returncode == 0, stderr
+    assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
+    assert "INCOMPLETE" in stdout and "SLA PASS" not in stdout and "SLA FAIL" not in stdout
+    assert "loadgen: incomplete run: stopped before its limits" in stderr
     summary = json.loads((out / "interrupted" / "summary.json").read_text())
     counts = summary["counts"]
     assert summary["interrupted"] is True
+    assert summary["complete"] is False
+    assert summary["sla"]["verdict"] == "incomplete"  # ci-smoke has rules: they are not judged
     assert counts["cancelled"] > 0
     assert counts["sent"] < 10000
     assert len(records.read_bytes().splitlines()) == counts["sent"] + counts["warmup"]

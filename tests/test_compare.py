@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 import loadgen
-from loadgen.report import compare as compare_report
 from loadgen.analysis.compare import TABLE_ROWS, condition_diff, flatten_conditions, metric_value
 from loadgen.errors import ResultError
+from loadgen.report import compare as compare_report
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 
@@ -48,8 +48,13 @@ class TestTable:
 
     def test_three_runs_relative_to_the_first(self):
         cmp = loadgen.compare([RUNS / "base-a", RUNS / "base-b", RUNS / "slow-ttft"])
-        assert list(cmp.frame().columns) == ["base-a", "base-b", "slow-ttft",
-                                             "base-b vs base-a", "slow-ttft vs base-a"]
+        assert list(cmp.frame().columns) == [
+            "base-a",
+            "base-b",
+            "slow-ttft",
+            "base-b vs base-a",
+            "slow-ttft vs base-a",
+        ]
 
 
 class TestConditionDiff:
@@ -85,13 +90,30 @@ class TestConditionDiff:
     def test_ignored_shadowed_and_nested(self):
         """Run name and output dir are ignored, profile.* duplicates are listed once, nested
         dicts flatten to dotted paths, an absent field differs from a present one."""
-        a = {"profile": {"name": "x", "output": {"dir": "a"}, "load": {"rate": 1},
-                         "workload": {"num_requests": 10}}, "load": {"rate": 1}, "labels": {}}
-        b = {"profile": {"name": "y", "output": {"dir": "b"}, "load": {"rate": 2},
-                         "workload": {"num_requests": 10}}, "load": {"rate": 2},
-             "labels": {"gpu": "H200"}}
+        a = {
+            "profile": {
+                "name": "x",
+                "output": {"dir": "a"},
+                "load": {"rate": 1},
+                "workload": {"num_requests": 10},
+            },
+            "load": {"rate": 1},
+            "labels": {},
+        }
+        b = {
+            "profile": {
+                "name": "y",
+                "output": {"dir": "b"},
+                "load": {"rate": 2},
+                "workload": {"num_requests": 10},
+            },
+            "load": {"rate": 2},
+            "labels": {"gpu": "H200"},
+        }
         assert [(d.field, d.values) for d in condition_diff([a, b])] == [
-            ("labels.gpu", ("(absent)", "H200")), ("load.rate", (1, 2))]
+            ("labels.gpu", ("(absent)", "H200")),
+            ("load.rate", (1, 2)),
+        ]
         assert flatten_conditions(a) == {"profile.workload.num_requests": 10, "load.rate": 1}
 
 
@@ -101,7 +123,8 @@ class TestWarnings:
         assert cmp.warnings == (
             "the runs' workloads differ (lengths.realised.sampled.output_tokens, "
             "lengths.realised.server_output_tokens, lengths.requested.output_tokens.value): "
-            "their latencies and throughputs are not like-for-like",)
+            "their latencies and throughputs are not like-for-like",
+        )
         md = compare_report.markdown(cmp)
         assert md.splitlines()[2].startswith("> **Warning:** the runs' workloads differ")
 
@@ -111,22 +134,31 @@ class TestOutputs:
         cmp = loadgen.compare([RUNS / "base-a", RUNS / "slow-ttft"])
         written = compare_report.write(cmp, tmp_path / "cmp")
         names = sorted(p.name for p in written)
-        assert names == ["cdf_e2e_ms.png", "cdf_itl_ms.png", "cdf_tpot_ms.png", "cdf_ttft_ms.png",
-                         "compare.json", "compare.md"]
+        assert names == [
+            "cdf_e2e_ms.png",
+            "cdf_itl_ms.png",
+            "cdf_tpot_ms.png",
+            "cdf_ttft_ms.png",
+            "compare.json",
+            "compare.md",
+        ]
         for p in written:
             if p.suffix == ".png":
                 assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         data = json.loads((tmp_path / "cmp" / "compare.json").read_text())
         assert data["metrics"]["ttft_ms p99"] == {"base-a": 54.88304574, "slow-ttft": 65.38938313}
-        assert data["condition_diff"] == [{"field": "target.url", "values": [
-            "http://127.0.0.1:36021", "http://127.0.0.1:33213"]}]
+        assert data["condition_diff"] == [
+            {"field": "target.url", "values": ["http://127.0.0.1:36021", "http://127.0.0.1:33213"]}
+        ]
 
     def test_cdf_figures_overlay_one_line_per_run(self):
         figs = compare_report.cdf_figures(loadgen.compare([RUNS / "base-a", RUNS / "with-errors"]))
         labels = [line.get_label() for line in figs["ttft_ms"].axes[0].get_lines()]
         assert labels == ["base-a (n=120)", "with-errors (n=90)"]
         assert [ln.get_label() for ln in figs["itl_ms"].axes[0].get_lines()] == [
-            "base-a (n=2760)", "with-errors (n=2070)"]
+            "base-a (n=2760)",
+            "with-errors (n=2070)",
+        ]
 
 
 class TestBadInput:

@@ -13,7 +13,8 @@ import json
 import numpy as np
 import pytest
 
-from loadgen import load_run, records as R
+from loadgen import load_run
+from loadgen import records as R
 from loadgen.result import load_summary
 
 from helpers import run
@@ -33,8 +34,15 @@ class TestTimingAgainstServerLog:
     def test_concurrency_1_chunks_trail_the_server_by_under_2ms(self, server, make_profile):
         """At c=1 chunks are stamped 0-2 ms (p95; p50 under 0.5 ms) after the server sent them,
         TTFT exceeds the server's own by under 1 ms (median; 5 ms max), ITL and TPOT match."""
-        res = run(make_profile(server.url, load__concurrency=1, workload__num_requests=10,
-                               workload__output_tokens=20, load__warmup_requests=2))
+        res = run(
+            make_profile(
+                server.url,
+                load__concurrency=1,
+                workload__num_requests=10,
+                workload__output_tokens=20,
+                load__warmup_requests=2,
+            )
+        )
         log = server.log()
         measured = [r for r in res.records if not r.warmup]
         trails = np.concatenate([trail_ms(r, log) for r in measured])
@@ -61,8 +69,11 @@ class TestTimingAgainstServerLog:
 
     def test_concurrency_64_still_tracks_the_server(self, server, make_profile):
         """At c=64 (one process, 64 streams of 10 ms tokens) chunks trail by p50 < 2 ms, p99 < 15 ms."""
-        res = run(make_profile(server.url, load__concurrency=64, workload__num_requests=128,
-                               workload__output_tokens=32))
+        res = run(
+            make_profile(
+                server.url, load__concurrency=64, workload__num_requests=128, workload__output_tokens=32
+            )
+        )
         assert res.summary["counts"]["ok"] == 128
         log = server.log()
         trails = np.concatenate([trail_ms(r, log) for r in res.records])
@@ -80,8 +91,14 @@ class TestTimingAgainstServerLog:
 
     def test_reasoning_chunks_are_timed_separately(self, server, make_profile):
         """reasoning_content deltas are token chunks of their own kind; the answer starts later."""
-        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=10,
-                               target__extra_body={"loadgen_test": {"reasoning_tokens": 4}}))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                workload__output_tokens=10,
+                target__extra_body={"loadgen_test": {"reasoning_tokens": 4}},
+            )
+        )
         for r in res.records:
             assert len(r.reasoning_times_ns) == 4
             assert r.t_first_token_ns == r.reasoning_times_ns[0]
@@ -92,9 +109,15 @@ class TestTimingAgainstServerLog:
 class TestTokenCounting:
     def test_multi_token_chunks_counted_from_continuous_usage(self, server, make_profile):
         """Events carrying 1, 3, 2 tokens are counted as such when the server reports usage per chunk."""
-        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=12,
-                               target__continuous_usage_stats=True,
-                               target__extra_body={"loadgen_test": {"tokens_per_chunk": [1, 3, 2]}}))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                workload__output_tokens=12,
+                target__continuous_usage_stats=True,
+                target__extra_body={"loadgen_test": {"tokens_per_chunk": [1, 3, 2]}},
+            )
+        )
         for r in res.records:
             assert r.chunk_tokens == [1, 3, 2, 1, 3, 2]
             assert r.output_tokens == 12
@@ -102,12 +125,19 @@ class TestTokenCounting:
         # 12 tokens over 6 chunks: TPOT spreads the 5 gaps over 11 tokens, not 5.
         r = res.records[0]
         assert res.frame().loc[0, "tpot_ms"] == pytest.approx(
-            (r.chunk_times_ns[-1] - r.t_first_token_ns) / 11 / MS)
+            (r.chunk_times_ns[-1] - r.t_first_token_ns) / 11 / MS
+        )
 
     def test_final_usage_gives_output_tokens_when_chunks_merge(self, server, make_profile):
         """Without per-chunk usage, the final usage block still gives the true output length."""
-        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=12,
-                               target__extra_body={"loadgen_test": {"tokens_per_chunk": 3}}))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                workload__output_tokens=12,
+                target__extra_body={"loadgen_test": {"tokens_per_chunk": 3}},
+            )
+        )
         for r in res.records:
             assert len(r.chunk_times_ns) == 4
             assert r.output_tokens == 12
@@ -121,17 +151,30 @@ class TestTokenCounting:
 
 
 class TestFailures:
-    @pytest.mark.parametrize("fail,cls", [
-        ("status:500", "http_500"), ("status:429", "http_429"), ("reset_after:3", R.READ),
-        ("malformed_after:2", R.MALFORMED), ("garbage", R.MALFORMED), ("no_done", R.NO_DONE),
-        ("error_event_after:2", R.SERVER_ERROR_EVENT),
-    ])
+    @pytest.mark.parametrize(
+        "fail,cls",
+        [
+            ("status:500", "http_500"),
+            ("status:429", "http_429"),
+            ("reset_after:3", R.READ),
+            ("malformed_after:2", R.MALFORMED),
+            ("garbage", R.MALFORMED),
+            ("no_done", R.NO_DONE),
+            ("error_event_after:2", R.SERVER_ERROR_EVENT),
+        ],
+    )
     @pytest.mark.parametrize("transport", TRANSPORTS)
     def test_each_failure_costs_only_its_request(self, server, make_profile, fail, cls, transport):
         """Every scripted failure is classified, counted, and the run carries on to the end,
         whichever HTTP transport carries it."""
-        res = run(make_profile(server.url, workload__num_requests=4, target__transport=transport,
-                               target__extra_body={"loadgen_test": {"fail": fail}}))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=4,
+                target__transport=transport,
+                target__extra_body={"loadgen_test": {"fail": fail}},
+            )
+        )
         c = res.summary["counts"]
         assert (c["sent"], c["ok"], c["failed"], c["cancelled"]) == (4, 0, 4, 0)
         assert c["errors_by_class"] == {cls: 4}
@@ -141,9 +184,15 @@ class TestFailures:
     @pytest.mark.parametrize("transport", TRANSPORTS)
     def test_stalled_stream_times_out(self, server, make_profile, transport):
         """A server that stops mid-stream costs that request a `timeout` after timeout_s."""
-        res = run(make_profile(server.url, workload__num_requests=2, target__timeout_s=0.5,
-                               target__transport=transport,
-                               target__extra_body={"loadgen_test": {"fail": "stall_after:2"}}))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                target__timeout_s=0.5,
+                target__transport=transport,
+                target__extra_body={"loadgen_test": {"fail": "stall_after:2"}},
+            )
+        )
         assert res.summary["counts"]["errors_by_class"] == {R.TIMEOUT: 2}
         for r in res.records:
             assert 0.5 <= (r.t_end_ns - r.t_send_ns) / 1e9 < 1.5
@@ -160,9 +209,16 @@ class TestFailures:
     @pytest.mark.parametrize("transport", TRANSPORTS)
     def test_read_timeout_between_bytes(self, server, make_profile, transport):
         """A stream silent for longer than read_timeout_s fails as `timeout` well before timeout_s."""
-        res = run(make_profile(server.url, workload__num_requests=2, target__read_timeout_s=0.5,
-                               target__timeout_s=30.0, target__transport=transport,
-                               target__extra_body={"loadgen_test": {"fail": "stall_after:1"}}))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                target__read_timeout_s=0.5,
+                target__timeout_s=30.0,
+                target__transport=transport,
+                target__extra_body={"loadgen_test": {"fail": "stall_after:1"}},
+            )
+        )
         assert res.summary["counts"]["errors_by_class"] == {R.TIMEOUT: 2}
         for r in res.records:
             assert 0.5 <= (r.t_end_ns - r.t_send_ns) / 1e9 < 2.0
@@ -196,9 +252,16 @@ class TestDriver:
 
     def test_concurrency_cap_wait_shows_as_client_lag(self, server, make_profile):
         """With 1 slot and 100 req/s offered, requests queue behind the cap: lag grows, not hides."""
-        res = run(make_profile(server.url, load__rate=100.0, load__concurrency=None,
-                               load__max_concurrency=1, load__arrival="constant",
-                               workload__num_requests=5))
+        res = run(
+            make_profile(
+                server.url,
+                load__rate=100.0,
+                load__concurrency=None,
+                load__max_concurrency=1,
+                load__arrival="constant",
+                workload__num_requests=5,
+            )
+        )
         lag = [(r.t_send_ns - r.t_sched_ns) / MS for r in sorted(res.records, key=lambda r: r.id)]
         assert lag[0] < 2.0
         assert lag[-1] > 300.0  # ~ 4 x 130 ms of service minus 4 x 10 ms of schedule
@@ -228,8 +291,9 @@ class TestDriver:
 
         from loadgen.runner import api
 
-        p = make_profile(server.url, workload__num_requests=1000, load__concurrency=4,
-                         workload__output_tokens=50)
+        p = make_profile(
+            server.url, workload__num_requests=1000, load__concurrency=4, workload__output_tokens=50
+        )
 
         async def main():
             stop = asyncio.Event()
@@ -249,19 +313,47 @@ class TestDriver:
 class TestResultFiles:
     def test_summary_and_requests_agree(self, server, make_profile):
         """summary.json has every documented field and its counts match requests.jsonl."""
-        res = run(make_profile(server.url, workload__num_requests=10, load__warmup_requests=2,
-                               sla__ttft_ms=1000.0, sla__rules=["p99 ttft_ms < 1000"],
-                               labels={"gpu": "none"}))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=10,
+                load__warmup_requests=2,
+                sla__ttft_ms=1000.0,
+                sla__rules=["p99 ttft_ms < 1000"],
+                labels={"gpu": "none"},
+            )
+        )
         s = load_summary(res.run_dir)
-        for key in ("schema_version", "run_id", "started_at", "ended_at", "conditions", "counts",
-                    "window", "metrics", "sla"):
+        for key in (
+            "schema_version",
+            "run_id",
+            "started_at",
+            "ended_at",
+            "conditions",
+            "counts",
+            "window",
+            "metrics",
+            "sla",
+        ):
             assert key in s
         for key in ("target", "server", "profile", "seed", "client", "host", "labels"):
             assert key in s["conditions"]
-        for key in ("ttft_ms", "ttfb_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms",
-                    "client_lag_ms", "request_throughput_rps", "input_tokens_per_s",
-                    "output_tokens_per_s", "total_tokens_per_s", "mean_concurrency",
-                    "littles_law", "goodput"):
+        for key in (
+            "ttft_ms",
+            "ttfb_ms",
+            "itl_ms",
+            "itl_per_token_ms",
+            "tpot_ms",
+            "e2e_ms",
+            "client_lag_ms",
+            "request_throughput_rps",
+            "input_tokens_per_s",
+            "output_tokens_per_s",
+            "total_tokens_per_s",
+            "mean_concurrency",
+            "littles_law",
+            "goodput",
+        ):
             assert key in s["metrics"]
         assert s["conditions"]["labels"] == {"gpu": "none"}
         assert s["conditions"]["server"]["models"]["data"][0]["id"] == "test-model"
@@ -271,23 +363,42 @@ class TestResultFiles:
         assert int((~df["warmup"]).sum()) == s["counts"]["sent"] == 10
         assert int(df["ok"].sum()) == 12
         lines = [json.loads(x) for x in (res.run_dir / "requests.jsonl").read_text().splitlines()]
-        for field in ("id", "warmup", "ok", "error_class", "http_status", "response_id", "t_sched_ns",
-                      "t_send_ns", "t_first_byte_ns", "t_first_token_ns", "t_end_ns", "chunk_times_ns",
-                      "chunk_tokens", "prompt_tokens", "output_tokens", "requested_output_tokens"):
+        for field in (
+            "id",
+            "warmup",
+            "ok",
+            "error_class",
+            "http_status",
+            "response_id",
+            "t_sched_ns",
+            "t_send_ns",
+            "t_first_byte_ns",
+            "t_first_token_ns",
+            "t_end_ns",
+            "chunk_times_ns",
+            "chunk_tokens",
+            "prompt_tokens",
+            "output_tokens",
+            "requested_output_tokens",
+        ):
             assert field in lines[0]
 
     def test_secrets_never_reach_result_files(self, server, make_profile, tmp_path):
         """The API key, credentials in the URL and secret headers are absent from every file."""
         secret = "sk-test-SECRET-0123456789"
-        p = make_profile(server.url, workload__num_requests=2,
-                         target__headers={"X-Api-Key": "HEADERSECRET", "X-Trace": "visible"})
+        p = make_profile(
+            server.url,
+            workload__num_requests=2,
+            target__headers={"X-Api-Key": "HEADERSECRET", "X-Trace": "visible"},
+        )
         res = run(p, api_key=secret)
         text = "".join(f.read_text() for f in res.run_dir.iterdir())
         for s in (secret, "HEADERSECRET"):
             assert s not in text
         assert "visible" in text
-        res = run(make_profile(server.url.replace("http://", "http://user:hunter2pass@"),
-                               workload__num_requests=2))
+        res = run(
+            make_profile(server.url.replace("http://", "http://user:hunter2pass@"), workload__num_requests=2)
+        )
         text = "".join(f.read_text() for f in res.run_dir.iterdir())
         assert res.summary["counts"]["ok"] == 2
         assert "hunter2pass" not in text and "http://***@127.0.0.1" in text
@@ -299,8 +410,10 @@ class TestClientHealth:
         summary says the client limited the run, with the lag it measured."""
         import time
 
-        res = run(make_profile(server.url, workload__num_requests=20, workload__output_tokens=16),
-                  on_progress=lambda _p: time.sleep(0.03))
+        res = run(
+            make_profile(server.url, workload__num_requests=20, workload__output_tokens=16),
+            on_progress=lambda _p: time.sleep(0.03),
+        )
         client = res.summary["client"]
         assert client["client_limited"] is True
         assert client["event_loop_lag_ms"]["max"] >= 10.0
@@ -331,8 +444,14 @@ class TestServerTokenize:
     def test_prompts_fit_the_servers_tokenizer_exactly(self, tok_server, make_profile, endpoint):
         """With /tokenize on the server, every prompt's realised length (the server's
         usage.prompt_tokens) equals the requested length, chat template included."""
-        res = run(make_profile(tok_server.url, workload__num_requests=12, target__endpoint=endpoint,
-                               workload__input_tokens={"kind": "uniform", "min": 20, "max": 300}))
+        res = run(
+            make_profile(
+                tok_server.url,
+                workload__num_requests=12,
+                target__endpoint=endpoint,
+                workload__input_tokens={"kind": "uniform", "min": 20, "max": 300},
+            )
+        )
         assert all(r.prompt_tokens == r.requested_prompt_tokens for r in res.records)
         assert len({r.requested_prompt_tokens for r in res.records}) > 3
         cond = res.summary["conditions"]
@@ -386,9 +505,15 @@ class TestNoFullCollectionDuringLoad:
         monkeypatch.setattr(execute, "drive", watched)
         gc.callbacks.append(on_gc)
         try:
-            res = run(make_profile(server.url, workload__num_requests=200, load__concurrency=32,
-                                   workload__output_tokens=64,
-                                   target__extra_body={"loadgen_test": {"ttft_ms": 0, "itl_ms": 0}}))
+            res = run(
+                make_profile(
+                    server.url,
+                    workload__num_requests=200,
+                    load__concurrency=32,
+                    workload__output_tokens=64,
+                    target__extra_body={"loadgen_test": {"ttft_ms": 0, "itl_ms": 0}},
+                )
+            )
         finally:
             gc.callbacks.remove(on_gc)
         assert res.summary["counts"]["ok"] == 200

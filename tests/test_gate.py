@@ -14,10 +14,10 @@ import pytest
 import xmlschema
 
 from loadgen.analysis import bootstrap as bs
-from loadgen.report import gate as gate_report
 from loadgen.analysis.compare import metric_value
 from loadgen.analysis.gate import GateRules, gate, load_rules
 from loadgen.errors import ConfigError
+from loadgen.report import gate as gate_report
 from loadgen.result import load_records, load_summary
 
 ROOT = Path(__file__).parent.parent
@@ -43,11 +43,11 @@ class TestStatistics:
             assert bs.statistic(run, metric, None) == metric_value(s, metric)
 
     def test_a_request_drawn_twice_contributes_all_its_gaps_twice(self):
-        run = bs.RunSamples(2, 1.0, False, {"itl_ms": np.array([0, 0, 1])},
-                            {"itl_ms": np.array([1.0, 3.0, 10.0])}, {})
+        run = bs.RunSamples(
+            2, 1.0, False, {"itl_ms": np.array([0, 0, 1])}, {"itl_ms": np.array([1.0, 3.0, 10.0])}, {}
+        )
         assert bs.statistic(run, "itl_ms", "mean", np.array([2, 0])) == 2.0
         assert bs.statistic(run, "itl_ms", "mean", np.array([1, 1])) == 14 / 3
-
 
     def test_closed_loop_rates_scale_with_time_in_flight(self):
         """In a closed loop, drawing the slower of two requests twice stretches the window:
@@ -82,8 +82,10 @@ class TestVerdicts:
         assert md.startswith("## loadgen gate ❌ regression: slow-ttft vs baseline base-a\n")
         assert "2000 resamples, 95% confidence interval, seed 0" in md
         low, high = p99.interval.low - 1, p99.interval.high - 1
-        assert (f"| ❌ FAIL | `p99 ttft_ms max_regression 15%` | 54.88 | 65.39 | +19.1% | "
-                f"[{low:+.1%}, {high:+.1%}] | ≤ +15.0% | regression |") in md.splitlines()
+        assert (
+            f"| ❌ FAIL | `p99 ttft_ms max_regression 15%` | 54.88 | 65.39 | +19.1% | "
+            f"[{low:+.1%}, {high:+.1%}] | ≤ +15.0% | regression |"
+        ) in md.splitlines()
 
     def test_seeded_intervals_are_reproducible_and_independent_of_rule_order(self):
         r1 = {"metric": "ttft_ms", "stat": "p99", "max_regression": "10%"}
@@ -100,15 +102,21 @@ class TestVerdicts:
 
     def test_a_difference_within_noise_passes_and_says_so(self):
         """slow-ttft's TTFT is 19 % higher; a 19 % allowance puts the bound inside the interval."""
-        res = gate(RUNS / "slow-ttft", RUNS / "base-a",
-                   rules({"metric": "ttft_ms", "stat": "p99", "max_regression": "19%"}))
+        res = gate(
+            RUNS / "slow-ttft",
+            RUNS / "base-a",
+            rules({"metric": "ttft_ms", "stat": "p99", "max_regression": "19%"}),
+        )
         (r,) = res.results
         assert r.status == "pass" and r.within_noise
         assert "within noise" in gate_report.markdown(res)
 
     def test_throughput_regression_is_lower_not_higher(self):
-        res = gate(RUNS / "with-errors", RUNS / "base-a",
-                   rules({"metric": "output_tokens_per_s", "max_regression": "5%"}))
+        res = gate(
+            RUNS / "with-errors",
+            RUNS / "base-a",
+            rules({"metric": "output_tokens_per_s", "max_regression": "5%"}),
+        )
         assert res.results[0].rule.limit() == (">=", 0.95)
         assert res.results[0].status == "fail"
 
@@ -122,7 +130,9 @@ class TestComparability:
 
     def test_allow_different_gates_anyway_and_warns(self):
         res = gate(RUNS / "other-workload", RUNS / "base-a", RULES, allow_different=True)
-        assert res.exit_code in (0, 1) and res.allowed_differences == ("lengths.requested.output_tokens.value",)
+        assert res.exit_code in (0, 1) and res.allowed_differences == (
+            "lengths.requested.output_tokens.value",
+        )
         assert "> **Warning:** gated with `--allow-different`" in gate_report.markdown(res)
 
 
@@ -130,24 +140,41 @@ class TestRulesFile:
     def test_shipped_rules(self):
         r = load_rules(RULES)
         assert [x.text() for x in r.rules] == [
-            "p50 ttft_ms max_regression 10%", "p99 ttft_ms max_regression 15%",
-            "p50 tpot_ms max_regression 10%", "p99 tpot_ms max_regression 15%",
-            "output_tokens_per_s min_ratio 0.95", "goodput_rps min_ratio 0.95", "error_rate max 0.01"]
+            "p50 ttft_ms max_regression 10%",
+            "p99 ttft_ms max_regression 15%",
+            "p50 tpot_ms max_regression 10%",
+            "p99 tpot_ms max_regression 15%",
+            "output_tokens_per_s min_ratio 0.95",
+            "goodput_rps min_ratio 0.95",
+            "error_rate max 0.01",
+        ]
         assert (r.bootstrap.resamples, r.bootstrap.confidence, r.bootstrap.seed) == (2000, 0.95, 0)
 
-    @pytest.mark.parametrize("text,problem", [
-        ("rules:\n  - {metric: ttft_ms, stat: p99, max_regresion: 10%}\n",
-         "rules[0].max_regresion: unknown key; did you mean 'max_regression'?"),
-        ("rules:\n  - {metric: ttft_ms, max: 100}\n", "rules[0].stat: ttft_ms needs a stat"),
-        ("rules:\n  - {metric: ttft, stat: p99, max: 1}\n", "rules[0].metric: unknown metric 'ttft'"),
-        ("rules:\n  - {metric: error_rate, max: 0.01, min: 0}\n",
-         "rules[0]: set exactly one bound of max_regression, min_ratio, max_ratio, max, min (got max, min)"),
-        ("rules:\n  - {metric: ttft_ms, stat: p99, max_regression: 10}\n",
-         "rules[0].max_regression: 10 is ambiguous; write a percentage ('10%') or a fraction (0.1)"),
-        ("rules: []\n", "rules: "),
-        ("rules:\n  - {metric: error_rate, max: 0.01}\nbootstrap: {resamples: 10}\n",
-         "bootstrap.resamples: must be >= 100"),
-    ])
+    @pytest.mark.parametrize(
+        "text,problem",
+        [
+            (
+                "rules:\n  - {metric: ttft_ms, stat: p99, max_regresion: 10%}\n",
+                "rules[0].max_regresion: unknown key; did you mean 'max_regression'?",
+            ),
+            ("rules:\n  - {metric: ttft_ms, max: 100}\n", "rules[0].stat: ttft_ms needs a stat"),
+            ("rules:\n  - {metric: ttft, stat: p99, max: 1}\n", "rules[0].metric: unknown metric 'ttft'"),
+            (
+                "rules:\n  - {metric: error_rate, max: 0.01, min: 0}\n",
+                "rules[0]: set exactly one bound of max_regression, min_ratio, max_ratio, max, min "
+                "(got max, min)",
+            ),
+            (
+                "rules:\n  - {metric: ttft_ms, stat: p99, max_regression: 10}\n",
+                "rules[0].max_regression: 10 is ambiguous; write a percentage ('10%') or a fraction (0.1)",
+            ),
+            ("rules: []\n", "rules: "),
+            (
+                "rules:\n  - {metric: error_rate, max: 0.01}\nbootstrap: {resamples: 10}\n",
+                "bootstrap.resamples: must be >= 100",
+            ),
+        ],
+    )
     def test_errors_name_the_yaml_path(self, tmp_path, text, problem):
         path = tmp_path / "gate.yaml"
         path.write_text(text)
@@ -176,19 +203,44 @@ class TestJUnit:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "loadgen", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 class TestCli:
     def test_exit_codes_and_files(self, tmp_path):
-        ok = cli("gate", str(RUNS / "base-b"), "--baseline", str(RUNS / "base-a"), "--resamples", "500",
-                 cwd=tmp_path)
+        ok = cli(
+            "gate",
+            str(RUNS / "base-b"),
+            "--baseline",
+            str(RUNS / "base-a"),
+            "--resamples",
+            "500",
+            cwd=tmp_path,
+        )
         assert ok.returncode == 0, ok.stderr
         assert "## loadgen gate ✅ pass: base-b vs baseline base-a" in ok.stdout
-        bad = cli("gate", str(RUNS / "slow-ttft"), "--baseline", str(RUNS / "base-a"), "--rules",
-                  str(RULES), "--junit", "junit.xml", "--markdown", "gate.md", "--json", "gate.json",
-                  cwd=tmp_path)
+        bad = cli(
+            "gate",
+            str(RUNS / "slow-ttft"),
+            "--baseline",
+            str(RUNS / "base-a"),
+            "--rules",
+            str(RULES),
+            "--junit",
+            "junit.xml",
+            "--markdown",
+            "gate.md",
+            "--json",
+            "gate.json",
+            cwd=tmp_path,
+        )
         assert bad.returncode == 1, bad.stderr
         assert (tmp_path / "gate.md").read_text() == bad.stdout
         xmlschema.XMLSchema(XSD).validate(str(tmp_path / "junit.xml"))
@@ -209,8 +261,15 @@ class TestCli:
         r = cli("compare", str(RUNS / "base-a"), str(old), "-o", "cmp", cwd=tmp_path)
         assert r.returncode == 2 and "schema_version 0 is not supported" in r.stderr
         (tmp_path / "rules.yaml").write_text("rules:\n  - {metric: ttft_ms, stat: p99, max: 1, min: 0}\n")
-        r = cli("gate", str(RUNS / "base-b"), "--baseline", str(RUNS / "base-a"), "--rules", "rules.yaml",
-                cwd=tmp_path)
+        r = cli(
+            "gate",
+            str(RUNS / "base-b"),
+            "--baseline",
+            str(RUNS / "base-a"),
+            "--rules",
+            "rules.yaml",
+            cwd=tmp_path,
+        )
         assert r.returncode == 2 and "rules[0]: set exactly one bound" in r.stderr
         r = cli("gate", str(tmp_path / "nope"), "--baseline", str(RUNS / "base-a"), cwd=tmp_path)
         assert r.returncode == 2 and "not a loadgen run directory" in r.stderr
@@ -220,5 +279,10 @@ class TestCli:
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith("WARNING: the runs' workloads differ")
         assert sorted(p.name for p in (tmp_path / "cmp").iterdir()) == [
-            "cdf_e2e_ms.png", "cdf_itl_ms.png", "cdf_tpot_ms.png", "cdf_ttft_ms.png",
-            "compare.json", "compare.md"]
+            "cdf_e2e_ms.png",
+            "cdf_itl_ms.png",
+            "cdf_tpot_ms.png",
+            "cdf_ttft_ms.png",
+            "compare.json",
+            "compare.md",
+        ]

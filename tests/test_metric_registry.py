@@ -32,19 +32,49 @@ MS = 1_000_000
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 RECORDS = [
     # ok: first byte at 20 ms, chunks at 30/40/50 ms carrying 1, 1, 3 tokens, end at 55 ms
-    RequestRecord(id=0, warmup=False, t_sched_ns=0, t_send_ns=1 * MS, requested_output_tokens=5,
-                  requested_prompt_tokens=10, ok=True, t_first_byte_ns=20 * MS,
-                  t_first_token_ns=30 * MS, t_end_ns=55 * MS,
-                  chunk_times_ns=[30 * MS, 40 * MS, 50 * MS], chunk_tokens=[1, 1, 3],
-                  prompt_tokens=10, output_tokens=5),
-    RequestRecord(id=1, warmup=False, t_sched_ns=10 * MS, t_send_ns=12 * MS,
-                  requested_output_tokens=5, requested_prompt_tokens=10, ok=True,
-                  t_first_byte_ns=40 * MS, t_first_token_ns=52 * MS, t_end_ns=80 * MS,
-                  chunk_times_ns=[52 * MS, 60 * MS, 76 * MS], chunk_tokens=[1, 2, 2],
-                  prompt_tokens=10, output_tokens=5),
-    RequestRecord(id=2, warmup=False, t_sched_ns=5 * MS, t_send_ns=5 * MS,
-                  requested_output_tokens=5, requested_prompt_tokens=10, ok=False,
-                  error_class="http_500", t_end_ns=25 * MS),
+    RequestRecord(
+        id=0,
+        warmup=False,
+        t_sched_ns=0,
+        t_send_ns=1 * MS,
+        requested_output_tokens=5,
+        requested_prompt_tokens=10,
+        ok=True,
+        t_first_byte_ns=20 * MS,
+        t_first_token_ns=30 * MS,
+        t_end_ns=55 * MS,
+        chunk_times_ns=[30 * MS, 40 * MS, 50 * MS],
+        chunk_tokens=[1, 1, 3],
+        prompt_tokens=10,
+        output_tokens=5,
+    ),
+    RequestRecord(
+        id=1,
+        warmup=False,
+        t_sched_ns=10 * MS,
+        t_send_ns=12 * MS,
+        requested_output_tokens=5,
+        requested_prompt_tokens=10,
+        ok=True,
+        t_first_byte_ns=40 * MS,
+        t_first_token_ns=52 * MS,
+        t_end_ns=80 * MS,
+        chunk_times_ns=[52 * MS, 60 * MS, 76 * MS],
+        chunk_tokens=[1, 2, 2],
+        prompt_tokens=10,
+        output_tokens=5,
+    ),
+    RequestRecord(
+        id=2,
+        warmup=False,
+        t_sched_ns=5 * MS,
+        t_send_ns=5 * MS,
+        requested_output_tokens=5,
+        requested_prompt_tokens=10,
+        ok=False,
+        error_class="http_500",
+        t_end_ns=25 * MS,
+    ),
 ]
 SUMMARY = summarize(RECORDS)
 
@@ -83,7 +113,14 @@ class TestRegistry:
     def test_the_table(self):
         """The registry itself, pinned: a metric added, removed or moved is a visible change."""
         assert [d.name for d in md.DISTRIBUTIONS] == [
-            "ttft_ms", "ttfb_ms", "itl_ms", "itl_per_token_ms", "tpot_ms", "e2e_ms", "client_lag_ms"]
+            "ttft_ms",
+            "ttfb_ms",
+            "itl_ms",
+            "itl_per_token_ms",
+            "tpot_ms",
+            "e2e_ms",
+            "client_lag_ms",
+        ]
         assert {d.name: d.path for d in md.RUN_SCALARS} == {
             "request_throughput_rps": ("metrics", "request_throughput_rps"),
             "input_tokens_per_s": ("metrics", "input_tokens_per_s"),
@@ -95,7 +132,7 @@ class TestRegistry:
             "error_rate": ("counts", "error_rate"),
             "mean_concurrency": ("metrics", "mean_concurrency"),
         }
-        assert md.NAMES == tuple(d.name for d in md.DISTRIBUTIONS + md.RUN_SCALARS)
+        assert tuple(d.name for d in md.DISTRIBUTIONS + md.RUN_SCALARS) == md.NAMES
         assert md.STATS == ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99_9", "max")
         for d in md.DISTRIBUTIONS:
             assert d.path == ("metrics", d.name) and d.unit == "ms" and d.samples is not None
@@ -113,8 +150,10 @@ class TestRegistry:
 
 class TestProfileRules:
     def test_every_metric_is_accepted_in_a_profile(self):
-        p = load_profile(None, sets=["workload.num_requests=4", "load.concurrency=1",
-                                     f"sla.rules={json.dumps(every_rule())}"])
+        p = load_profile(
+            None,
+            sets=["workload.num_requests=4", "load.concurrency=1", f"sla.rules={json.dumps(every_rule())}"],
+        )
         assert [r.text() for r in p.sla.rules] == [r.replace("1e12", "1e+12") for r in every_rule()]
         assert {r.metric for r in p.sla.rules} == set(md.NAMES)
 
@@ -127,8 +166,7 @@ class TestProfileRules:
         for metric in metrics:
             for stat in stats:
                 try:
-                    SlaRule.model_validate({"metric": metric, "stat": stat, "op": "<",
-                                            "threshold": 1e12})
+                    SlaRule.model_validate({"metric": metric, "stat": stat, "op": "<", "threshold": 1e12})
                     config_ok = True
                 except ValidationError:
                     config_ok = False
@@ -136,8 +174,10 @@ class TestProfileRules:
                 assert config_ok == (detail["reason"] is None), (metric, stat, detail["reason"])
                 if config_ok:  # 'p99.9' is accepted, as 'p99_9'
                     accepted.add((metric, stat and stat.replace(".", "_")))
-        assert accepted == ({(d.name, s) for d in md.DISTRIBUTIONS for s in md.RULE_STATS}
-                            | {(d.name, None) for d in md.RUN_SCALARS})
+        assert accepted == (
+            {(d.name, s) for d in md.DISTRIBUTIONS for s in md.RULE_STATS}
+            | {(d.name, None) for d in md.RUN_SCALARS}
+        )
 
     def test_unknown_metric_lists_the_registry(self):
         with pytest.raises(ValidationError) as exc:
@@ -160,11 +200,22 @@ class TestSummary:
     def test_key_order_of_the_metrics_block(self):
         """summary.json keeps its order: the registry's distributions, then the run numbers."""
         assert list(SUMMARY["metrics"]) == [
-            *(d.name for d in md.DISTRIBUTIONS), "request_throughput_rps", "input_tokens_per_s",
-            "output_tokens_per_s", "total_tokens_per_s", "mean_concurrency", "littles_law",
-            "goodput", "token_count_source", "prompt_tokens_source"]
+            *(d.name for d in md.DISTRIBUTIONS),
+            "request_throughput_rps",
+            "input_tokens_per_s",
+            "output_tokens_per_s",
+            "total_tokens_per_s",
+            "mean_concurrency",
+            "littles_law",
+            "goodput",
+            "token_count_source",
+            "prompt_tokens_source",
+        ]
         assert list(SUMMARY["metrics"]["goodput"]) == [
-            "requests_per_s", "output_tokens_per_s", "attained_fraction"]
+            "requests_per_s",
+            "output_tokens_per_s",
+            "attained_fraction",
+        ]
 
     def test_values(self):
         """Each distribution summarizes what its ``samples`` says (ok requests; client lag: all)."""
@@ -179,14 +230,17 @@ class TestSummary:
             assert distribution(values) == m[name]
 
     def test_request_columns_are_the_per_request_distributions(self):
-        assert set(DERIVED_COLUMNS) == {d.name for d in md.DISTRIBUTIONS
-                                        if d.samples in ("ok_requests", "measured_requests")}
+        assert set(DERIVED_COLUMNS) == {
+            d.name for d in md.DISTRIBUTIONS if d.samples in ("ok_requests", "measured_requests")
+        }
 
 
 class TestSlaEvaluation:
     def test_every_profile_rule_finds_its_value(self):
-        p = load_profile(None, sets=["workload.num_requests=4", "load.concurrency=1",
-                                     f"sla.rules={json.dumps(every_rule())}"])
+        p = load_profile(
+            None,
+            sets=["workload.num_requests=4", "load.concurrency=1", f"sla.rules={json.dumps(every_rule())}"],
+        )
         block = summarize(RECORDS, sla=p.sla)["sla"]
         assert block["verdict"] == "pass"
         assert len(block["details"]) == len(every_rule())
@@ -200,8 +254,9 @@ class TestGate:
         accepted = set()
         for d in md.METRICS:
             try:
-                GateRule.model_validate({"metric": d.name, "max": 1,
-                                         "stat": "p99" if d.kind == "distribution" else None})
+                GateRule.model_validate(
+                    {"metric": d.name, "max": 1, "stat": "p99" if d.kind == "distribution" else None}
+                )
                 accepted.add(d.name)
             except ValidationError as exc:
                 assert "not resampled by the bootstrap" in str(exc)
@@ -212,13 +267,23 @@ class TestGate:
 
     def test_direction_of_regression_comes_from_the_registry(self):
         for d in md.GATED:
-            rule = GateRule.model_validate({"metric": d.name, "max_regression": "10%",
-                                            "stat": "p50" if d.kind == "distribution" else None})
+            rule = GateRule.model_validate(
+                {
+                    "metric": d.name,
+                    "max_regression": "10%",
+                    "stat": "p50" if d.kind == "distribution" else None,
+                }
+            )
             assert rule.limit() == ((">=", 0.9) if d.higher_is_better else ("<=", 1.1)), d.name
-        assert bs.HIGHER_IS_BETTER == {
-            "request_throughput_rps", "input_tokens_per_s", "output_tokens_per_s",
-            "total_tokens_per_s", "goodput_rps", "goodput_output_tokens_per_s",
-            "goodput_attained_fraction"}
+        assert {
+            "request_throughput_rps",
+            "input_tokens_per_s",
+            "output_tokens_per_s",
+            "total_tokens_per_s",
+            "goodput_rps",
+            "goodput_output_tokens_per_s",
+            "goodput_attained_fraction",
+        } == bs.HIGHER_IS_BETTER
 
     def test_bootstrap_reproduces_every_gated_metric(self):
         """With every request drawn once, the bootstrap's statistic is the summary's value."""
@@ -226,7 +291,8 @@ class TestGate:
         for d in md.GATED:
             for stat in md.GATE_STATS if d.kind == "distribution" else (None,):
                 assert bs.statistic(run, d.name, stat) == pytest.approx(
-                    md.lookup(SUMMARY, d.name, stat), rel=1e-12), (d.name, stat)
+                    md.lookup(SUMMARY, d.name, stat), rel=1e-12
+                ), (d.name, stat)
 
 
 class TestCompare:
@@ -235,13 +301,19 @@ class TestCompare:
         assert dists == list(LATENCIES) == ["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"]
         assert list(TABLE_ROWS) == [
             *(f"{m} {s}" for m in dists for s in md.TABLE_STATS),
-            *(d.name for d in md.RUN_SCALARS if d.compare), *TABLE_COUNTS]
+            *(d.name for d in md.RUN_SCALARS if d.compare),
+            *TABLE_COUNTS,
+        ]
         assert {r.split(" ")[0] for r in TABLE_ROWS} - set(TABLE_COUNTS) == {
-            d.name for d in md.METRICS if d.compare}
+            d.name for d in md.METRICS if d.compare
+        }
         for row in TABLE_ROWS:
             metric, _, stat = row.partition(" ")
-            want = (SUMMARY["counts"][metric] if metric in TABLE_COUNTS
-                    else md.lookup(SUMMARY, metric, stat or None))
+            want = (
+                SUMMARY["counts"][metric]
+                if metric in TABLE_COUNTS
+                else md.lookup(SUMMARY, metric, stat or None)
+            )
             assert metric_value(SUMMARY, row) == want, row
 
     def test_markdown_plots_each_compared_distribution(self):
@@ -254,10 +326,22 @@ class TestShown:
     def test_console_latency_rows(self):
         table = summary_table(SUMMARY)
         shown = [d for d in md.DISTRIBUTIONS if d.console]
-        assert [c.header for c in table.columns] == ["metric", "n", "mean", "p50", "p90", "p95",
-                                                     "p99", "p99.9", "max"]
-        assert list(table.columns[0].cells) == [d.label for d in shown] == [
-            "TTFT", "TTFB", "ITL (per chunk)", "ITL (per token)", "TPOT", "E2E", "client lag"]
+        assert [c.header for c in table.columns] == [
+            "metric",
+            "n",
+            "mean",
+            "p50",
+            "p90",
+            "p95",
+            "p99",
+            "p99.9",
+            "max",
+        ]
+        assert (
+            list(table.columns[0].cells)
+            == [d.label for d in shown]
+            == ["TTFT", "TTFB", "ITL (per chunk)", "ITL (per token)", "TPOT", "E2E", "client lag"]
+        )
         means = list(table.columns[2].cells)
         for d, cell in zip(shown, means):
             assert cell == f"{md.lookup(SUMMARY, d.name, 'mean'):,.{d.digits}f}", d.name
@@ -268,12 +352,18 @@ class TestShown:
         assert [r[0] for r in lat.rows] == [d.label for d in md.DISTRIBUTIONS if d.report == "latency"]
         thr = throughput_section(SUMMARY).blocks[0]
         assert [r[0] for r in thr.rows] == [
-            *(d.label for d in md.RUN_SCALARS if d.report == "throughput"), "requests"]
+            *(d.label for d in md.RUN_SCALARS if d.report == "throughput"),
+            "requests",
+        ]
         assert thr.rows[0] == ("requests/s", f"{SUMMARY['metrics']['request_throughput_rps']:,.2f}")
-        goodput = [b for b in sla_section(SUMMARY).blocks if getattr(b, "header", None) == ("goodput", "value")]
+        goodput = [
+            b for b in sla_section(SUMMARY).blocks if getattr(b, "header", None) == ("goodput", "value")
+        ]
         (good,) = goodput
         assert [r[0] for r in good.rows] == [
-            "per-request SLOs", *(d.label for d in md.RUN_SCALARS if d.report == "goodput")]
+            "per-request SLOs",
+            *(d.label for d in md.RUN_SCALARS if d.report == "goodput"),
+        ]
         assert good.rows[-1] == ("requests that met every SLO", "66.7%")
 
     def test_every_metric_is_shown(self):

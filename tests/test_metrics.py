@@ -46,19 +46,37 @@ class Sla:
     rules: list = field(default_factory=list)
 
 
-def ok_record(id=0, send_ms=0, ttft_ms=100, gaps_ms=(10, 10, 10), tokens=(1, 1, 3, 1),
-              end_after_last_ms=5, warmup=False, sched_ms=None, **kw) -> RequestRecord:
+def ok_record(
+    id=0,
+    send_ms=0,
+    ttft_ms=100,
+    gaps_ms=(10, 10, 10),
+    tokens=(1, 1, 3, 1),
+    end_after_last_ms=5,
+    warmup=False,
+    sched_ms=None,
+    **kw,
+) -> RequestRecord:
     """An ok streamed request: first chunk at send+ttft, then chunks after each gap."""
     send = send_ms * MS
     times = [send + ttft_ms * MS]
     for g in gaps_ms:
         times.append(times[-1] + g * MS)
     defaults = dict(
-        id=id, warmup=warmup, t_sched_ns=(send_ms if sched_ms is None else sched_ms) * MS,
-        t_send_ns=send, requested_output_tokens=sum(tokens), requested_prompt_tokens=10,
-        ok=True, t_first_byte_ns=send + (ttft_ms - 20) * MS, t_first_token_ns=times[0],
-        t_end_ns=times[-1] + end_after_last_ms * MS, chunk_times_ns=times,
-        chunk_tokens=list(tokens), prompt_tokens=10, output_tokens=sum(tokens),
+        id=id,
+        warmup=warmup,
+        t_sched_ns=(send_ms if sched_ms is None else sched_ms) * MS,
+        t_send_ns=send,
+        requested_output_tokens=sum(tokens),
+        requested_prompt_tokens=10,
+        ok=True,
+        t_first_byte_ns=send + (ttft_ms - 20) * MS,
+        t_first_token_ns=times[0],
+        t_end_ns=times[-1] + end_after_last_ms * MS,
+        chunk_times_ns=times,
+        chunk_tokens=list(tokens),
+        prompt_tokens=10,
+        output_tokens=sum(tokens),
     )
     defaults.update(kw)
     return RequestRecord(**defaults)
@@ -67,8 +85,14 @@ def ok_record(id=0, send_ms=0, ttft_ms=100, gaps_ms=(10, 10, 10), tokens=(1, 1, 
 def failed_record(id=0, send_ms=0, end_ms=50, error_class="http_500", warmup=False) -> RequestRecord:
     """A request that failed without streaming content."""
     return RequestRecord(
-        id=id, warmup=warmup, t_sched_ns=send_ms * MS, t_send_ns=send_ms * MS,
-        requested_output_tokens=5, requested_prompt_tokens=10, ok=False, error_class=error_class,
+        id=id,
+        warmup=warmup,
+        t_sched_ns=send_ms * MS,
+        t_send_ns=send_ms * MS,
+        requested_output_tokens=5,
+        requested_prompt_tokens=10,
+        ok=False,
+        error_class=error_class,
         t_end_ns=None if end_ms is None else end_ms * MS,
     )
 
@@ -77,8 +101,14 @@ def span_record(id, send_ms, end_ms, tokens=2) -> RequestRecord:
     """An ok request occupying [send, end] with `tokens` one-token chunks ending at end."""
     gap = 1
     first = end_ms - gap * (tokens - 1)
-    return ok_record(id=id, send_ms=send_ms, ttft_ms=first - send_ms,
-                     gaps_ms=(gap,) * (tokens - 1), tokens=(1,) * tokens, end_after_last_ms=0)
+    return ok_record(
+        id=id,
+        send_ms=send_ms,
+        ttft_ms=first - send_ms,
+        gaps_ms=(gap,) * (tokens - 1),
+        tokens=(1,) * tokens,
+        end_after_last_ms=0,
+    )
 
 
 class TestDistribution:
@@ -181,16 +211,22 @@ class TestSummarize:
     def test_counts_with_warmup_failed_and_cancelled(self):
         """Counts cover measured requests; cancelled is neither ok nor failed; warm-up apart."""
         records = [
-            ok_record(id=0), ok_record(id=1),
+            ok_record(id=0),
+            ok_record(id=1),
             failed_record(id=2, error_class="http_500"),
             failed_record(id=3, error_class="timeout"),
             failed_record(id=4, error_class="http_500"),
             failed_record(id=5, error_class="cancelled"),
-            ok_record(id=6, warmup=True), failed_record(id=7, warmup=True),
+            ok_record(id=6, warmup=True),
+            failed_record(id=7, warmup=True),
         ]
         c = summarize(records)["counts"]
         assert c == {
-            "sent": 6, "ok": 2, "failed": 3, "cancelled": 1, "warmup": 2,
+            "sent": 6,
+            "ok": 2,
+            "failed": 3,
+            "cancelled": 1,
+            "warmup": 2,
             "errors_by_class": {"http_500": 2, "cancelled": 1, "timeout": 1},
             "error_rate": 3 / 5,
             "anomalies": {"zero_output_tokens": 0},
@@ -235,8 +271,11 @@ class TestSummarize:
 
     def test_throughput_over_window(self):
         """Rates are ok requests and their tokens per window second."""
-        records = [span_record(0, 0, 500, tokens=4), span_record(1, 500, 1000, tokens=6),
-                   failed_record(id=2, send_ms=100, end_ms=200)]
+        records = [
+            span_record(0, 0, 500, tokens=4),
+            span_record(1, 500, 1000, tokens=6),
+            failed_record(id=2, send_ms=100, end_ms=200),
+        ]
         m = summarize(records)["metrics"]
         assert m["request_throughput_rps"] == 2.0
         assert m["output_tokens_per_s"] == 10.0
@@ -251,8 +290,7 @@ class TestSummarize:
     def test_littles_law_closed_loop(self):
         """Two slots of 5 back-to-back 100 ms requests: on the dispatch window [0, 400] ms,
         8 completions / 0.4 s x 0.1 s = 2 expected, and 2 measured in flight."""
-        records = [span_record(slot * 5 + k, k * 100, k * 100 + 100)
-                   for slot in range(2) for k in range(5)]
+        records = [span_record(slot * 5 + k, k * 100, k * 100 + 100) for slot in range(2) for k in range(5)]
         ll = summarize(records)["metrics"]["littles_law"]
         assert ll["window_seconds"] == 0.4
         assert ll["expected_concurrency"] == pytest.approx(2.0, rel=1e-12)
@@ -262,11 +300,18 @@ class TestSummarize:
     def test_littles_law_counts_failed_requests_on_both_sides(self):
         """A failure holds the server like a success: sends at 0, 0, 100 ms, each 100 ms long,
         give 2 in flight on [0, 100] ms and 2 completions / 0.1 s x 0.1 s = 2 expected."""
-        records = [span_record(0, 0, 100), failed_record(id=1, send_ms=0, end_ms=100),
-                   span_record(2, 100, 200)]
+        records = [
+            span_record(0, 0, 100),
+            failed_record(id=1, send_ms=0, end_ms=100),
+            span_record(2, 100, 200),
+        ]
         ll = summarize(records)["metrics"]["littles_law"]
-        assert ll == {"window_seconds": 0.1, "expected_concurrency": pytest.approx(2.0),
-                      "measured_concurrency": 2.0, "ratio": pytest.approx(1.0)}
+        assert ll == {
+            "window_seconds": 0.1,
+            "expected_concurrency": pytest.approx(2.0),
+            "measured_concurrency": 2.0,
+            "ratio": pytest.approx(1.0),
+        }
 
     def test_littles_law_flags_an_unsteady_run(self):
         """Requests that outlast the dispatch window (a run too short for its load) leave the
@@ -282,7 +327,9 @@ class TestSummarize:
         records = [span_record(0, 0, 500), failed_record(id=1, send_ms=0, end_ms=1000)]
         s = summarize(records, sla=Sla())
         assert s["metrics"]["goodput"] == {
-            "requests_per_s": 1.0, "output_tokens_per_s": 2.0, "attained_fraction": 0.5,
+            "requests_per_s": 1.0,
+            "output_tokens_per_s": 2.0,
+            "attained_fraction": 0.5,
         }
         assert s["sla"]["slos"] == {} and "goodput equals" in s["sla"]["slo_note"]
 
@@ -321,8 +368,11 @@ class TestSummarize:
 
     def test_token_sources_are_counted(self):
         """How output and prompt token counts were obtained is counted over ok requests."""
-        records = [ok_record(id=0, token_source="usage", prompt_tokens_source="usage"),
-                   ok_record(id=1), ok_record(id=2)]
+        records = [
+            ok_record(id=0, token_source="usage", prompt_tokens_source="usage"),
+            ok_record(id=1),
+            ok_record(id=2),
+        ]
         m = summarize(records)["metrics"]
         assert m["token_count_source"] == {"chunks": 2, "usage": 1}
         assert m["prompt_tokens_source"] == {"target": 2, "usage": 1}
@@ -348,7 +398,7 @@ class TestSummarize:
 
 
 class TestSla:
-    RECORDS = [ok_record(id=i, send_ms=i * 10, ttft_ms=100 + i) for i in range(10)]
+    RECORDS = tuple(ok_record(id=i, send_ms=i * 10, ttft_ms=100 + i) for i in range(10))
 
     def test_no_rules_is_verdict_none(self):
         """No rules: verdict "none"."""
@@ -356,8 +406,11 @@ class TestSla:
 
     def test_pass_and_fail(self):
         """A met and an unmet rule: details say which, verdict fails."""
-        rules = [Rule("ttft_ms", "p50", "<", 200), Rule("ttft_ms", "max", "<=", 105),
-                 Rule("error_rate", None, "<=", 0.0)]
+        rules = [
+            Rule("ttft_ms", "p50", "<", 200),
+            Rule("ttft_ms", "max", "<=", 105),
+            Rule("error_rate", None, "<=", 0.0),
+        ]
         block = summarize(self.RECORDS, sla=Sla(rules=rules))["sla"]
         assert block["rules"] == ["p50 ttft_ms < 200", "max ttft_ms <= 105", "error_rate <= 0"]
         assert [d["passed"] for d in block["details"]] == [True, False, True]
@@ -367,8 +420,12 @@ class TestSla:
 
     def test_all_pass(self):
         """Every rule met: verdict pass, including run-level throughput and goodput rules."""
-        rules = [Rule("tpot_ms", "p99", "<", 50), Rule("request_throughput_rps", None, ">", 1),
-                 Rule("goodput_rps", None, ">=", 1), Rule("output_tokens_per_s", None, ">", 0)]
+        rules = [
+            Rule("tpot_ms", "p99", "<", 50),
+            Rule("request_throughput_rps", None, ">", 1),
+            Rule("goodput_rps", None, ">=", 1),
+            Rule("output_tokens_per_s", None, ">", 0),
+        ]
         assert summarize(self.RECORDS, sla=Sla(rules=rules))["sla"]["verdict"] == "pass"
 
     def test_rule_without_data_fails(self):

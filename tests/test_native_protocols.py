@@ -32,8 +32,16 @@ class TestTiming:
     def test_concurrency_1_tracks_the_server_log(self, server, make_profile, proto):
         """At c=1 token events are stamped 0-2 ms (p95; p50 under 0.5 ms) after the server sent
         them, TTFT exceeds the server's own by under 1 ms (median; 5 ms max), ITL matches."""
-        res = run(make_profile(server.url, load__concurrency=1, workload__num_requests=10,
-                               workload__output_tokens=20, load__warmup_requests=2, **PROTOCOLS[proto]))
+        res = run(
+            make_profile(
+                server.url,
+                load__concurrency=1,
+                workload__num_requests=10,
+                workload__output_tokens=20,
+                load__warmup_requests=2,
+                **PROTOCOLS[proto],
+            )
+        )
         log = server.log()
         measured = [r for r in res.records if not r.warmup]
         assert res.summary["counts"]["ok"] == 10
@@ -58,8 +66,15 @@ class TestTriton:
     def test_stream_that_just_ends_is_ok(self, server, make_profile, transport):
         """No [DONE] in this protocol: a complete response is a normal end, one token per event,
         prompt tokens from the workload's target (there is no usage block)."""
-        res = run(make_profile(server.url, workload__num_requests=4, workload__output_tokens=8,
-                               target__transport=transport, **TRITON))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=4,
+                workload__output_tokens=8,
+                target__transport=transport,
+                **TRITON,
+            )
+        )
         c = res.summary["counts"]
         assert (c["sent"], c["ok"], c["failed"]) == (4, 4, 0)
         log = server.log()
@@ -73,11 +88,19 @@ class TestTriton:
     def test_per_event_token_counts_when_the_server_returns_them(self, server, make_profile):
         """With return_num_output_tokens each event's num_output_tokens is its token count, and
         num_input_tokens the prompt's."""
-        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=12,
-                               target__extra_body={"return_num_output_tokens": True,
-                                                   "return_num_input_tokens": True,
-                                                   "loadgen_test": {"tokens_per_chunk": [1, 3, 2]}},
-                               **TRITON))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                workload__output_tokens=12,
+                target__extra_body={
+                    "return_num_output_tokens": True,
+                    "return_num_input_tokens": True,
+                    "loadgen_test": {"tokens_per_chunk": [1, 3, 2]},
+                },
+                **TRITON,
+            )
+        )
         log = server.log()
         for r in res.records:
             assert r.chunk_tokens == [1, 3, 2, 1, 3, 2] == log[r.response_id]["chunk_tokens"]
@@ -86,8 +109,15 @@ class TestTriton:
 
     def test_without_counts_a_multi_token_event_counts_as_one(self, server, make_profile):
         """The documented caveat: 3 tokens per event and no count -> 4 events, 4 'tokens'."""
-        res = run(make_profile(server.url, workload__num_requests=1, workload__output_tokens=12,
-                               **TRITON, **script(tokens_per_chunk=3)))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=1,
+                workload__output_tokens=12,
+                **TRITON,
+                **script(tokens_per_chunk=3),
+            )
+        )
         r = res.records[0]
         assert (r.chunk_tokens, r.output_tokens, r.token_source) == ([1, 1, 1, 1], 4, "chunks")
 
@@ -99,15 +129,28 @@ class TestTriton:
 
         spec = RequestSpec(0, "hello there", None, 2, 5)
         body = TritonBackend(TritonOptions(model="ensemble"), transport=None).body(spec)
-        assert body == {"text_input": "hello there", "max_tokens": 5, "stream": True,
-                        "bad_words": "", "stop_words": "", "min_length": 5}
-        opts = TritonOptions(model="ensemble", ignore_eos=False, extra_body={"bad_words": None, "temperature": 0})
+        assert body == {
+            "text_input": "hello there",
+            "max_tokens": 5,
+            "stream": True,
+            "bad_words": "",
+            "stop_words": "",
+            "min_length": 5,
+        }
+        opts = TritonOptions(
+            model="ensemble", ignore_eos=False, extra_body={"bad_words": None, "temperature": 0}
+        )
         assert TritonBackend(opts, transport=None).body(spec) == {
-            "text_input": "hello there", "max_tokens": 5, "stream": True, "stop_words": "", "temperature": 0}
+            "text_input": "hello there",
+            "max_tokens": 5,
+            "stream": True,
+            "stop_words": "",
+            "temperature": 0,
+        }
 
     def test_model_is_required(self, server, make_profile):
         """Triton lists no model under an OpenAI path: without target.model the run refuses."""
-        with pytest.raises(RunError, match="triton_generate needs target.model"):
+        with pytest.raises(RunError, match=r"triton_generate needs target\.model"):
             run(make_profile(server.url, target__endpoint="triton_generate"))
 
     def test_unknown_model_fails_before_the_load(self, server, make_profile):
@@ -133,8 +176,15 @@ class TestSGLang:
     def test_chunk_tokens_come_from_meta_info(self, server, make_profile, incremental):
         """Cumulative text (SGLang's default) or deltas (--incremental-streaming-output): events
         of 1, 3, 2 tokens are counted from completion_tokens, the id is meta_info.id."""
-        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=12,
-                               **SGLANG, **script(tokens_per_chunk=[1, 3, 2], incremental=incremental)))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                workload__output_tokens=12,
+                **SGLANG,
+                **script(tokens_per_chunk=[1, 3, 2], incremental=incremental),
+            )
+        )
         log = server.log()
         for r in res.records:
             gt = log[r.response_id]
@@ -144,13 +194,21 @@ class TestSGLang:
             assert (r.prompt_tokens, r.prompt_tokens_source) == (gt["prompt_tokens"], "usage")
         r = res.records[0]
         assert res.frame().loc[0, "tpot_ms"] == pytest.approx(
-            (r.chunk_times_ns[-1] - r.t_first_token_ns) / 11 / MS)
+            (r.chunk_times_ns[-1] - r.t_first_token_ns) / 11 / MS
+        )
 
     def test_tokens_whose_text_is_held_back_count_with_the_next_event(self, server, make_profile):
         """An event that advances completion_tokens but shows no new text is not a token event;
         its token is counted with the event that shows it."""
-        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=10,
-                               **SGLANG, **script(holdback_every=3)))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                workload__output_tokens=10,
+                **SGLANG,
+                **script(holdback_every=3),
+            )
+        )
         log = server.log()
         for r in res.records:
             gt = log[r.response_id]
@@ -160,8 +218,15 @@ class TestSGLang:
 
     def test_token_id_prompts_go_as_input_ids(self, server, make_profile):
         """prompt_format token_ids sends input_ids: the server counts exactly the target length."""
-        res = run(make_profile(server.url, workload__num_requests=3, workload__input_tokens=40,
-                               target__prompt_format="token_ids", **SGLANG))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=3,
+                workload__input_tokens=40,
+                target__prompt_format="token_ids",
+                **SGLANG,
+            )
+        )
         log = server.log()
         for r in res.records:
             assert log[r.response_id]["prompt_tokens"] == 40 == r.prompt_tokens
@@ -174,17 +239,26 @@ class TestSGLang:
         assert cond["server"]["model_info"]["model_path"] == "test-model"
         assert cond["server"]["version"] == {"version": "0.5.0-loadgen-test"}
         assert cond["server"]["server_info"]["incremental_streaming_output"] is False
-        assert (cond["server"]["identity"]["engine"], cond["server"]["identity"]["max_model_len"]) == ("sglang", 32768)
+        assert (cond["server"]["identity"]["engine"], cond["server"]["identity"]["max_model_len"]) == (
+            "sglang",
+            32768,
+        )
         rows = dict(server_rows(cond["server"], None))
         assert rows["server /get_model_info"].startswith("model_path=test-model")
 
 
 class TestFailures:
-    @pytest.mark.parametrize("fail,cls", [
-        ("status:400", "http_400"), ("status:500", "http_500"), ("reset_after:3", R.READ),
-        ("malformed_after:2", R.MALFORMED), ("garbage", R.MALFORMED),
-        ("error_event_after:2", R.SERVER_ERROR_EVENT),
-    ])
+    @pytest.mark.parametrize(
+        "fail,cls",
+        [
+            ("status:400", "http_400"),
+            ("status:500", "http_500"),
+            ("reset_after:3", R.READ),
+            ("malformed_after:2", R.MALFORMED),
+            ("garbage", R.MALFORMED),
+            ("error_event_after:2", R.SERVER_ERROR_EVENT),
+        ],
+    )
     @pytest.mark.parametrize("proto", PROTOCOLS)
     def test_each_failure_costs_only_its_request(self, server, make_profile, proto, fail, cls):
         """HTTP errors, resets, bad events and in-stream error events are classified and counted."""
@@ -204,8 +278,15 @@ class TestFailures:
     @pytest.mark.parametrize("proto", PROTOCOLS)
     def test_stalled_stream_times_out(self, server, make_profile, proto):
         """The shared per-request timeout applies to the native protocols too."""
-        res = run(make_profile(server.url, workload__num_requests=2, target__timeout_s=0.5,
-                               **PROTOCOLS[proto], **script(fail="stall_after:2")))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                target__timeout_s=0.5,
+                **PROTOCOLS[proto],
+                **script(fail="stall_after:2"),
+            )
+        )
         assert res.summary["counts"]["errors_by_class"] == {R.TIMEOUT: 2}
         for r in res.records:
             assert 0.5 <= (r.t_end_ns - r.t_send_ns) / 1e9 < 1.5

@@ -5,8 +5,7 @@ from pathlib import Path
 import pydantic
 import pytest
 
-from loadgen.config import (FixedLength, LognormalLength, ConfigError, SlaRule, apply_override,
-                             load_profile)
+from loadgen.config import ConfigError, FixedLength, LognormalLength, SlaRule, apply_override, load_profile
 
 PROFILES = Path(__file__).resolve().parent.parent / "profiles"
 MINIMAL = "workload: {num_requests: 10}\nload: {concurrency: 2}\n"
@@ -47,32 +46,35 @@ class TestErrors:
             "target.urll: unknown key; did you mean 'url'? valid keys here: url, endpoint, "
             "model, api_key_env, headers, extra_body, ignore_eos, include_usage, "
             "continuous_usage_stats, prompt_format, transport, timeout_s, connect_timeout_s, "
-            "read_timeout_s, ca_bundle, verify_tls, secret_headers"]
+            "read_timeout_s, ca_bundle, verify_tls, secret_headers"
+        ]
 
     def test_bad_literal(self, tmp_path):
         """A misspelt choice lists the valid choices."""
         text = "workload: {num_requests: 10}\nload: {rate: 2, arrival: possion}\n"
-        assert problems(tmp_path, text) == [
-            "load.arrival: 'possion' is not one of poisson, constant, gamma"]
+        assert problems(tmp_path, text) == ["load.arrival: 'possion' is not one of poisson, constant, gamma"]
 
     def test_neither_concurrency_nor_rate(self, tmp_path):
         """A load section with no shape says to choose one and how to spell each."""
         assert problems(tmp_path, "workload: {num_requests: 10}\n") == [
             "load: set exactly one of concurrency or rate (closed loop: `load.concurrency: 8` "
-            "or --concurrency 8; open loop: `load.rate: 4.0` (requests/s) or --rate 4)"]
+            "or --concurrency 8; open loop: `load.rate: 4.0` (requests/s) or --rate 4)"
+        ]
 
     def test_both_concurrency_and_rate(self, tmp_path):
         """Setting both concurrency and rate is refused."""
         text = "workload: {num_requests: 10}\nload: {rate: 2, concurrency: 3}\n"
         assert problems(tmp_path, text)[0].startswith(
-            "load: concurrency and rate are both set; set exactly one")
+            "load: concurrency and rate are both set; set exactly one"
+        )
 
     def test_empty_profile_says_what_is_missing(self, tmp_path):
         """An empty file lists both missing stop condition and load shape."""
         found = problems(tmp_path, "")
         assert [p.split(":")[0] for p in found] == ["workload", "load"]
-        assert found[0] == ("workload: set num_requests or duration_s (or both: the run stops "
-                            "at whichever comes first)")
+        assert found[0] == (
+            "workload: set num_requests or duration_s (or both: the run stops at whichever comes first)"
+        )
 
     def test_bad_rule(self, tmp_path):
         """An unparsable rule names sla.rules[i] and shows the grammar."""
@@ -80,34 +82,42 @@ class TestErrors:
         assert found == [
             "sla.rules[1]: cannot parse rule 'fast please'; grammar: '[stat] metric op "
             "threshold', e.g. 'p99 ttft_ms < 700' or 'error_rate < 0.01'; stat: p50, p90, p95, "
-            "p99, p99_9, mean, max, min; op: <, <=, >, >="]
+            "p99, p99_9, mean, max, min; op: <, <=, >, >="
+        ]
 
     def test_bad_length_kind(self, tmp_path):
         """An unknown distribution kind lists the valid kinds at the .kind path."""
         text = "workload: {num_requests: 1, input_tokens: {kind: gauss}}\nload: {rate: 1}\n"
         assert problems(tmp_path, text) == [
-            "workload.input_tokens.kind: unknown 'gauss'; valid: fixed, uniform, normal, "
-            "lognormal, empirical"]
+            "workload.input_tokens.kind: unknown 'gauss'; valid: fixed, uniform, normal, lognormal, empirical"
+        ]
 
     def test_bound_inside_union(self, tmp_path):
         """An error inside a distribution is reported without pydantic's union tag in the path."""
-        text = ("workload: {num_requests: 1, output_tokens: {kind: uniform, min: 9, max: 3}}\n"
-                "load: {rate: 1}\n")
+        text = (
+            "workload: {num_requests: 1, output_tokens: {kind: uniform, min: 9, max: 3}}\nload: {rate: 1}\n"
+        )
         assert problems(tmp_path, text) == ["workload.output_tokens.max: must be >= min (9), got 3"]
 
     def test_token_ids_need_completions(self, tmp_path):
         """token_ids on the chat endpoint is refused at target.prompt_format."""
         found = problems(tmp_path, MINIMAL + "target: {prompt_format: token_ids}\n")
-        assert found == ["target.prompt_format: token_ids needs endpoint: completions or "
-                         "sglang_generate (the chat endpoint only takes text messages)"]
+        assert found == [
+            "target.prompt_format: token_ids needs endpoint: completions or "
+            "sglang_generate (the chat endpoint only takes text messages)"
+        ]
 
     def test_token_ids_go_to_sglang_but_not_triton(self, tmp_path):
         """SGLang's /generate takes input_ids; Triton's generate extension only text_input."""
         ok = MINIMAL + "target: {prompt_format: token_ids, endpoint: sglang_generate}\n"
         assert load_profile(write(tmp_path, ok)).target.endpoint == "sglang_generate"
-        found = problems(tmp_path, MINIMAL + "target: {prompt_format: token_ids, endpoint: triton_generate}\n")
-        assert found == ["target.prompt_format: token_ids needs endpoint: completions or "
-                         "sglang_generate (Triton's generate extension only takes text_input)"]
+        found = problems(
+            tmp_path, MINIMAL + "target: {prompt_format: token_ids, endpoint: triton_generate}\n"
+        )
+        assert found == [
+            "target.prompt_format: token_ids needs endpoint: completions or "
+            "sglang_generate (Triton's generate extension only takes text_input)"
+        ]
 
     def test_api_key_is_not_echoed(self, tmp_path):
         """A key given as api_key_env is refused, and the message never repeats the key."""
@@ -120,27 +130,37 @@ class TestErrors:
         """A YAML syntax error gives the file, line and column."""
         with pytest.raises(ConfigError) as info:
             load_profile(write(tmp_path, "load:\n  rate: [1, 2\nworkload: {}\n"))
-        assert str(info.value) == (f"{tmp_path / 'p.yaml'}: invalid profile\n  - line 3, "
-                                   "column 9: YAML syntax error: expected ',' or ']', but got ':'")
+        assert str(info.value) == (
+            f"{tmp_path / 'p.yaml'}: invalid profile\n  - line 3, "
+            "column 9: YAML syntax error: expected ',' or ']', but got ':'"
+        )
 
     def test_duplicate_key(self, tmp_path):
         """A repeated key is an error rather than silently keeping the last one."""
         assert problems(tmp_path, MINIMAL + "load: {rate: 1}\n") == [
-            "line 3, column 1: YAML syntax error: duplicate key 'load'"]
+            "line 3, column 1: YAML syntax error: duplicate key 'load'"
+        ]
 
     def test_top_level_list(self, tmp_path):
         """A YAML list at the top level is refused."""
         assert problems(tmp_path, "- 1\n") == [
-            "the top level must be a mapping of sections (target, workload, load, sla, ...), "
-            "got list"]
+            "the top level must be a mapping of sections (target, workload, load, sla, ...), got list"
+        ]
 
 
 class TestOverrides:
     def test_set_parses_yaml_scalars(self, tmp_path):
         """--set values are YAML: numbers, strings and lists come out typed; labels stay text."""
-        p = load_profile(write(tmp_path, MINIMAL), sets=[
-            "sla.ttft_ms=700", "labels.gpu=H200", "labels.tp=2",
-            'sla.rules=["p99 ttft_ms < 700"]', "workload.input_tokens=64"])
+        p = load_profile(
+            write(tmp_path, MINIMAL),
+            sets=[
+                "sla.ttft_ms=700",
+                "labels.gpu=H200",
+                "labels.tp=2",
+                'sla.rules=["p99 ttft_ms < 700"]',
+                "workload.input_tokens=64",
+            ],
+        )
         assert p.sla.ttft_ms == 700.0
         assert p.labels == {"gpu": "H200", "tp": "2"}
         assert p.sla.rules == (SlaRule(metric="ttft_ms", stat="p99", op="<", threshold=700),)
@@ -153,8 +173,9 @@ class TestOverrides:
 
     def test_cli_overrides_dict(self, tmp_path):
         """The CLI's dotted overrides apply, with None clearing a setting."""
-        p = load_profile(write(tmp_path, MINIMAL),
-                         {"load.rate": 3, "load.concurrency": None, "target.url": "http://h:1"})
+        p = load_profile(
+            write(tmp_path, MINIMAL), {"load.rate": 3, "load.concurrency": None, "target.url": "http://h:1"}
+        )
         assert (p.load.rate, p.load.concurrency, p.target.url) == (3.0, None, "http://h:1")
 
     def test_apply_override_into_scalar(self):
@@ -162,7 +183,8 @@ class TestOverrides:
         with pytest.raises(ConfigError) as info:
             apply_override({"workload": {"input_tokens": 5}}, "workload.input_tokens.mean", 3)
         assert info.value.problems == [
-            "workload.input_tokens.mean: cannot set it, workload.input_tokens is 5, not a mapping"]
+            "workload.input_tokens.mean: cannot set it, workload.input_tokens is 5, not a mapping"
+        ]
 
     def test_defaults_only_with_sets(self):
         """path None means defaults, which overrides can complete into a valid profile."""
@@ -191,6 +213,7 @@ class TestModel:
     def test_empirical_file_relative_to_profile(self, tmp_path):
         """An empirical length file is read relative to the profile that names it."""
         (tmp_path / "lens.txt").write_text("10\n20\n30\n")
-        p = load_profile(write(tmp_path, MINIMAL.replace(
-            "10}", "10, input_tokens: {kind: empirical, file: lens.txt}}")))
+        p = load_profile(
+            write(tmp_path, MINIMAL.replace("10}", "10, input_tokens: {kind: empirical, file: lens.txt}}"))
+        )
         assert p.workload.input_tokens.data == (10, 20, 30)

@@ -86,7 +86,8 @@ class TestTheRegistry:
         for name in registry.names():
             assert load_profile(None, overrides={**MINIMAL, "target.endpoint": name}).target.endpoint == name
         assert profile_problems(endpoint="x") == [
-            f"target.endpoint: 'x' is not one of {', '.join(registry.names())}"]
+            f"target.endpoint: 'x' is not one of {', '.join(registry.names())}"
+        ]
 
     def test_token_id_endpoints_are_the_registry(self):
         """token_ids is refused on the protocols that do not take them, naming those that do."""
@@ -94,8 +95,10 @@ class TestTheRegistry:
         assert takes == ("completions", "sglang_generate")
         for name in set(BUILT_IN) - set(takes):
             found = profile_problems(endpoint=name, prompt_format="token_ids")
-            assert found == ["target.prompt_format: token_ids needs endpoint: completions or "
-                             f"sglang_generate ({registry.backend(name).text_only})"]
+            assert found == [
+                "target.prompt_format: token_ids needs endpoint: completions or "
+                f"sglang_generate ({registry.backend(name).text_only})"
+            ]
 
     def test_cli_choices_are_the_registries(self):
         """--endpoint offers the registry's protocols and --transport the transports', in order."""
@@ -125,8 +128,14 @@ class TestAProtocolOfOurOwn:
         choice and a /tokenize endpoint; unregistered, none of them any more."""
         with registry.registered(EchoBackend):
             assert registry.names() == (*BUILT_IN, "echo_generate")
-            p = load_profile(None, overrides={**MINIMAL, "target.endpoint": "echo_generate",
-                                              "target.prompt_format": "token_ids"})
+            p = load_profile(
+                None,
+                overrides={
+                    **MINIMAL,
+                    "target.endpoint": "echo_generate",
+                    "target.prompt_format": "token_ids",
+                },
+            )
             assert (p.target.endpoint, p.target.prompt_format) == ("echo_generate", "token_ids")
             assert "echo_generate" in profile_problems(endpoint="x")[0]
             assert run_choices("--endpoint") == [*BUILT_IN, "echo_generate"]
@@ -134,7 +143,8 @@ class TestAProtocolOfOurOwn:
         assert registry.names() == BUILT_IN
         assert run_choices("--endpoint") == list(BUILT_IN)
         assert profile_problems(endpoint="echo_generate") == [
-            f"target.endpoint: 'echo_generate' is not one of {', '.join(BUILT_IN)}"]
+            f"target.endpoint: 'echo_generate' is not one of {', '.join(BUILT_IN)}"
+        ]
 
     def test_the_base_class_sends_it(self):
         """Only body, path and consumer were declared: the base class sends the request, fills

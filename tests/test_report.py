@@ -16,8 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from loadgen.cli.main import main
 from loadgen.analysis.metrics import request_frame
+from loadgen.cli.main import main
 from loadgen.records import RequestRecord
 from loadgen.report import CostError, cost_figures, cost_inputs, write_report
 from loadgen.report.cost import CostInputs
@@ -30,10 +30,32 @@ ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 PLOTS = ("cdf_e2e", "cdf_itl", "cdf_tpot", "cdf_ttft", "e2e_over_time", "per_second", "ttft_over_time")
 CSV_COLUMNS = [
-    "id", "warmup", "t_sched_ns", "t_send_ns", "requested_output_tokens", "requested_prompt_tokens",
-    "ok", "error_class", "error_message", "http_status", "retry_after_s", "response_id", "t_first_byte_ns",
-    "t_first_token_ns", "t_first_content_ns", "t_end_ns", "prompt_tokens", "output_tokens",
-    "token_source", "prompt_tokens_source", "worker", "stage", "ttft_ms", "ttfb_ms", "e2e_ms", "tpot_ms",
+    "id",
+    "warmup",
+    "t_sched_ns",
+    "t_send_ns",
+    "requested_output_tokens",
+    "requested_prompt_tokens",
+    "ok",
+    "error_class",
+    "error_message",
+    "http_status",
+    "retry_after_s",
+    "response_id",
+    "t_first_byte_ns",
+    "t_first_token_ns",
+    "t_first_content_ns",
+    "t_end_ns",
+    "prompt_tokens",
+    "output_tokens",
+    "token_source",
+    "prompt_tokens_source",
+    "worker",
+    "stage",
+    "ttft_ms",
+    "ttfb_ms",
+    "e2e_ms",
+    "tpot_ms",
     "client_lag_ms",
 ]
 
@@ -75,10 +97,19 @@ class TestMarkdown:
 
     def test_sections_come_in_order_conditions_first(self, base_a):
         """Conditions, SLA, latency, throughput, errors, client, server, Little's law, cost, plots."""
-        heads = [l for l in (base_a / "report.md").read_text().splitlines() if l.startswith("## ")]
-        assert heads == ["## Conditions", "## SLA and goodput", "## Latency", "## Throughput",
-                         "## Errors", "## Client health", "## Server view", "## Little's law",
-                         "## Cost", "## Plots"]
+        heads = [ln for ln in (base_a / "report.md").read_text().splitlines() if ln.startswith("## ")]
+        assert heads == [
+            "## Conditions",
+            "## SLA and goodput",
+            "## Latency",
+            "## Throughput",
+            "## Errors",
+            "## Client health",
+            "## Server view",
+            "## Little's law",
+            "## Cost",
+            "## Plots",
+        ]
 
     def test_conditions_list_model_labels_and_lengths(self, base_a):
         """The conditions block names the target, model, server, load, labels and lengths."""
@@ -89,7 +120,7 @@ class TestMarkdown:
         assert "| load | closed loop, concurrency 8; 8 warm-up requests (excluded) |" in lines
         assert "| labels | gpu=H100, precision=fp16, gpu_hour_cost=3.6, gpu_count=2 |" in lines
         assert "| input tokens | fixed 64 | 64.0 / 64.0 / 64.0 / 64.0 | 67.0 / 67.0 / 67.0 / 67.0 |" in lines
-        assert any(l.startswith("| prompt lengths | approximate") for l in lines)
+        assert any(ln.startswith("| prompt lengths | approximate") for ln in lines)
 
     def test_sla_verdict_and_little(self, base_a):
         """The verdict, each rule with its measured value, and the Little's-law ratio."""
@@ -102,7 +133,10 @@ class TestMarkdown:
     def test_error_classes_are_tabled(self, with_errors):
         """A run with failures shows each error class, its count and share, and the verdict."""
         text = (with_errors / "report.md").read_text()
-        assert "| error class | requests | share of sent |\n| --- | --: | --: |\n| http_500 | 10 | 10.0% |" in text
+        assert (
+            "| error class | requests | share of sent |\n| --- | --: | --: |\n| http_500 | 10 | 10.0% |"
+            in text
+        )
         assert "Error rate 10.00% (failed / (ok + failed))" in text
         assert "| error_rate < 0.05 | 0.1 | FAIL |" in text
         assert "> **[FAIL] SLA verdict: FAIL**" in text
@@ -111,13 +145,20 @@ class TestMarkdown:
         """A client_limited warning from summary.client is an alert above everything else."""
         run = copy_run("base-a", tmp_path)
         summary = json.loads((run / "summary.json").read_text())
-        summary["client"]["warnings"] = [{"warning": "client_limited", "reasons": ["client process used 97% of a core"],
-                                          "message": "the client, not the server, may have limited this run"}]
+        summary["client"]["warnings"] = [
+            {
+                "warning": "client_limited",
+                "reasons": ["client process used 97% of a core"],
+                "message": "the client, not the server, may have limited this run",
+            }
+        ]
         (run / "summary.json").write_text(json.dumps(summary))
         write_report(run)
         text = (run / "report.md").read_text()
-        alert = ("> **[WARNING] client_limited:** the client, not the server, may have limited this run "
-                 "(client process used 97% of a core)")
+        alert = (
+            "> **[WARNING] client_limited:** the client, not the server, may have limited this run "
+            "(client process used 97% of a core)"
+        )
         assert text.index(alert) < text.index("## Conditions")
         assert text.count(alert) == 2  # at the top, and again in the client section
 
@@ -136,16 +177,29 @@ class TestTables:
 
     def test_returns_every_file_written(self, base_a):
         written = write_report(base_a, base_a / "again")
-        assert sorted(written) == sorted(["cost.json", "report.html", "report.md", "requests.csv",
-                                          "requests.parquet", *(f"plots/{p}.png" for p in PLOTS)])
+        assert sorted(written) == sorted(
+            [
+                "cost.json",
+                "report.html",
+                "report.md",
+                "requests.csv",
+                "requests.parquet",
+                *(f"plots/{p}.png" for p in PLOTS),
+            ]
+        )
         assert all(p.exists() and base_a / "again" in p.parents for p in written.values())
 
 
 class TestCost:
     def test_dollars_per_million_tokens(self):
         """$3.60/h x 2 GPUs = $0.002/s: at 1000 output tok/s that is $2 per million."""
-        summary = {"metrics": {"output_tokens_per_s": 1000.0, "total_tokens_per_s": 4000.0,
-                               "goodput": {"output_tokens_per_s": 500.0}}}
+        summary = {
+            "metrics": {
+                "output_tokens_per_s": 1000.0,
+                "total_tokens_per_s": 4000.0,
+                "goodput": {"output_tokens_per_s": 500.0},
+            }
+        }
         c = cost_figures(summary, CostInputs(3.6, 2.0, "--gpu-hour-cost", "label gpu_count"))
         assert c["usd_per_hour"] == pytest.approx(7.2, rel=1e-15)
         assert c["usd_per_million_output_tokens"] == pytest.approx(2.0, rel=1e-12)
@@ -156,8 +210,12 @@ class TestCost:
         """Labels gpu_hour_cost=3.6 and gpu_count=2 price base-a's 676.45 output tok/s."""
         c = json.loads((base_a / "cost.json").read_text())
         assert c["source"] == {"gpu_hour_cost": "label gpu_hour_cost", "gpu_count": "label gpu_count"}
-        assert c["usd_per_million_output_tokens"] == pytest.approx(7.2 / 3600 / 676.4508150847239 * 1e6, rel=1e-12)
-        assert c["usd_per_million_total_tokens"] == pytest.approx(7.2 / 3600 / 2564.8760071962447 * 1e6, rel=1e-12)
+        assert c["usd_per_million_output_tokens"] == pytest.approx(
+            7.2 / 3600 / 676.4508150847239 * 1e6, rel=1e-12
+        )
+        assert c["usd_per_million_total_tokens"] == pytest.approx(
+            7.2 / 3600 / 2564.8760071962447 * 1e6, rel=1e-12
+        )
         text = (base_a / "report.md").read_text()
         assert "$3.6 per GPU-hour (label gpu_hour_cost) x 2 GPUs (label gpu_count) = $7.2 per hour." in text
         assert "| output tokens | 676.45 | $2.957 |" in text
@@ -165,8 +223,9 @@ class TestCost:
         assert "| output tokens at goodput | 676.45 | $2.957 |" in text
 
     def test_flags_override_labels_and_count_defaults_to_one(self):
-        assert cost_inputs({"gpu_hour_cost": "9", "gpu_count": "4"}, gpu_hour_cost=2.0) == \
-            CostInputs(2.0, 4.0, "--gpu-hour-cost", "label gpu_count")
+        assert cost_inputs({"gpu_hour_cost": "9", "gpu_count": "4"}, gpu_hour_cost=2.0) == CostInputs(
+            2.0, 4.0, "--gpu-hour-cost", "label gpu_count"
+        )
         assert cost_inputs({}, gpu_hour_cost=2.0).gpu_count == 1.0
         assert cost_inputs({"gpu": "H100"}) is None
 
@@ -183,31 +242,63 @@ class TestPlotData:
     def test_per_second_bins(self):
         """Tokens, time-averaged in-flight and errors per second; the last bin is 0.5 s wide."""
         s = 1_000_000_000
-        a = RequestRecord(0, False, 0, 0, 3, 8, ok=True, t_end_ns=3 * s // 2,
-                          chunk_times_ns=[s // 2, 12 * s // 10], chunk_tokens=[1, 2])
+        a = RequestRecord(
+            0,
+            False,
+            0,
+            0,
+            3,
+            8,
+            ok=True,
+            t_end_ns=3 * s // 2,
+            chunk_times_ns=[s // 2, 12 * s // 10],
+            chunk_tokens=[1, 2],
+        )
         b = RequestRecord(1, False, s // 2, s // 2, 3, 8, ok=False, error_class="http_500", t_end_ns=s)
         warm = RequestRecord(2, True, -s, -s, 3, 8, ok=True, t_end_ns=s, chunk_times_ns=[0], chunk_tokens=[5])
         bins = per_second([warm, a, b])
-        assert bins.to_dict("list") == {"t_s": [0.0, 1.0], "width_s": [1.0, 0.5],
-                                        "output_tokens_per_s": [1.0, 4.0], "in_flight": [1.5, 1.0],
-                                        "errors": [0, 1]}
+        assert bins.to_dict("list") == {
+            "t_s": [0.0, 1.0],
+            "width_s": [1.0, 0.5],
+            "output_tokens_per_s": [1.0, 4.0],
+            "in_flight": [1.5, 1.0],
+            "errors": [0, 1],
+        }
 
     def test_sla_thresholds_for_a_metric(self):
         """The per-request SLO and every rule on the metric are drawn on its plots."""
         summary = load_summary(RUNS / "base-a")
-        assert thresholds(summary, ("ttft_ms",)) == [("SLO ttft_ms <= 80", 80.0), ("p99 ttft_ms < 100", 100.0)]
+        assert thresholds(summary, ("ttft_ms",)) == [
+            ("SLO ttft_ms <= 80", 80.0),
+            ("p99 ttft_ms < 100", 100.0),
+        ]
         assert thresholds(summary, ("e2e_ms",)) == []
 
 
 class TestCli:
     def test_report_command(self, tmp_path, capsys):
         run = copy_run("base-a", tmp_path)
-        assert main(["report", str(run), "-o", str(tmp_path / "out"), "--gpu-hour-cost", "2.5",
-                     "--gpu-count", "8"]) == 0
+        assert (
+            main(
+                [
+                    "report",
+                    str(run),
+                    "-o",
+                    str(tmp_path / "out"),
+                    "--gpu-hour-cost",
+                    "2.5",
+                    "--gpu-count",
+                    "8",
+                ]
+            )
+            == 0
+        )
         out = capsys.readouterr().out
         assert f"wrote {tmp_path / 'out' / 'report.html'}\n" in out
-        assert out.endswith("cost  $8.213 per million output tokens, $2.166 per million total tokens, "
-                            "$8.213 per million output tokens at goodput\n")
+        assert out.endswith(
+            "cost  $8.213 per million output tokens, $2.166 per million total tokens, "
+            "$8.213 per million output tokens at goodput\n"
+        )
         assert not (run / "report.md").exists()
 
     def test_not_a_run_exits_2(self, tmp_path, capsys):
@@ -224,20 +315,23 @@ class TestHtml:
         assert not re.search(r'(src|href)="(https?:)?//', page)
         assert "Content-Security-Policy" in page
 
-    @pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium not installed (Debian package "
-                        "'chromium'; .ci/run installs it)")
+    @pytest.mark.skipif(
+        not CHROMIUM.exists(),
+        reason="/usr/bin/chromium not installed (Debian package 'chromium'; .ci/run installs it)",
+    )
     def test_renders_in_headless_chromium(self, base_a, tmp_path):
         """Chromium loads every plot, logs no console error, and a screenshot is kept."""
         url = (base_a / "report.html").as_uri()
-        dom, log = _chromium(tmp_path, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000",
-                             "--dump-dom", url)
+        dom, log = _chromium(
+            tmp_path, "--enable-logging=stderr", "--v=0", "--virtual-time-budget=5000", "--dump-dom", url
+        )
         body = re.search(r"<body([^>]*)>", dom).group(1)
         attrs = {k: html.unescape(v) for k, v in re.findall(r'([\w-]+)="([^"]*)"', body)}
         assert attrs["data-loaded"] == "1"
         assert attrs["data-images-total"] == str(len(PLOTS))
         assert attrs["data-images-ok"] == str(len(PLOTS))
         assert json.loads(attrs["data-errors"]) == []
-        assert [l for l in log.splitlines() if ":CONSOLE" in l] == []
+        assert [ln for ln in log.splitlines() if ":CONSOLE" in ln] == []
 
         ARTIFACTS.mkdir(exist_ok=True)
         shot = ARTIFACTS / "report-base-a.png"
@@ -249,9 +343,19 @@ class TestHtml:
 
 def _chromium(tmp: Path, *args: str) -> tuple[str, str]:
     profile = tmp / f"chromium-profile-{len(list(tmp.glob('chromium-profile-*')))}"
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-           "--no-first-run", "--disable-background-networking", "--disable-component-update",
-           "--disable-sync", f"--user-data-dir={profile}", *args]
+    cmd = [
+        str(CHROMIUM),
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout, done.stderr

@@ -15,7 +15,8 @@ SUMMARIES = sorted((ROOT / "tests" / "fixtures" / "runs").glob("*/summary.json")
 
 def validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(
-        SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER)
+        SCHEMA, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
 
 
 def test_schema_is_valid_draft_2020_12():
@@ -41,7 +42,9 @@ def test_every_property_is_described():
 @pytest.mark.parametrize("path", SUMMARIES, ids=[p.parent.name for p in SUMMARIES])
 def test_fixture_summaries_validate(path):
     assert len(SUMMARIES) == 5
-    errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator().iter_errors(json.loads(path.read_text()))]
+    errors = [
+        f"{list(e.absolute_path)}: {e.message}" for e in validator().iter_errors(json.loads(path.read_text()))
+    ]
     assert errors == []
 
 
@@ -56,15 +59,24 @@ def test_a_fresh_run_validates(tmp_path):
     the schema cannot fall behind the code that writes summaries."""
     import asyncio
 
-    from loadgen.runner import api
     from loadgen.config import load_profile
+    from loadgen.runner import api
     from loadgen.testing import StreamServer
 
     with StreamServer(ttft_ms=2, itl_ms=1, tokenize=True) as s:
-        p = load_profile(None, overrides={
-            "target.url": s.url, "workload.num_requests": 6, "load.concurrency": 2,
-            "workload.output_tokens": 4, "output.dir": str(tmp_path), "output.progress": False,
-            "sla.ttft_ms": 100.0, "sla.rules": ["p99 ttft_ms < 100"]})
+        p = load_profile(
+            None,
+            overrides={
+                "target.url": s.url,
+                "workload.num_requests": 6,
+                "load.concurrency": 2,
+                "workload.output_tokens": 4,
+                "output.dir": str(tmp_path),
+                "output.progress": False,
+                "sla.ttft_ms": 100.0,
+                "sla.rules": ["p99 ttft_ms < 100"],
+            },
+        )
         res = asyncio.run(api.run_async(p))
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator().iter_errors(res.summary)]
     assert errors == []

@@ -9,9 +9,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadgen.server import metrics as sm
 from loadgen.records import RequestRecord
 from loadgen.report import write_report
+from loadgen.server import metrics as sm
 from loadgen.server.scraper import SERVER_METRICS, ServerMetricsScraper
 
 from helpers import run
@@ -120,17 +120,31 @@ class TestNormalize:
     def test_vllm_names_map_onto_loadgen_keys(self):
         """Every key comes from its vLLM series; by-reason splits, buckets and _created are ignored."""
         assert sm.normalize(sm.parse(VLLM), "vllm") == {
-            "running": 7.0, "waiting": 2.0, "kv_cache_usage": 0.25, "preemptions_total": 3.0,
-            "prompt_tokens_total": 37396.0, "generation_tokens_total": 60700.0,
-            "ttft_sum_s": 41.5, "ttft_count": 393.0, "itl_sum_s": 595.5, "itl_count": 60307.0,
-            "tpot_sum_s": 3.5, "tpot_count": 393.0, "e2e_sum_s": 637.0, "e2e_count": 393.0,
-            "queue_time_sum_s": 1.25, "queue_time_count": 393.0}
+            "running": 7.0,
+            "waiting": 2.0,
+            "kv_cache_usage": 0.25,
+            "preemptions_total": 3.0,
+            "prompt_tokens_total": 37396.0,
+            "generation_tokens_total": 60700.0,
+            "ttft_sum_s": 41.5,
+            "ttft_count": 393.0,
+            "itl_sum_s": 595.5,
+            "itl_count": 60307.0,
+            "tpot_sum_s": 3.5,
+            "tpot_count": 393.0,
+            "e2e_sum_s": 637.0,
+            "e2e_count": 393.0,
+            "queue_time_sum_s": 1.25,
+            "queue_time_count": 393.0,
+        }
 
     def test_older_vllm_names_are_read_when_the_new_ones_are_absent(self):
         """gpu_cache_usage_perc and time_per_output_token_seconds (the old ITL) stand in."""
-        text = ('vllm:gpu_cache_usage_perc{model_name="m"} 0.5\n'
-                'vllm:time_per_output_token_seconds_count{model_name="m"} 10\n'
-                'vllm:time_per_output_token_seconds_sum{model_name="m"} 0.2\n')
+        text = (
+            'vllm:gpu_cache_usage_perc{model_name="m"} 0.5\n'
+            'vllm:time_per_output_token_seconds_count{model_name="m"} 10\n'
+            'vllm:time_per_output_token_seconds_sum{model_name="m"} 0.2\n'
+        )
         row = sm.normalize(sm.parse(text), "vllm")
         assert (row["kv_cache_usage"], row["itl_count"], row["itl_sum_s"]) == (0.5, 10.0, 0.2)
         assert row["running"] is None and row["ttft_count"] is None
@@ -152,9 +166,17 @@ class TestNormalize:
 
     def test_trtllm_json_iteration_stats_give_the_newest_gauges(self):
         """trtllm-serve's JSON /metrics: the last iteration's counts, KV blocks used / max."""
-        body = orjson.dumps([{"iter": 1, "numActiveRequests": 9, "numQueuedRequests": 9},
-                             {"iter": 2, "numActiveRequests": 5, "numQueuedRequests": 3,
-                              "kvCacheStats": {"maxNumBlocks": 1000, "usedNumBlocks": 600}}])
+        body = orjson.dumps(
+            [
+                {"iter": 1, "numActiveRequests": 9, "numQueuedRequests": 9},
+                {
+                    "iter": 2,
+                    "numActiveRequests": 5,
+                    "numQueuedRequests": 3,
+                    "kvCacheStats": {"maxNumBlocks": 1000, "usedNumBlocks": 600},
+                },
+            ]
+        )
         row = sm.trtllm_json_row(body)
         assert (row["running"], row["waiting"], row["kv_cache_usage"]) == (5.0, 3.0, 0.6)
         assert row["ttft_count"] is None
@@ -163,11 +185,17 @@ class TestNormalize:
 
 
 class TestDetection:
-    @pytest.mark.parametrize("text, engine", [
-        (VLLM, "vllm"), (SGLANG, "sglang"), (TRTLLM, "trtllm"),
-        (VLLM + "loadgen_sim_pacing_lag_seconds_total 0.0\n", "sim"),
-        ("python_gc_collections_total 3\nhttp_requests_total 9\n", None),
-    ], ids=["vllm", "sglang", "trtllm", "sim", "unknown"])
+    @pytest.mark.parametrize(
+        "text, engine",
+        [
+            (VLLM, "vllm"),
+            (SGLANG, "sglang"),
+            (TRTLLM, "trtllm"),
+            (VLLM + "loadgen_sim_pacing_lag_seconds_total 0.0\n", "sim"),
+            ("python_gc_collections_total 3\nhttp_requests_total 9\n", None),
+        ],
+        ids=["vllm", "sglang", "trtllm", "sim", "unknown"],
+    )
     def test_engine_from_names(self, text, engine):
         """The engine is the one whose metric names are served."""
         assert sm.detect_engine(sm.parse(text)) == engine
@@ -186,8 +214,7 @@ class TestLabels:
         """SGLang's max_total_num_tokens is configuration; its ranks are listed."""
         labels = sm.metrics_labels(sm.parse(SGLANG), "sglang")
         assert labels["config"] == {"sglang:max_total_num_tokens": 161721.0}
-        assert labels["labels"] == {"dp_rank": ["0", "1"],
-                                    "model_name": ["meta-llama/Llama-3.1-8B-Instruct"]}
+        assert labels["labels"] == {"dp_rank": ["0", "1"], "model_name": ["meta-llama/Llama-3.1-8B-Instruct"]}
 
 
 def row(t_ns, **values):
@@ -197,23 +224,58 @@ def row(t_ns, **values):
 
 
 class TestSummarize:
-    ROWS = [
-        row(0, running=0, waiting=0, kv_cache_usage=0.0, preemptions_total=1,
-            ttft_count=10, ttft_sum_s=1.0, itl_count=100, itl_sum_s=2.0, prompt_tokens_total=50),
-        row(1 * 10**9, running=4, waiting=2, kv_cache_usage=0.5, preemptions_total=1,
-            ttft_count=12, ttft_sum_s=1.2),
-        row(2 * 10**9, running=8, waiting=0, kv_cache_usage=0.25, preemptions_total=3,
-            ttft_count=14, ttft_sum_s=1.5),
-        row(3 * 10**9, running=0, waiting=0, kv_cache_usage=0.0, preemptions_total=3,
-            ttft_count=14, ttft_sum_s=1.6, itl_count=150, itl_sum_s=2.5, prompt_tokens_total=850),
-    ]
+    ROWS = (
+        row(
+            0,
+            running=0,
+            waiting=0,
+            kv_cache_usage=0.0,
+            preemptions_total=1,
+            ttft_count=10,
+            ttft_sum_s=1.0,
+            itl_count=100,
+            itl_sum_s=2.0,
+            prompt_tokens_total=50,
+        ),
+        row(
+            1 * 10**9,
+            running=4,
+            waiting=2,
+            kv_cache_usage=0.5,
+            preemptions_total=1,
+            ttft_count=12,
+            ttft_sum_s=1.2,
+        ),
+        row(
+            2 * 10**9,
+            running=8,
+            waiting=0,
+            kv_cache_usage=0.25,
+            preemptions_total=3,
+            ttft_count=14,
+            ttft_sum_s=1.5,
+        ),
+        row(
+            3 * 10**9,
+            running=0,
+            waiting=0,
+            kv_cache_usage=0.0,
+            preemptions_total=3,
+            ttft_count=14,
+            ttft_sum_s=1.6,
+            itl_count=150,
+            itl_sum_s=2.5,
+            prompt_tokens_total=850,
+        ),
+    )
 
     def test_deltas_and_means_are_exact(self):
         """Counts and sums are last minus first; mean = sum delta / count delta."""
         out = sm.summarize(self.ROWS, None, {})
         assert out["histograms"] == {
             "ttft": {"count": 4, "sum_s": pytest.approx(0.6), "mean_ms": pytest.approx(150.0)},
-            "itl": {"count": 50, "sum_s": pytest.approx(0.5), "mean_ms": pytest.approx(10.0)}}
+            "itl": {"count": 50, "sum_s": pytest.approx(0.5), "mean_ms": pytest.approx(10.0)},
+        }
         assert out["preemptions"] == 2
         assert out["tokens"] == {"prompt": 800, "generation": None}
 
@@ -228,8 +290,10 @@ class TestSummarize:
         """The comparison is the client's mean minus the server's, for what both measured."""
         out = sm.summarize(self.ROWS, None, {"ttft": 151.5, "itl": 10.25, "e2e": 900.0})
         assert out["client_vs_server"]["ttft"] == {
-            "client_mean_ms": 151.5, "server_mean_ms": pytest.approx(150.0),
-            "difference_ms": pytest.approx(1.5)}
+            "client_mean_ms": 151.5,
+            "server_mean_ms": pytest.approx(150.0),
+            "difference_ms": pytest.approx(1.5),
+        }
         assert out["client_vs_server"]["itl"]["difference_ms"] == pytest.approx(0.25)
         assert "e2e" not in out["client_vs_server"]  # the server gave no E2E histogram
 
@@ -242,25 +306,35 @@ class TestSummarize:
 def rec(id, send_ms, chunks_ms, tokens=None, ok=True, output_tokens=None):
     times = [int(t * MS) for t in chunks_ms]
     return RequestRecord(
-        id=id, warmup=False, t_sched_ns=int(send_ms * MS), t_send_ns=int(send_ms * MS),
-        requested_output_tokens=8, requested_prompt_tokens=8, ok=ok,
-        t_first_token_ns=times[0] if times else None, t_end_ns=times[-1] + MS if times else None,
-        chunk_times_ns=times, chunk_tokens=list(tokens or [1] * len(times)),
-        output_tokens=output_tokens if output_tokens is not None else sum(tokens or [1] * len(times)))
+        id=id,
+        warmup=False,
+        t_sched_ns=int(send_ms * MS),
+        t_send_ns=int(send_ms * MS),
+        requested_output_tokens=8,
+        requested_prompt_tokens=8,
+        ok=ok,
+        t_first_token_ns=times[0] if times else None,
+        t_end_ns=times[-1] + MS if times else None,
+        chunk_times_ns=times,
+        chunk_tokens=list(tokens or [1] * len(times)),
+        output_tokens=output_tokens if output_tokens is not None else sum(tokens or [1] * len(times)),
+    )
 
 
 class TestClientMeans:
     def test_means_over_ok_requests(self):
         """TTFT, E2E and TPOT per request; ITL pooled per chunk gap and per token."""
-        records = [rec(0, 0, [100, 110, 130], tokens=[1, 1, 2]),
-                   rec(1, 50, [250, 270]),
-                   rec(2, 0, [5, 6], ok=False)]
+        records = [
+            rec(0, 0, [100, 110, 130], tokens=[1, 1, 2]),
+            rec(1, 50, [250, 270]),
+            rec(2, 0, [5, 6], ok=False),
+        ]
         means = sm.client_means(records)
-        assert means["ttft"] == pytest.approx(150.0)          # (100 + 200) / 2
-        assert means["e2e"] == pytest.approx(176.0)           # (131 + 221) / 2
-        assert means["itl"] == pytest.approx(50 / 3)          # (10 + 20 + 20) / 3 gaps
+        assert means["ttft"] == pytest.approx(150.0)  # (100 + 200) / 2
+        assert means["e2e"] == pytest.approx(176.0)  # (131 + 221) / 2
+        assert means["itl"] == pytest.approx(50 / 3)  # (10 + 20 + 20) / 3 gaps
         assert means["itl_per_token"] == pytest.approx(12.5)  # 50 ms / 4 tokens
-        assert means["tpot"] == pytest.approx(15.0)           # (30 / 3 + 20 / 1) / 2
+        assert means["tpot"] == pytest.approx(15.0)  # (30 / 3 + 20 / 1) / 2
 
 
 class FakeTransport:
@@ -308,8 +382,9 @@ class TestScraper:
 
     def test_trtllm_serve_json_falls_back_to_its_prometheus_path(self):
         """JSON at /metrics (trtllm-serve) sends the scraper to /prometheus/metrics."""
-        transport = FakeTransport({"/metrics": (200, b'[{"iter": 1}]'),
-                                   "/prometheus/metrics": (200, TRTLLM.encode())})
+        transport = FakeTransport(
+            {"/metrics": (200, b'[{"iter": 1}]'), "/prometheus/metrics": (200, TRTLLM.encode())}
+        )
 
         async def go():
             s = ServerMetricsScraper(transport, "/metrics", 10.0)
@@ -322,8 +397,15 @@ class TestScraper:
 
     def test_trtllm_json_alone_gives_gauges_and_a_note(self):
         """Without Prometheus text, trtllm-serve's JSON iteration stats still give the gauges."""
-        stats = orjson.dumps([{"numActiveRequests": 2, "numQueuedRequests": 1,
-                               "kvCacheStats": {"maxNumBlocks": 8, "usedNumBlocks": 2}}])
+        stats = orjson.dumps(
+            [
+                {
+                    "numActiveRequests": 2,
+                    "numQueuedRequests": 1,
+                    "kvCacheStats": {"maxNumBlocks": 8, "usedNumBlocks": 2},
+                }
+            ]
+        )
         transport = FakeTransport({"/metrics": (200, stats)})
 
         async def go():
@@ -336,12 +418,17 @@ class TestScraper:
         assert (series.rows[0]["running"], series.rows[0]["kv_cache_usage"]) == (2.0, 0.25)
         assert "no latency histograms" in series.note
 
-    @pytest.mark.parametrize("pages, note", [
-        ({}, "GET /metrics: HTTP 404"),
-        ({"/metrics": (200, b"python_gc_collections_total 3\n")}, "no vLLM, SGLang or TensorRT-LLM"),
-    ], ids=["absent", "unknown-names"])
+    @pytest.mark.parametrize(
+        "pages, note",
+        [
+            ({}, "GET /metrics: HTTP 404"),
+            ({"/metrics": (200, b"python_gc_collections_total 3\n")}, "no vLLM, SGLang or TensorRT-LLM"),
+        ],
+        ids=["absent", "unknown-names"],
+    )
     def test_nothing_to_scrape_is_a_note(self, pages, note):
         """No /metrics, or none loadgen knows: unavailable, with the reason."""
+
         async def go():
             s = ServerMetricsScraper(FakeTransport(pages), "/metrics", 0.05)
             await s.start()
@@ -355,9 +442,16 @@ class TestRuns:
     def test_simulator_run_has_the_servers_view(self, make_profile):
         """Against the simulator: scrapes on file, TTFT histogram grown by every request, and
         the server's mean TTFT within a few ms of the client's (its histograms are ground truth)."""
-        res = run(make_profile(None, sim={"preset": "llama3-8b-fp16@h100"}, load__concurrency=4,
-                               workload__num_requests=16, workload__output_tokens=32,
-                               server_metrics__interval_s=0.2))
+        res = run(
+            make_profile(
+                None,
+                sim={"preset": "llama3-8b-fp16@h100"},
+                load__concurrency=4,
+                workload__num_requests=16,
+                workload__output_tokens=32,
+                server_metrics__interval_s=0.2,
+            )
+        )
         server = res.summary["server"]
         lines = [orjson.loads(x) for x in (res.run_dir / SERVER_METRICS).read_bytes().splitlines()]
         assert server["available"] and server["engine"] == "sim" and server["scrapes"] == len(lines) >= 2
@@ -398,5 +492,10 @@ class TestRuns:
         """server_metrics.enabled: false never asks for /metrics."""
         res = run(make_profile(server.url, server_metrics__enabled=False))
         assert res.summary["server"] == {
-            "available": False, "note": "server_metrics.enabled is false", "engine": None,
-            "format": None, "path": "/metrics", "interval_s": 1.0}
+            "available": False,
+            "note": "server_metrics.enabled is false",
+            "engine": None,
+            "format": None,
+            "path": "/metrics",
+            "interval_s": 1.0,
+        }

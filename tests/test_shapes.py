@@ -76,8 +76,11 @@ class TestOpenLoop:
 
     def test_cap_makes_waiting_for_a_slot_client_lag(self):
         """All four due at once under a cap of 1, each held 20 ms: the last goes out ~60 ms late."""
-        res = run(drive(Specs(), HoldingBackend(20), OpenLoop([0, 0, 0, 0], max_concurrency=1),
-                        Limits(num_requests=4)))
+        res = run(
+            drive(
+                Specs(), HoldingBackend(20), OpenLoop([0, 0, 0, 0], max_concurrency=1), Limits(num_requests=4)
+            )
+        )
         lags = sorted((r.t_send_ns - r.t_sched_ns) / MS for r in res.records)
         assert lags[0] < 5 and lags[-1] >= 55
 
@@ -103,10 +106,13 @@ class TestNewShapes:
 class TestStop:
     def test_stop_cancels_in_flight_and_still_accounts_for_every_request(self):
         """c=3 with 200 ms holds, stopped at 50 ms: the three in flight are cancelled records."""
+
         async def go():
             stop = asyncio.Event()
             asyncio.get_running_loop().call_later(0.05, stop.set)
-            return await drive(Specs(), HoldingBackend(200), ClosedLoop(3), Limits(num_requests=10), stop=stop)
+            return await drive(
+                Specs(), HoldingBackend(200), ClosedLoop(3), Limits(num_requests=10), stop=stop
+            )
 
         res = run(go())
         assert res.interrupted

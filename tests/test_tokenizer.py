@@ -27,8 +27,12 @@ def tokenizer_path(tmp_path_factory):
     tok.decoder = decoders.ByteLevel()
     lines = [" ".join(WORDS[(i * 7 + j) % len(WORDS)] for j in range(40)) for i in range(400)]
     lines += [f"Request {i} number {i * 31} of {i * 7}" for i in range(400)]
-    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=600, show_progress=False,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.train_from_iterator(
+        lines,
+        trainers.BpeTrainer(
+            vocab_size=600, show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
     tok.save(str(path))
     return path
@@ -41,9 +45,15 @@ class TestTokenizerPrompts:
         from tokenizers import Tokenizer
 
         tok = Tokenizer.from_file(str(tokenizer_path))
-        p = load_profile(None, overrides={"workload.num_requests": 20, "load.concurrency": 1,
-                                          "workload.input_tokens": n,
-                                          "workload.prompt.tokenizer": str(tokenizer_path)})
+        p = load_profile(
+            None,
+            overrides={
+                "workload.num_requests": 20,
+                "load.concurrency": 1,
+                "workload.input_tokens": n,
+                "workload.prompt.tokenizer": str(tokenizer_path),
+            },
+        )
         w = Workload(p.workload, "completions", "text", p.workload.prompt.tokenizer)
         assert w.approximate_prompt_lengths is False
         for i in range(20):
@@ -53,8 +63,14 @@ class TestTokenizerPrompts:
     def test_a_run_with_a_tokenizer_counts_chunk_tokens_with_it(self, server, make_profile, tokenizer_path):
         """Without per-chunk usage, a supplied tokenizer counts each chunk's tokens, and the
         result says the lengths are exact."""
-        res = run(make_profile(server.url, workload__num_requests=2, workload__output_tokens=6,
-                               workload__prompt__tokenizer=str(tokenizer_path)))
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                workload__output_tokens=6,
+                workload__prompt__tokenizer=str(tokenizer_path),
+            )
+        )
         assert res.summary["conditions"]["prompt_lengths_approximate"] is False
         for r in res.records:
             assert r.token_source == "tokenizer"

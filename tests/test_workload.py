@@ -26,22 +26,25 @@ def gaps_s(offsets: np.ndarray) -> np.ndarray:
 class TestLengths:
     def test_uniform_within_bounds(self):
         """Uniform lengths stay within [min, max] and average their midpoint."""
-        v = sample_lengths(config(input_tokens={"kind": "uniform", "min": 3000, "max": 7000})
-                           .input_tokens, 20000, np.random.default_rng(0))
+        v = sample_lengths(
+            config(input_tokens={"kind": "uniform", "min": 3000, "max": 7000}).input_tokens,
+            20000,
+            np.random.default_rng(0),
+        )
         assert (v.min(), v.max()) == (3000, 7000)
         assert v.mean() == pytest.approx(5000, rel=0.01)
 
     def test_lognormal_mean_is_in_tokens(self):
         """A lognormal's `mean` is the mean length in tokens, and `max` clips the tail."""
-        v = sample_lengths(config(input_tokens=LOGNORMAL).input_tokens, 50000,
-                           np.random.default_rng(0))
+        v = sample_lengths(config(input_tokens=LOGNORMAL).input_tokens, 50000, np.random.default_rng(0))
         assert v.dtype == np.int64 and v.min() >= 1 and v.max() <= 4096
         assert v.mean() == pytest.approx(512, rel=0.02)
 
     def test_normal_clipped(self):
         """A normal is clipped to its bounds."""
-        dist = config(input_tokens={"kind": "normal", "mean": 150, "std": 40, "min": 32,
-                                    "max": 256}).input_tokens
+        dist = config(
+            input_tokens={"kind": "normal", "mean": 150, "std": 40, "min": 32, "max": 256}
+        ).input_tokens
         v = sample_lengths(dist, 20000, np.random.default_rng(0))
         assert (v.min(), v.max()) == (32, 256)
         assert v.mean() == pytest.approx(150, rel=0.02)
@@ -53,9 +56,18 @@ class TestLengths:
 
     def test_describe(self):
         """describe() gives the summary of realised values."""
-        assert describe([1, 2, 3, 4]) == pytest.approx({
-            "count": 4, "mean": 2.5, "std": 1.118034, "min": 1, "p50": 2.5, "p90": 3.7,
-            "p99": 3.97, "max": 4})
+        assert describe([1, 2, 3, 4]) == pytest.approx(
+            {
+                "count": 4,
+                "mean": 2.5,
+                "std": 1.118034,
+                "min": 1,
+                "p50": 2.5,
+                "p90": 3.7,
+                "p99": 3.97,
+                "max": 4,
+            }
+        )
         assert describe([])["count"] == 0 and describe([])["p99"] is None
 
 
@@ -72,8 +84,7 @@ class TestArrivals:
 
     def test_constant_gaps_exact(self):
         """Constant arrivals start at 0 and are exactly 1/rate apart."""
-        assert arrival_offsets_ns(4, 8.0, "constant").tolist() == [
-            0, 125_000_000, 250_000_000, 375_000_000]
+        assert arrival_offsets_ns(4, 8.0, "constant").tolist() == [0, 125_000_000, 250_000_000, 375_000_000]
 
     @pytest.mark.parametrize("burstiness, cv", [(0.25, 2.0), (4.0, 0.5)])
     def test_gamma_cv(self, burstiness, cv):
@@ -96,15 +107,21 @@ class TestArrivals:
         assert build_schedule(LoadConfig(concurrency=4), wl) is None
         both = config(num_requests=1000, duration_s=2.0)
         assert build_schedule(LoadConfig(rate=4, arrival="constant"), both).tolist() == [
-            0, 250_000_000, 500_000_000, 750_000_000, 1_000_000_000, 1_250_000_000,
-            1_500_000_000, 1_750_000_000]
+            0,
+            250_000_000,
+            500_000_000,
+            750_000_000,
+            1_000_000_000,
+            1_250_000_000,
+            1_500_000_000,
+            1_750_000_000,
+        ]
 
 
 class TestWorkload:
     def test_same_seed_same_specs(self):
         """The same seed gives identical specs; another seed gives different ones."""
-        cfg = config(input_tokens=LOGNORMAL, output_tokens={"kind": "uniform", "min": 1,
-                                                             "max": 500})
+        cfg = config(input_tokens=LOGNORMAL, output_tokens={"kind": "uniform", "min": 1, "max": 500})
         a, b = Workload(cfg).take(50), Workload(cfg).take(50)
         c = Workload(cfg.model_copy(update={"seed": 1})).take(50)
         assert a == b
@@ -149,10 +166,27 @@ class TestWorkload:
         """realised() summarises the lengths of the requests actually made."""
         wl = Workload(config(input_tokens=64, output_tokens=8))
         assert wl.realised([0, 5, 9]) == {
-            "input_tokens": {"count": 3, "mean": 64.0, "std": 0.0, "min": 64.0, "p50": 64.0,
-                             "p90": 64.0, "p99": 64.0, "max": 64.0},
-            "output_tokens": {"count": 3, "mean": 8.0, "std": 0.0, "min": 8.0, "p50": 8.0,
-                              "p90": 8.0, "p99": 8.0, "max": 8.0}}
+            "input_tokens": {
+                "count": 3,
+                "mean": 64.0,
+                "std": 0.0,
+                "min": 64.0,
+                "p50": 64.0,
+                "p90": 64.0,
+                "p99": 64.0,
+                "max": 64.0,
+            },
+            "output_tokens": {
+                "count": 3,
+                "mean": 8.0,
+                "std": 0.0,
+                "min": 8.0,
+                "p50": 8.0,
+                "p90": 8.0,
+                "p99": 8.0,
+                "max": 8.0,
+            },
+        }
 
 
 class _Encoding:
@@ -185,8 +219,7 @@ class TestTokenizerPrompts:
     def test_exact_length(self):
         """With a tokenizer the prompt encodes to exactly the sampled length."""
         tok = SplitTokenizer()
-        wl = Workload(config(input_tokens={"kind": "uniform", "min": 5, "max": 400}),
-                      tokenizer=tok)
+        wl = Workload(config(input_tokens={"kind": "uniform", "min": 5, "max": 400}), tokenizer=tok)
         assert wl.approximate_prompt_lengths is False
         for spec in wl.take(50):
             assert len(tok.encode(spec.prompt).ids) == spec.prompt_tokens == wl.lengths(spec.id)[0]

@@ -21,8 +21,8 @@ With all counts 1 each statistic equals the value in summary.json (the tests che
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -51,7 +51,7 @@ class RunSamples:
     per_request: dict[str, np.ndarray]  # ok, failed, good, prompt_tokens, output_tokens, ...
 
     @classmethod
-    def from_run(cls, records: list[RequestRecord], summary: dict) -> "RunSamples":
+    def from_run(cls, records: list[RequestRecord], summary: dict) -> RunSamples:
         measured = [r for r in records if not r.warmup]
         frame = request_frame(measured)
         ok = frame["ok"].to_numpy(dtype=bool)
@@ -74,17 +74,27 @@ class RunSamples:
         send = frame["t_send_ns"].to_numpy(dtype=np.float64)
         end = frame["t_end_ns"].astype("Float64").fillna(np.nan).to_numpy(dtype=np.float64)
         busy = np.nan_to_num(end - send, nan=0.0) / 1e9
-        per_request = {"ok": ok.astype(float), "failed": failed.astype(float),
-                       "good": good.astype(float), "ok_output_tokens": out_all * ok,
-                       "ok_prompt_tokens": prompt * ok, "good_output_tokens": out_all * good,
-                       "busy_s": busy}
+        per_request = {
+            "ok": ok.astype(float),
+            "failed": failed.astype(float),
+            "good": good.astype(float),
+            "ok_output_tokens": out_all * ok,
+            "ok_prompt_tokens": prompt * ok,
+            "good_output_tokens": out_all * good,
+            "busy_s": busy,
+        }
         load = (summary.get("conditions") or {}).get("load") or {}
-        return cls(len(measured), float((summary.get("window") or {}).get("seconds") or 0.0),
-                   bool(load.get("concurrency")), owners, values, per_request)
+        return cls(
+            len(measured),
+            float((summary.get("window") or {}).get("seconds") or 0.0),
+            bool(load.get("concurrency")),
+            owners,
+            values,
+            per_request,
+        )
 
 
-def statistic(run: RunSamples, metric: str, stat: str | None,
-              counts: np.ndarray | None = None) -> float:
+def statistic(run: RunSamples, metric: str, stat: str | None, counts: np.ndarray | None = None) -> float:
     """``metric`` (``stat``) of ``run`` with request ``i`` drawn ``counts[i]`` times (None: once
     each, i.e. the run as measured). NaN when undefined (no samples, zero-length window)."""
     if metric in DISTRIBUTION_METRICS:
@@ -141,11 +151,20 @@ class Interval:
     resamples_used: int  # resamples where the statistic was defined
 
 
-def bootstrap(candidate: RunSamples, baseline: RunSamples | None, metric: str, stat: str | None,
-              *, resamples: int, confidence: float, rng: np.random.Generator) -> Interval:
+def bootstrap(
+    candidate: RunSamples,
+    baseline: RunSamples | None,
+    metric: str,
+    stat: str | None,
+    *,
+    resamples: int,
+    confidence: float,
+    rng: np.random.Generator,
+) -> Interval:
     """Percentile bootstrap interval of the candidate/baseline ratio of the statistic (or, with
     ``baseline=None``, of the candidate's statistic itself). Each resample redraws the requests
     of each run independently, with replacement, keeping each run's request count."""
+
     def point(run: RunSamples) -> float:
         return statistic(run, metric, stat)
 

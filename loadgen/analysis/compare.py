@@ -25,9 +25,10 @@ all on purpose and all listed here:
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import orjson
@@ -39,9 +40,13 @@ from loadgen.result import load_records, load_summary
 
 IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
 SHADOWED: dict[str, str] = {
-    "profile.target.url": "target.url", "profile.target.endpoint": "target.endpoint",
-    "profile.target.model": "target.model", "profile.target.transport": "target.transport",
-    "profile.workload.seed": "seed", "profile.load": "load", "profile.labels": "labels",
+    "profile.target.url": "target.url",
+    "profile.target.endpoint": "target.endpoint",
+    "profile.target.model": "target.model",
+    "profile.target.transport": "target.transport",
+    "profile.workload.seed": "seed",
+    "profile.load": "load",
+    "profile.labels": "labels",
     "profile.workload.input_tokens": "lengths.requested.input_tokens",
     "profile.workload.output_tokens": "lengths.requested.output_tokens",
 }
@@ -114,7 +119,10 @@ def metric_value(summary: dict, row: str) -> float | None:
 
 
 TABLE_ROWS: tuple[str, ...] = (
-    *(f"{m} {s}" for m in LATENCIES for s in TABLE_STATS), *TABLE_RUN_METRICS, *TABLE_COUNTS)
+    *(f"{m} {s}" for m in LATENCIES for s in TABLE_STATS),
+    *TABLE_RUN_METRICS,
+    *TABLE_COUNTS,
+)
 
 
 @dataclass(frozen=True)
@@ -160,17 +168,22 @@ class Comparison:
             return None if x is None or np.isnan(x) else float(x)
 
         return {
-            "runs": [{"name": n, "path": str(p), "run_id": s.get("run_id")}
-                     for n, p, s in zip(self.names, self.paths, self.summaries)],
+            "runs": [
+                {"name": n, "path": str(p), "run_id": s.get("run_id")}
+                for n, p, s in zip(self.names, self.paths, self.summaries)
+            ],
             "reference": self.names[0],
             "warnings": list(self.warnings),
             "condition_diff": [{"field": d.field, "values": list(d.values)} for d in self.conditions],
             "ignored_conditions": list(IGNORED_CONDITIONS),
             "shadowed_conditions": dict(SHADOWED),
-            "metrics": {row: {n: clean(self.table.at[row, n]) for n in self.names}
-                        for row in self.table.index},
-            "relative": {row: {n: clean(self.relative.at[row, n]) for n in self.names[1:]}
-                         for row in self.relative.index},
+            "metrics": {
+                row: {n: clean(self.table.at[row, n]) for n in self.names} for row in self.table.index
+            },
+            "relative": {
+                row: {n: clean(self.relative.at[row, n]) for n in self.names[1:]}
+                for row in self.relative.index
+            },
         }
 
     def to_json(self) -> bytes:
@@ -189,29 +202,43 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     summaries = [load_summary(p) for p in paths]
     run_dirs = tuple(Path(p).parent if Path(p).is_file() else Path(p) for p in paths)
     names = _unique_names([s.get("run_id") or d.name for s, d in zip(summaries, run_dirs)])
-    table = pd.DataFrame({n: [metric_value(s, row) for row in TABLE_ROWS]
-                          for n, s in zip(names, summaries)}, index=list(TABLE_ROWS), dtype=float)
+    table = pd.DataFrame(
+        {n: [metric_value(s, row) for row in TABLE_ROWS] for n, s in zip(names, summaries)},
+        index=list(TABLE_ROWS),
+        dtype=float,
+    )
     first = table[names[0]]
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = table.sub(first, axis=0).div(first.where(first != 0), axis=0)
     diff = condition_diff([s.get("conditions") or {} for s in summaries])
-    return Comparison(tuple(names), run_dirs, tuple(summaries), table, relative, tuple(diff),
-                      tuple(_warnings(names, summaries, diff)))
+    return Comparison(
+        tuple(names),
+        run_dirs,
+        tuple(summaries),
+        table,
+        relative,
+        tuple(diff),
+        tuple(_warnings(names, summaries, diff)),
+    )
 
 
 def _warnings(names: Sequence[str], summaries: Sequence[dict], diff: Sequence[ConditionDiff]) -> list[str]:
     out = []
     workload = workload_differences(diff)
     if workload:
-        out.append("the runs' workloads differ (" + ", ".join(workload) + "): their latencies and "
-                   "throughputs are not like-for-like")
+        out.append(
+            "the runs' workloads differ (" + ", ".join(workload) + "): their latencies and "
+            "throughputs are not like-for-like"
+        )
     for field in ("target.model", "target.endpoint"):
         if any(d.field == field for d in diff):
             out.append(f"the runs drove a different {field.split('.')[1]} ({field})")
     for name, s in zip(names, summaries):
         if (s.get("client") or {}).get("client_limited"):
-            out.append(f"{name}: the client limited this run (client.client_limited): its "
-                       "latencies include client delay")
+            out.append(
+                f"{name}: the client limited this run (client.client_limited): its "
+                "latencies include client delay"
+            )
         if s.get("interrupted"):
             out.append(f"{name}: the run was interrupted before it finished")
     return out

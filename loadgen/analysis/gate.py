@@ -26,8 +26,8 @@ from loadgen.analysis import bootstrap as bs
 from loadgen.analysis.compare import condition_diff, matches
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
-from loadgen.errors import ConfigError
 from loadgen.config.messages import render_validation_error, yaml_error_problem
+from loadgen.errors import ConfigError
 from loadgen.result import load_records, load_summary
 
 # Condition fields that must match for a gate to mean anything: what was asked (workload shape,
@@ -35,15 +35,19 @@ from loadgen.result import load_records, load_summary
 # counts against. Run length (num_requests, duration_s) may differ: the intervals account for
 # the number of requests. Compare's condition diff lists everything else that differs.
 GATE_FIELDS: tuple[str, ...] = (
-    "profile.workload.*", "lengths.requested.*", "load.*", "seed", "target.model",
-    "target.endpoint", "profile.sla.ttft_ms", "profile.sla.tpot_ms", "profile.sla.e2e_ms")
+    "profile.workload.*",
+    "lengths.requested.*",
+    "load.*",
+    "seed",
+    "target.model",
+    "target.endpoint",
+    "profile.sla.ttft_ms",
+    "profile.sla.tpot_ms",
+    "profile.sla.e2e_ms",
+)
 RUN_LENGTH_FIELDS: tuple[str, ...] = ("profile.workload.num_requests", "profile.workload.duration_s")
 BOUNDS = ("max_regression", "min_ratio", "max_ratio", "max", "min")
 _PERCENT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%\s*$")
-
-
-
-
 
 
 class GateRule(StrictModel):
@@ -69,8 +73,7 @@ class GateRule(StrictModel):
                 raise ValueError(f"expected a percentage such as '10%' or a fraction such as 0.1, got {v!r}")
             return float(m.group(1)) / 100
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 1:
-            raise ValueError(f"{v!r} is ambiguous; write a percentage ('{v:g}%') or a fraction "
-                             f"({v / 100:g})")
+            raise ValueError(f"{v!r} is ambiguous; write a percentage ('{v:g}%') or a fraction ({v / 100:g})")
         return v
 
     @model_validator(mode="after")
@@ -80,18 +83,22 @@ class GateRule(StrictModel):
         if d is None:
             raise ValueError(f"@metric: unknown metric {self.metric!r}; valid: {valid}")
         if not d.gate:
-            raise ValueError(f"@metric: {self.metric} is not resampled by the bootstrap, so a "
-                             f"gate rule cannot bound it; valid: {valid}")
+            raise ValueError(
+                f"@metric: {self.metric} is not resampled by the bootstrap, so a "
+                f"gate rule cannot bound it; valid: {valid}"
+            )
         if d.kind == "distribution":
             if self.stat not in bs.STATS:
-                raise ValueError(f"@stat: {self.metric} needs a stat, one of {', '.join(bs.STATS)} "
-                                 f"(got {self.stat!r})")
+                raise ValueError(
+                    f"@stat: {self.metric} needs a stat, one of {', '.join(bs.STATS)} (got {self.stat!r})"
+                )
         elif self.stat is not None:
             raise ValueError(f"@stat: {self.metric} is a run-level number and takes no stat")
         set_ = [b for b in BOUNDS if getattr(self, b) is not None]
         if len(set_) != 1:
-            raise ValueError(f"set exactly one bound of {', '.join(BOUNDS)} (got "
-                             f"{', '.join(set_) or 'none'})")
+            raise ValueError(
+                f"set exactly one bound of {', '.join(BOUNDS)} (got {', '.join(set_) or 'none'})"
+            )
         return self
 
     @property
@@ -113,7 +120,9 @@ class GateRule(StrictModel):
         v = float(getattr(self, self.bound))
         if self.bound == "max_regression":
             return (">=", 1 - v) if metric_defs.get(self.metric).higher_is_better else ("<=", 1 + v)
-        return {"min_ratio": (">=", v), "max_ratio": ("<=", v), "max": ("<=", v), "min": (">=", v)}[self.bound]
+        return {"min_ratio": (">=", v), "max_ratio": ("<=", v), "max": ("<=", v), "min": (">=", v)}[
+            self.bound
+        ]
 
 
 class BootstrapConfig(StrictModel):
@@ -133,7 +142,9 @@ def load_rules(path: str | Path) -> GateRules:
     try:
         data = yaml.load(Path(path).read_text(), Loader=StrictLoader)
     except OSError as exc:
-        raise ConfigError([f"cannot read rules file: {exc.strerror or exc}"], source, what="gate rules") from None
+        raise ConfigError(
+            [f"cannot read rules file: {exc.strerror or exc}"], source, what="gate rules"
+        ) from None
     except yaml.YAMLError as exc:
         raise ConfigError([yaml_error_problem(exc)], source, what="gate rules") from None
     try:
@@ -176,9 +187,15 @@ class GateResult:
         return {0: "pass", 1: "regression", 2: "not comparable"}[self.exit_code]
 
 
-def gate(candidate: str | Path, baseline: str | Path, rules: GateRules | str | Path, *,
-         resamples: int | None = None, seed: int | None = None,
-         allow_different: bool = False) -> GateResult:
+def gate(
+    candidate: str | Path,
+    baseline: str | Path,
+    rules: GateRules | str | Path,
+    *,
+    resamples: int | None = None,
+    seed: int | None = None,
+    allow_different: bool = False,
+) -> GateResult:
     """Check ``candidate`` against ``baseline`` under ``rules`` (a GateRules or a YAML path)."""
     if not isinstance(rules, GateRules):
         rules = load_rules(rules)
@@ -190,11 +207,17 @@ def gate(candidate: str | Path, baseline: str | Path, rules: GateRules | str | P
     cand_s, base_s = load_summary(candidate), load_summary(baseline)
     names = (cand_s.get("run_id") or Path(candidate).name, base_s.get("run_id") or Path(baseline).name)
     diff = condition_diff([base_s.get("conditions") or {}, cand_s.get("conditions") or {}])
-    blocking = tuple(d.field for d in diff
-                     if matches(d.field, GATE_FIELDS) and not matches(d.field, RUN_LENGTH_FIELDS))
-    common = dict(candidate=names[0], baseline=names[1], resamples=resamples,
-                  confidence=cfg.confidence, seed=seed,
-                  condition_differences=tuple(d.field for d in diff))
+    blocking = tuple(
+        d.field for d in diff if matches(d.field, GATE_FIELDS) and not matches(d.field, RUN_LENGTH_FIELDS)
+    )
+    common = dict(
+        candidate=names[0],
+        baseline=names[1],
+        resamples=resamples,
+        confidence=cfg.confidence,
+        seed=seed,
+        condition_differences=tuple(d.field for d in diff),
+    )
     if blocking and not allow_different:
         return GateResult(results=(), not_comparable=blocking, **common)
     cand = bs.RunSamples.from_run(load_records(candidate), cand_s)
@@ -203,8 +226,9 @@ def gate(candidate: str | Path, baseline: str | Path, rules: GateRules | str | P
     return GateResult(results=results, allowed_differences=blocking, **common)
 
 
-def _check(rule: GateRule, cand: bs.RunSamples, base: bs.RunSamples, resamples: int,
-           confidence: float, seed: int) -> RuleResult:
+def _check(
+    rule: GateRule, cand: bs.RunSamples, base: bs.RunSamples, resamples: int, confidence: float, seed: int
+) -> RuleResult:
     # One generator per rule, seeded by the rule's text: a rule's interval does not change
     # when other rules are added, removed or reordered.
     rng = np.random.default_rng([seed, zlib.crc32(rule.text().encode())])
@@ -212,13 +236,32 @@ def _check(rule: GateRule, cand: bs.RunSamples, base: bs.RunSamples, resamples: 
     b_val = bs.statistic(base, rule.metric, rule.stat)
     shown = (None if np.isnan(b_val) else b_val), (None if np.isnan(c_val) else c_val)
     if rule.relative and np.isnan(b_val):
-        return RuleResult(rule, "error", *shown, None, False,
-                          f"the baseline has no {rule.metric} data: cannot compare against it")
+        return RuleResult(
+            rule,
+            "error",
+            *shown,
+            None,
+            False,
+            f"the baseline has no {rule.metric} data: cannot compare against it",
+        )
     if np.isnan(c_val):
-        return RuleResult(rule, "fail", *shown, None, False,
-                          f"the candidate has no {rule.metric} data (no successful requests?)")
-    iv = bs.bootstrap(cand, base if rule.relative else None, rule.metric, rule.stat,
-                      resamples=resamples, confidence=confidence, rng=rng)
+        return RuleResult(
+            rule,
+            "fail",
+            *shown,
+            None,
+            False,
+            f"the candidate has no {rule.metric} data (no successful requests?)",
+        )
+    iv = bs.bootstrap(
+        cand,
+        base if rule.relative else None,
+        rule.metric,
+        rule.stat,
+        resamples=resamples,
+        confidence=confidence,
+        rng=rng,
+    )
     op, limit = rule.limit()
     if op == "<=":
         failed, beyond = iv.low > limit, iv.estimate > limit
@@ -226,9 +269,15 @@ def _check(rule: GateRule, cand: bs.RunSamples, base: bs.RunSamples, resamples: 
         failed, beyond = iv.high < limit, iv.estimate < limit
     noise = beyond and not failed
     what = "ratio candidate/baseline" if rule.relative else "candidate"
-    msg = (f"{what} {iv.estimate:.4g}, {confidence:.0%} CI [{iv.low:.4g}, {iv.high:.4g}], "
-           f"bound {op} {limit:.4g}: ")
-    msg += ("the whole interval is beyond the bound" if failed else
-            "beyond the bound but within noise (the interval reaches inside it)" if noise else
-            "within the bound")
+    msg = (
+        f"{what} {iv.estimate:.4g}, {confidence:.0%} CI [{iv.low:.4g}, {iv.high:.4g}], "
+        f"bound {op} {limit:.4g}: "
+    )
+    msg += (
+        "the whole interval is beyond the bound"
+        if failed
+        else "beyond the bound but within noise (the interval reaches inside it)"
+        if noise
+        else "within the bound"
+    )
     return RuleResult(rule, "fail" if failed else "pass", *shown, iv, noise, msg)

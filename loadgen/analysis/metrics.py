@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,8 +75,15 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
         raw = [getattr(r, name) for r in records]
         cols[name] = _nullable_int(raw) if name in _NULLABLE_INT else raw
     frame = pd.DataFrame(cols)
-    for name in ("id", "t_sched_ns", "t_send_ns", "requested_output_tokens",
-                 "requested_prompt_tokens", "worker", "stage"):
+    for name in (
+        "id",
+        "t_sched_ns",
+        "t_send_ns",
+        "requested_output_tokens",
+        "requested_prompt_tokens",
+        "worker",
+        "stage",
+    ):
         frame[name] = frame[name].astype(np.int64)
     frame["ok"] = frame["ok"].astype(bool)
     frame["warmup"] = frame["warmup"].astype(bool)
@@ -116,12 +124,11 @@ def itl_values(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray
         return empty, empty.copy()
     lengths = np.fromiter((len(r.chunk_times_ns) for r in eligible), np.int64, len(eligible))
     total = int(lengths.sum())
-    times = np.fromiter(
-        itertools.chain.from_iterable(r.chunk_times_ns for r in eligible), np.int64, total
-    )
+    times = np.fromiter(itertools.chain.from_iterable(r.chunk_times_ns for r in eligible), np.int64, total)
     tokens = np.fromiter(
         itertools.chain.from_iterable(
-            r.chunk_tokens if len(r.chunk_tokens) == len(r.chunk_times_ns)
+            r.chunk_tokens
+            if len(r.chunk_tokens) == len(r.chunk_times_ns)
             else itertools.repeat(1, len(r.chunk_times_ns))
             for r in eligible
         ),
@@ -135,8 +142,9 @@ def itl_values(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray
     return itl, np.repeat(itl / n, n)
 
 
-def distribution_samples(records: Sequence[RequestRecord],
-                         frame: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
+def distribution_samples(
+    records: Sequence[RequestRecord], frame: pd.DataFrame | None = None
+) -> dict[str, np.ndarray]:
     """{metric: the values its distribution summarizes (ms)} for every distribution of the
     registry, in its order, as its ``samples`` says: a ``request_frame`` column over ok or all
     measured requests, or the chunk gaps of ``itl_values``. Warm-up excluded; may hold NaN.
@@ -145,12 +153,15 @@ def distribution_samples(records: Sequence[RequestRecord],
     measured = frame[~frame["warmup"].to_numpy()]
     rows = {"measured_requests": measured, "ok_requests": measured[measured["ok"].to_numpy()]}
     gaps = dict(zip(GAP_SAMPLES, itl_values(records)))
-    return {d.name: gaps[d.samples] if d.samples in gaps else rows[d.samples][d.name].to_numpy()
-            for d in metric_defs.DISTRIBUTIONS}
+    return {
+        d.name: gaps[d.samples] if d.samples in gaps else rows[d.samples][d.name].to_numpy()
+        for d in metric_defs.DISTRIBUTIONS
+    }
 
 
-def mean_concurrency(starts_ns: np.ndarray, ends_ns: np.ndarray, window_start_ns: int,
-                     window_end_ns: int) -> float | None:
+def mean_concurrency(
+    starts_ns: np.ndarray, ends_ns: np.ndarray, window_start_ns: int, window_end_ns: int
+) -> float | None:
     """Time-averaged number of requests in flight over ``[window_start, window_end]``.
 
     The integral of the in-flight count over the window equals the sum of each interval's
@@ -228,9 +239,7 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
     metrics["output_tokens_per_s"] = rate(int(out_tokens_each.sum()))
     metrics["total_tokens_per_s"] = rate(in_tokens + int(out_tokens_each.sum()))
 
-    measured_conc = (
-        mean_concurrency(send, end, window["start_ns"], window["end_ns"]) if len(m) else None
-    )
+    measured_conc = mean_concurrency(send, end, window["start_ns"], window["end_ns"]) if len(m) else None
     metrics["mean_concurrency"] = measured_conc
     metrics["littles_law"] = _littles_law(send, end, has_end)
 
@@ -255,12 +264,11 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
 
 def _retry_after(column: pd.Series) -> dict:
     values = pd.to_numeric(column, errors="coerce").dropna()
-    return {"requests": int(len(values)), "max_s": float(values.max()) if len(values) else None}
+    return {"requests": len(values), "max_s": float(values.max()) if len(values) else None}
 
 
 def _littles_law(send: np.ndarray, end: np.ndarray, has_end: np.ndarray) -> dict:
-    out = {"window_seconds": None, "expected_concurrency": None, "measured_concurrency": None,
-           "ratio": None}
+    out = {"window_seconds": None, "expected_concurrency": None, "measured_concurrency": None, "ratio": None}
     if len(send) < 2:
         return out
     ds, de = int(send.min()), int(send.max())
@@ -271,17 +279,19 @@ def _littles_law(send: np.ndarray, end: np.ndarray, has_end: np.ndarray) -> dict
     done = has_end & (end >= ds) & (end <= de)
     latency_s = float((end[has_end] - send[has_end]).mean()) / 1e9
     expected = float(done.sum()) / (span / 1e9) * latency_s
-    out.update(window_seconds=span / 1e9, expected_concurrency=expected,
-               measured_concurrency=measured, ratio=_ratio(measured, expected))
+    out.update(
+        window_seconds=span / 1e9,
+        expected_concurrency=expected,
+        measured_concurrency=measured,
+        ratio=_ratio(measured, expected),
+    )
     return out
 
 
 def client_limits(records: Sequence[RequestRecord], *, lag_threshold_ms: float = 10.0) -> dict | None:
     """A "client_limited" warning when p99 send lag (``t_send - t_sched``) of measured
     requests exceeds ``lag_threshold_ms``: then the client, not the server, set the pace."""
-    lag = np.fromiter(
-        ((r.t_send_ns - r.t_sched_ns) / 1e6 for r in records if not r.warmup), np.float64
-    )
+    lag = np.fromiter(((r.t_send_ns - r.t_sched_ns) / 1e6 for r in records if not r.warmup), np.float64)
     if lag.size == 0:
         return None
     p99 = float(np.percentile(lag, 99.0))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import operator
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +22,10 @@ SLO_FIELDS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
 # ``metric_defs.RULE_STATS``, a run scalar (read at its ``path`` in the summary) without a stat.
 
 OPS: dict[str, Callable[[float, float], bool]] = {
-    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
 }
 
 
@@ -116,8 +120,10 @@ def _lookup(summary: dict, metric: str, stat: str | None) -> tuple[float | None,
     if d.kind == "run":
         if stat is not None:
             return None, f"{metric} is a run-level number and takes no stat"
-        return _present(metric_defs.lookup(summary, metric),
-                        f"{metric} is undefined for this run (no requests or empty window)")
+        return _present(
+            metric_defs.lookup(summary, metric),
+            f"{metric} is undefined for this run (no requests or empty window)",
+        )
     if stat is None:
         return None, f"{metric} needs a stat (p50, p99, mean, ...)"
     if stat not in metric_defs.RULE_STATS:

@@ -33,7 +33,9 @@ from loadgen.server.identity import ServerIdentity
 
 ERROR_BODY_LIMIT = 4096
 # Response headers worth keeping: they name the engine, its version or the proxy in front.
-_SERVER_HEADERS = re.compile(r"^(server|via|x-.*(version|engine|backend|model|served|server).*|openai-.*)$", re.I)
+_SERVER_HEADERS = re.compile(
+    r"^(server|via|x-.*(version|engine|backend|model|served|server).*|openai-.*)$", re.I
+)
 _DONE = b"[DONE]"
 
 
@@ -57,8 +59,14 @@ class StreamConsumer(Protocol):
     def finish(self, t_end: int) -> None: ...
 
 
-async def stream_request(transport: Transport, path: str, payload: bytes, consumer: StreamConsumer,
-                         rec: R.RequestRecord, timeout_s: float) -> None:
+async def stream_request(
+    transport: Transport,
+    path: str,
+    payload: bytes,
+    consumer: StreamConsumer,
+    rec: R.RequestRecord,
+    timeout_s: float,
+) -> None:
     """Send one request and push its response into ``consumer``; fill ``rec`` on failure.
 
     Never raises, except CancelledError when the run itself is stopping (the record is then
@@ -93,9 +101,16 @@ async def stream_request(transport: Transport, path: str, payload: bytes, consum
         handle.cancel()
 
 
-async def send_stream(transport: Transport, path: str, payload: bytes, stream: SSEResponse,
-                      rec: R.RequestRecord, spec: R.RequestSpec, timeout_s: float,
-                      count_tokens: Callable[[str], int] | None) -> None:
+async def send_stream(
+    transport: Transport,
+    path: str,
+    payload: bytes,
+    stream: SSEResponse,
+    rec: R.RequestRecord,
+    spec: R.RequestSpec,
+    timeout_s: float,
+    count_tokens: Callable[[str], int] | None,
+) -> None:
     """``stream_request``, then the counts of an ok record: per-chunk tokens from a local
     tokenizer when the server gave none (``stream.texts`` kept them), output and prompt
     tokens from the server or, failing that, the chunks and the workload's target."""
@@ -209,8 +224,12 @@ class SSEResponse:
 
     def shape_error(self, t: int, events: list[bytes], exc: Exception) -> bool:
         sample = events[0][:120] if events else b""
-        fail(self.rec, R.MALFORMED, f"an event of an unexpected shape ({type(exc).__name__}: "
-                                    f"{str(exc)[:80]}): {sample!r}", t)
+        fail(
+            self.rec,
+            R.MALFORMED,
+            f"an event of an unexpected shape ({type(exc).__name__}: {str(exc)[:80]}): {sample!r}",
+            t,
+        )
         return False
 
     def _take_done(self, events: list[bytes]) -> list[bytes]:
@@ -279,7 +298,9 @@ class SSEResponse:
         return False
 
 
-async def get_json(transport: Transport, path: str, timeout_s: float = 10.0) -> tuple[int, Mapping[str, str], Any]:
+async def get_json(
+    transport: Transport, path: str, timeout_s: float = 10.0
+) -> tuple[int, Mapping[str, str], Any]:
     """GET ``path``; the status, headers and JSON body (None when it is not JSON)."""
     status, headers, body = await transport.get(path, timeout_s=timeout_s)
     try:
@@ -290,8 +311,10 @@ async def get_json(transport: Transport, path: str, timeout_s: float = 10.0) -> 
 
 def unreachable(transport: Transport, url: str, path: str, exc: BaseException) -> ProbeError:
     cls, msg = transport.classify(exc)
-    return ProbeError(f"cannot reach {redact_url(url)}{path} ({cls}: {msg}); "
-                      f"is the server running, and is target.url right?")
+    return ProbeError(
+        f"cannot reach {redact_url(url)}{path} ({cls}: {msg}); "
+        f"is the server running, and is target.url right?"
+    )
 
 
 def server_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -375,8 +398,13 @@ class StreamingBackend:
 
     __slots__ = ("opts", "transport", "live", "count_tokens", "keep_texts", "path")
 
-    def __init__(self, opts: BackendOptions, transport: Transport, live: Live | None = None,
-                 count_tokens: Callable[[str], int] | None = None) -> None:
+    def __init__(
+        self,
+        opts: BackendOptions,
+        transport: Transport,
+        live: Live | None = None,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> None:
         self.opts = opts
         self.transport = transport
         self.live = live or Live()
@@ -387,12 +415,22 @@ class StreamingBackend:
 
     @classmethod
     def options(cls, target: TargetLike, model: str) -> BackendOptions:
-        return BackendOptions(model=model, ignore_eos=target.ignore_eos, extra_body=target.extra_body,
-                              timeout_s=target.timeout_s)
+        return BackendOptions(
+            model=model,
+            ignore_eos=target.ignore_eos,
+            extra_body=target.extra_body,
+            timeout_s=target.timeout_s,
+        )
 
     @classmethod
-    def for_target(cls: type[B], target: TargetLike, model: str, transport: Transport, live: Live,
-                   count_tokens: Callable[[str], int] | None = None) -> B:
+    def for_target(
+        cls: type[B],
+        target: TargetLike,
+        model: str,
+        transport: Transport,
+        live: Live,
+        count_tokens: Callable[[str], int] | None = None,
+    ) -> B:
         """The backend for a profile's ``target`` section and the model its probe settled on."""
         return cls(cls.options(target, model), transport, live, count_tokens)
 
@@ -403,8 +441,16 @@ class StreamingBackend:
     async def send(self, spec: R.RequestSpec, rec: R.RequestRecord) -> None:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
         stream = self.STREAM(rec, self.live, self.keep_texts)
-        await send_stream(self.transport, self.path, orjson.dumps(self.body(spec)), stream, rec, spec,
-                          self.opts.timeout_s, self.count_tokens)
+        await send_stream(
+            self.transport,
+            self.path,
+            orjson.dumps(self.body(spec)),
+            stream,
+            rec,
+            spec,
+            self.opts.timeout_s,
+            self.count_tokens,
+        )
 
     @classmethod
     async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:

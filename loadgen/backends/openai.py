@@ -48,9 +48,14 @@ class OpenAIBackend(StreamingBackend):
 
     @classmethod
     def options(cls, target: TargetLike, model: str) -> OpenAIOptions:
-        return OpenAIOptions(model=model, ignore_eos=target.ignore_eos, include_usage=target.include_usage,
-                             continuous_usage_stats=target.continuous_usage_stats,
-                             extra_body=target.extra_body, timeout_s=target.timeout_s)
+        return OpenAIOptions(
+            model=model,
+            ignore_eos=target.ignore_eos,
+            include_usage=target.include_usage,
+            continuous_usage_stats=target.continuous_usage_stats,
+            extra_body=target.extra_body,
+            timeout_s=target.timeout_s,
+        )
 
     @classmethod
     async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:
@@ -72,8 +77,10 @@ class OpenAIBackend(StreamingBackend):
         if not model:
             data = (info["models"] or {}).get("data") or []
             if not data:
-                raise ProbeError(f"{redact_url(url)}/v1/models lists no model "
-                                 f"(HTTP {status}); set target.model (--model NAME)")
+                raise ProbeError(
+                    f"{redact_url(url)}/v1/models lists no model "
+                    f"(HTTP {status}); set target.model (--model NAME)"
+                )
             model = str(data[0]["id"])
         return ProbeResult(info, model, cls.identify(info))
 

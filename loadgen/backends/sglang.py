@@ -48,9 +48,19 @@ from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
 
 # What /get_server_info says that changes what a client sees; the rest is not kept.
-_SERVER_INFO_KEYS = ("version", "incremental_streaming_output", "stream_output", "stream_interval",
-                     "tp_size", "dp_size", "max_running_requests", "chunked_prefill_size",
-                     "speculative_algorithm", "context_length", "max_total_num_tokens")
+_SERVER_INFO_KEYS = (
+    "version",
+    "incremental_streaming_output",
+    "stream_output",
+    "stream_interval",
+    "tp_size",
+    "dp_size",
+    "max_running_requests",
+    "chunked_prefill_size",
+    "speculative_algorithm",
+    "context_length",
+    "max_total_num_tokens",
+)
 
 
 # model is for the record only: /generate serves the one model the server loaded.
@@ -110,7 +120,7 @@ class _SGLangStream(SSEResponse):
             if len(text) > len(acc) and self.mode is None:
                 self.mode = "cumulative"
             self.acc = text
-            return text[len(acc):]
+            return text[len(acc) :]
         self.mode = "incremental"  # a cumulative text can never stop extending the last one
         self.acc = acc + text
         return text
@@ -138,8 +148,12 @@ class SGLangBackend(StreamingBackend):
     STREAM = _SGLangStream
     token_ids = True
     engine = "sglang"
-    SOURCES = (("version", "/version"), ("models", "/v1/models"), ("model_info", "/get_model_info"),
-               ("server_info", "/get_server_info"))
+    SOURCES = (
+        ("version", "/version"),
+        ("models", "/v1/models"),
+        ("model_info", "/get_model_info"),
+        ("server_info", "/get_server_info"),
+    )
 
     def body(self, spec: R.RequestSpec) -> dict[str, Any]:
         sampling: dict[str, Any] = {"max_new_tokens": spec.output_tokens}
@@ -170,8 +184,10 @@ class SGLangBackend(StreamingBackend):
             st, _h, _b = await get_json(transport, "/health", timeout_s=10.0)
             info["health_status"] = st
         if info.get("health_status") not in (None, 200):
-            raise ProbeError(f"{where}/health answered HTTP {info['health_status']}: the SGLang "
-                             f"server is not healthy (still starting?)")
+            raise ProbeError(
+                f"{where}/health answered HTTP {info['health_status']}: the SGLang "
+                f"server is not healthy (still starting?)"
+            )
         with contextlib.suppress(Exception):
             st, _h, server_info = await get_json(transport, "/get_server_info", timeout_s=5.0)
             if st == 200 and isinstance(server_info, dict):
@@ -186,6 +202,8 @@ class SGLangBackend(StreamingBackend):
         if not model:
             model = (info["model_info"] or {}).get("model_path")
             if not model:
-                raise ProbeError(f"{where}/get_model_info gave no model_path (HTTP {status}); is this "
-                                 f"an SGLang server? Set target.model (--model NAME) to name the run's model")
+                raise ProbeError(
+                    f"{where}/get_model_info gave no model_path (HTTP {status}); is this "
+                    f"an SGLang server? Set target.model (--model NAME) to name the run's model"
+                )
         return ProbeResult(info, str(model), cls.identify(info))

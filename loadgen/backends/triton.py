@@ -116,8 +116,13 @@ class TritonBackend(StreamingBackend):
 
     def body(self, spec: R.RequestSpec) -> dict[str, Any]:
         n = spec.output_tokens
-        body: dict[str, Any] = {"text_input": spec.prompt, "max_tokens": n, "stream": True,
-                                "bad_words": "", "stop_words": ""}
+        body: dict[str, Any] = {
+            "text_input": spec.prompt,
+            "max_tokens": n,
+            "stream": True,
+            "bad_words": "",
+            "stop_words": "",
+        }
         if self.opts.ignore_eos:
             body["min_length"] = n
         return merge_extra(body, self.opts.extra_body)
@@ -129,9 +134,11 @@ class TritonBackend(StreamingBackend):
         OpenAI path, so the model must be named."""
         where = redact_url(url)
         if not model:
-            raise ProbeError(f"target.endpoint {cls.name} needs target.model (--model NAME): the "
-                             "Triton model to call, e.g. `ensemble` or `tensorrt_llm_bls` for the "
-                             "TensorRT-LLM backend")
+            raise ProbeError(
+                f"target.endpoint {cls.name} needs target.model (--model NAME): the "
+                "Triton model to call, e.g. `ensemble` or `tensorrt_llm_bls` for the "
+                "TensorRT-LLM backend"
+            )
         info: dict[str, Any] = {"protocol": cls.name}
         try:
             status, headers, _ = await get_json(transport, "/v2/health/ready")
@@ -140,8 +147,10 @@ class TritonBackend(StreamingBackend):
         info["ready_status"] = status
         info["headers"] = server_headers(headers)
         if status != 200:
-            raise ProbeError(f"{where}/v2/health/ready answered HTTP {status}: the Triton server "
-                             f"is not ready (still loading models?)")
+            raise ProbeError(
+                f"{where}/v2/health/ready answered HTTP {status}: the Triton server "
+                f"is not ready (still loading models?)"
+            )
         with contextlib.suppress(Exception):
             st, _h, server_meta = await get_json(transport, "/v2", timeout_s=5.0)
             if st == 200 and isinstance(server_meta, dict):
@@ -153,9 +162,11 @@ class TritonBackend(StreamingBackend):
             raise unreachable(transport, url, path, exc) from None
         if st != 200:
             why = (model_meta or {}).get("error") if isinstance(model_meta, dict) else None
-            raise ProbeError(f"{where}{path} answered HTTP {st}"
-                             f"{f' ({why})' if why else ''}: Triton has no ready model {model!r}; "
-                             f"set target.model to one it serves")
+            raise ProbeError(
+                f"{where}{path} answered HTTP {st}"
+                f"{f' ({why})' if why else ''}: Triton has no ready model {model!r}; "
+                f"set target.model to one it serves"
+            )
         info["model_metadata"] = model_meta
         return ProbeResult(info, model, cls.identify(info))
 
@@ -163,9 +174,12 @@ class TritonBackend(StreamingBackend):
     def identify(cls, info: Mapping[str, Any]) -> ServerIdentity:
         """Triton lists no model under an OpenAI path: the served model is its metadata's name."""
         meta = info.get("model_metadata")
-        return ServerIdentity(engine=cls.engine, version=version_of(info.get("version")),
-                              served_model=meta.get("name") if isinstance(meta, Mapping) else None,
-                              server_header=header(info))
+        return ServerIdentity(
+            engine=cls.engine,
+            version=version_of(info.get("version")),
+            served_model=meta.get("name") if isinstance(meta, Mapping) else None,
+            server_header=header(info),
+        )
 
 
 def _scalar(v: Any) -> int | None:

@@ -29,12 +29,18 @@ class ProgressView:
         self._task: Any = None
         self._last = (0.0, 0)
 
-    def __enter__(self) -> "ProgressView":
+    def __enter__(self) -> ProgressView:
         if self.enabled:
             self._progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[stats]}"), TimeElapsedColumn(),
-                console=self.console, refresh_per_second=4, transient=False)
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(),
+                console=self.console,
+                refresh_per_second=4,
+                transient=False,
+            )
             self._progress.start()
         return self
 
@@ -55,8 +61,7 @@ class ProgressView:
         if dt >= 1.0 or t_prev == 0.0:
             self._last = (p.elapsed_s, live.tokens)
             self._rate = rate
-        stats = (f"in-flight {live.in_flight}  errors {live.errors}  "
-                 f"{getattr(self, '_rate', 0.0):,.0f} tok/s")
+        stats = f"in-flight {live.in_flight}  errors {live.errors}  {getattr(self, '_rate', 0.0):,.0f} tok/s"
         total = p.total if p.total is not None else None
         if self._task is None:
             self._task = self._progress.add_task("requests", total=total, stats=stats)
@@ -94,15 +99,22 @@ def print_summary(result: Any, file: Any = None) -> None:
     c, m, cond = s["counts"], s["metrics"], s["conditions"]
     tgt = cond["target"]
     load = cond["load"]
-    shape = (f"closed loop, concurrency {load['concurrency']}" if load.get("concurrency")
-             else f"open loop, {load['rate']} req/s {load['arrival']}"
-             + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else ""))
-    con.print(f"[bold]run {s['run_id']}[/bold]" + ("" if s.get("complete", True) else
-                                                    f"  [yellow]INCOMPLETE: {s.get('incomplete_reason')}[/yellow]"))
+    shape = (
+        f"closed loop, concurrency {load['concurrency']}"
+        if load.get("concurrency")
+        else f"open loop, {load['rate']} req/s {load['arrival']}"
+        + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else "")
+    )
+    con.print(
+        f"[bold]run {s['run_id']}[/bold]"
+        + ("" if s.get("complete", True) else f"  [yellow]INCOMPLETE: {s.get('incomplete_reason')}[/yellow]")
+    )
     con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
     con.print(f"load    {shape}")
-    con.print(f"requests  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  cancelled {c['cancelled']}"
-              f"  warm-up {c.get('warmup', 0)}  window {_fmt(s['window']['seconds'], 2)} s")
+    con.print(
+        f"requests  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  cancelled {c['cancelled']}"
+        f"  warm-up {c.get('warmup', 0)}  window {_fmt(s['window']['seconds'], 2)} s"
+    )
     if c.get("errors_by_class"):
         con.print("errors   " + "  ".join(f"{k}: {v}" for k, v in c["errors_by_class"].items()))
     zero = (c.get("anomalies") or {}).get("zero_output_tokens")
@@ -110,21 +122,32 @@ def print_summary(result: Any, file: Any = None) -> None:
         con.print(f"[yellow]anomaly[/yellow]  {zero} ok request(s) streamed no output token at all")
     backoff = c.get("retry_after") or {}
     if backoff.get("requests"):
-        con.print(f"[yellow]back-off[/yellow] {backoff['requests']} response(s) asked the client to retry "
-                  f"later (Retry-After, up to {backoff['max_s']:g} s)")
+        con.print(
+            f"[yellow]back-off[/yellow] {backoff['requests']} response(s) asked the client to retry "
+            f"later (Retry-After, up to {backoff['max_s']:g} s)"
+        )
     con.print(summary_table(s))
-    con.print(f"throughput  {_scalar(s, 'request_throughput_rps')} req/s   input {_scalar(s, 'input_tokens_per_s')} tok/s"
-              f"   output {_scalar(s, 'output_tokens_per_s')} tok/s   total {_scalar(s, 'total_tokens_per_s')} tok/s")
+    con.print(
+        f"throughput  {_scalar(s, 'request_throughput_rps')} req/s   "
+        f"input {_scalar(s, 'input_tokens_per_s')} tok/s   "
+        f"output {_scalar(s, 'output_tokens_per_s')} tok/s   "
+        f"total {_scalar(s, 'total_tokens_per_s')} tok/s"
+    )
     slos = (s.get("sla") or {}).get("slos") or {}
     slo_txt = ", ".join(f"{k} <= {v:g}" for k, v in slos.items()) or "no per-request SLO set"
     frac = metric_defs.lookup(s, "goodput_attained_fraction")
     frac_digits = metric_defs.get("goodput_attained_fraction").digits
-    con.print(f"goodput     {_scalar(s, 'goodput_rps')} req/s   {_scalar(s, 'goodput_output_tokens_per_s')} output tok/s"
-              f"   {'-' if frac is None else f'{frac:.{frac_digits}%}'} of requests met {slo_txt}")
+    con.print(
+        f"goodput     {_scalar(s, 'goodput_rps')} req/s   "
+        f"{_scalar(s, 'goodput_output_tokens_per_s')} output tok/s"
+        f"   {'-' if frac is None else f'{frac:.{frac_digits}%}'} of requests met {slo_txt}"
+    )
     ll = m.get("littles_law") or {}
-    con.print(f"in flight   mean {_scalar(s, 'mean_concurrency')} over the window;  Little's law "
-              f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
-              f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})")
+    con.print(
+        f"in flight   mean {_scalar(s, 'mean_concurrency')} over the window;  Little's law "
+        f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
+        f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})"
+    )
     sla = s.get("sla") or {}
     if sla.get("verdict") != "none":
         colour = {"pass": "green", "incomplete": "yellow"}.get(sla["verdict"], "red")
@@ -132,14 +155,25 @@ def print_summary(result: Any, file: Any = None) -> None:
         for d in sla.get("details", []):
             mark = "[green]ok[/green]  " if d["passed"] else "[red]FAIL[/red]"
             val = "no data" if d.get("value") is None else f"{d['value']:.4g}"
-            con.print(f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else ""))
+            con.print(
+                f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else "")
+            )
     client = s.get("client") or {}
-    con.print(f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
-              f"{_fmt((client.get('event_loop_lag_ms') or {}).get('p99'), 2)} ms")
+    con.print(
+        f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
+        f"{_fmt((client.get('event_loop_lag_ms') or {}).get('p99'), 2)} ms"
+    )
     for w in client.get("warnings", []):
-        con.print(f"[yellow]warning[/yellow] {w['warning']}: {w['message']}"
-                  + (f" ({'; '.join(w['reasons'])})" if w.get("reasons") else ""))
+        con.print(
+            f"[yellow]warning[/yellow] {w['warning']}: {w['message']}"
+            + (f" ({'; '.join(w['reasons'])})" if w.get("reasons") else "")
+        )
     if cond.get("prompt_lengths_approximate"):
-        con.print("[dim]prompt lengths are approximate (no tokenizer); server-reported prompt tokens are used where given[/dim]")
-    con.print(f"results  {result.run_dir}/  ({', '.join(sorted(p.name for p in result.run_dir.iterdir()))})",
-              soft_wrap=True)
+        con.print(
+            "[dim]prompt lengths are approximate (no tokenizer); server-reported prompt tokens "
+            "are used where given[/dim]"
+        )
+    con.print(
+        f"results  {result.run_dir}/  ({', '.join(sorted(p.name for p in result.run_dir.iterdir()))})",
+        soft_wrap=True,
+    )

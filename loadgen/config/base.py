@@ -38,8 +38,9 @@ Int = Annotated[int, BeforeValidator(_no_bool)]
 def _scalars_to_str(v: Any) -> Any:
     # `labels: {tp: 2}` should mean the label "2", not a type error.
     if isinstance(v, Mapping):
-        return {k: str(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
-                for k, x in v.items()}
+        return {
+            k: str(x) if isinstance(x, (int, float)) and not isinstance(x, bool) else x for k, x in v.items()
+        }
     return v
 
 

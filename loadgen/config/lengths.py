@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
@@ -111,8 +111,7 @@ def _bare_int_is_fixed(v: Any) -> Any:
 
 
 LengthDist = Annotated[
-    Union[FixedLength, UniformLength, NormalLength, LognormalLength, EmpiricalLength],
+    FixedLength | UniformLength | NormalLength | LognormalLength | EmpiricalLength,
     Field(discriminator="kind"),
     BeforeValidator(_bare_int_is_fixed),
 ]
-

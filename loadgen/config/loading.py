@@ -18,8 +18,12 @@ from loadgen.config.messages import render_validation_error, yaml_error_problem
 from loadgen.config.schema import Profile
 from loadgen.errors import ConfigError
 
-_PATH_KEYS = (("workload", "input_tokens", "file"), ("workload", "output_tokens", "file"),
-              ("workload", "prompt", "tokenizer"), ("target", "ca_bundle"))
+_PATH_KEYS = (
+    ("workload", "input_tokens", "file"),
+    ("workload", "output_tokens", "file"),
+    ("workload", "prompt", "tokenizer"),
+    ("target", "ca_bundle"),
+)
 
 
 # Bounds on what one YAML document may expand to. A profile is a few hundred nodes; aliases
@@ -56,12 +60,16 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int], path: set[int], depth:
     if isinstance(node, yaml.SequenceNode):
         size += sum(_expanded_size(child, memo, path, depth + 1) for child in node.value)
     elif isinstance(node, yaml.MappingNode):
-        size += sum(_expanded_size(k, memo, path, depth + 1) + _expanded_size(v, memo, path, depth + 1)
-                    for k, v in node.value)
+        size += sum(
+            _expanded_size(k, memo, path, depth + 1) + _expanded_size(v, memo, path, depth + 1)
+            for k, v in node.value
+        )
     path.discard(key)
     if size > MAX_NODES:
-        raise yaml.YAMLError(f"expands to more than {MAX_NODES} nodes (aliases counted as what they "
-                             f"repeat): a document this large is not a profile")
+        raise yaml.YAMLError(
+            f"expands to more than {MAX_NODES} nodes (aliases counted as what they "
+            f"repeat): a document this large is not a profile"
+        )
     memo[key] = size
     return size
 
@@ -74,11 +82,10 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
             duplicate = key in seen
         except TypeError:
             raise yaml.constructor.ConstructorError(
-                None, None, f"a key must be a plain value, not {type(key).__name__}",
-                key_node.start_mark) from None
+                None, None, f"a key must be a plain value, not {type(key).__name__}", key_node.start_mark
+            ) from None
         if duplicate:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node)
 
@@ -91,13 +98,20 @@ def load_yaml(raw: bytes | str, source: str | None = None, what: str = "profile"
     UTF-8 or UTF-16 text, bad syntax, a bomb, nesting too deep) is a ``ConfigError``."""
     if isinstance(raw, bytes):
         if len(raw) > MAX_BYTES:
-            raise ConfigError([f"the file is {len(raw):,} bytes; a {what} is at most {MAX_BYTES:,}"],
-                              source, what)
+            raise ConfigError(
+                [f"the file is {len(raw):,} bytes; a {what} is at most {MAX_BYTES:,}"], source, what
+            )
         try:
             raw = raw.decode("utf-16") if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else raw.decode("utf-8-sig")
         except UnicodeDecodeError as exc:
-            raise ConfigError([f"not UTF-8 text (byte {exc.start}: {raw[exc.start:exc.start + 1]!r}); "
-                               f"save the file as UTF-8"], source, what) from None
+            raise ConfigError(
+                [
+                    f"not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r}); "
+                    f"save the file as UTF-8"
+                ],
+                source,
+                what,
+            ) from None
     try:
         return yaml.load(raw, Loader=StrictLoader)
     except yaml.YAMLError as exc:
@@ -143,8 +157,13 @@ def _read_yaml(path: Path) -> dict:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise ConfigError([f"the top level must be a mapping of sections (target, workload, "
-                            f"load, sla, ...), got {type(data).__name__}"], source=str(path))
+        raise ConfigError(
+            [
+                f"the top level must be a mapping of sections (target, workload, "
+                f"load, sla, ...), got {type(data).__name__}"
+            ],
+            source=str(path),
+        )
     for keys in _PATH_KEYS:
         node: Any = data
         for k in keys[:-1]:
@@ -154,8 +173,9 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
-def load_profile(path: str | Path | None, overrides: Mapping[str, Any] = {},
-                 sets: Sequence[str] = ()) -> Profile:
+def load_profile(
+    path: str | Path | None, overrides: Mapping[str, Any] = {}, sets: Sequence[str] = ()
+) -> Profile:
     """Read a profile (None: defaults only), apply CLI overrides then ``--set`` strings, validate.
 
     ``overrides`` maps dotted paths to values (None clears a setting). Setting exactly one of

@@ -76,10 +76,16 @@ def _show(v: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-_EXPECTED = {"int": "an integer", "float": "a number", "bool": "true or false",
-             "string": "a string", "dict": "a mapping", "list": "a list", "tuple": "a list"}
-_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<",
-           "less_than_equal": "<="}
+_EXPECTED = {
+    "int": "an integer",
+    "float": "a number",
+    "bool": "true or false",
+    "string": "a string",
+    "dict": "a mapping",
+    "list": "a list",
+    "tuple": "a list",
+}
+_BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 
 
 def _message(err: dict, path: str, tp: Any, root: type) -> str:
@@ -102,8 +108,10 @@ def _message(err: dict, path: str, tp: Any, root: type) -> str:
             return f"{path}.kind: missing; valid: {valid}"
         return f"{path}.kind: unknown {ctx.get('tag')!r}; valid: {valid}"
     if tags is not None:
-        return (f"{path}: expected an integer (a fixed length) or a mapping with kind: "
-                f"{', '.join(tags)}; got {_show(got)}")
+        return (
+            f"{path}: expected an integer (a fixed length) or a mapping with kind: "
+            f"{', '.join(tags)}; got {_show(got)}"
+        )
     if kind in _BOUNDS:
         bound = next(iter(ctx.values()))
         return f"{path}: must be {_BOUNDS[kind]} {bound}, got {_show(got)}"

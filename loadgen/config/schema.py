@@ -18,7 +18,6 @@ from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
 from loadgen.config.target import TargetConfig
 
-
 # What one process can hold: an open-loop schedule is computed up front (8 bytes a request)
 # and every record stays in memory until the summary; past this a run would not fit.
 MAX_REQUESTS = 10_000_000
@@ -40,8 +39,10 @@ def _fd_limit() -> int:
 def _within_fd_limit(v: int | None) -> int | None:
     limit = _fd_limit()
     if v is not None and v > limit:
-        raise ValueError(f"{v} connections exceed this process's open-file limit ({limit} usable); "
-                         f"raise it (ulimit -n) or spread the load over worker processes")
+        raise ValueError(
+            f"{v} connections exceed this process's open-file limit ({limit} usable); "
+            f"raise it (ulimit -n) or spread the load over worker processes"
+        )
     return v
 
 
@@ -72,8 +73,9 @@ class WorkloadConfig(StrictModel):
     @model_validator(mode="after")
     def _has_a_stop(self):
         if self.num_requests is None and self.duration_s is None:
-            raise ValueError("set num_requests or duration_s (or both: the run stops at "
-                             "whichever comes first)")
+            raise ValueError(
+                "set num_requests or duration_s (or both: the run stops at whichever comes first)"
+            )
         return self
 
 
@@ -94,15 +96,20 @@ class LoadConfig(StrictModel):
 
     @model_validator(mode="after")
     def _one_shape(self):
-        how = ("closed loop: `load.concurrency: 8` or --concurrency 8; open loop: "
-               "`load.rate: 4.0` (requests/s) or --rate 4")
+        how = (
+            "closed loop: `load.concurrency: 8` or --concurrency 8; open loop: "
+            "`load.rate: 4.0` (requests/s) or --rate 4"
+        )
         if self.concurrency is None and self.rate is None:
             raise ValueError(f"set exactly one of concurrency or rate ({how})")
         if self.concurrency is not None and self.rate is not None:
             raise ValueError(f"concurrency and rate are both set; set exactly one ({how})")
         if self.burstiness != 1.0 and self.arrival != "gamma":
-            raise field_msg("burstiness", f"only applies to arrival: gamma (arrival is "
-                             f"{self.arrival!r}); remove it or set arrival: gamma")
+            raise field_msg(
+                "burstiness",
+                f"only applies to arrival: gamma (arrival is "
+                f"{self.arrival!r}); remove it or set arrival: gamma",
+            )
         return self
 
 
@@ -130,8 +137,10 @@ class OutputConfig(StrictModel):
     @classmethod
     def _folder_name(cls, v: str | None) -> str | None:
         if v is not None and not _RUN_ID.match(v):
-            raise ValueError(f"{v[:60]!r} cannot name the run's folder: use 1-128 letters, digits, "
-                             f"'.', '_' or '-', starting with a letter or digit (no '/' or '..')")
+            raise ValueError(
+                f"{v[:60]!r} cannot name the run's folder: use 1-128 letters, digits, "
+                f"'.', '_' or '-', starting with a letter or digit (no '/' or '..')"
+            )
         return v
 
 
@@ -154,13 +163,14 @@ class Profile(StrictModel):
         if load.rate is not None:
             n = work.num_requests if work.num_requests is not None else load.rate * (work.duration_s or 0)
             if n + load.warmup_requests > MAX_REQUESTS:
-                raise field_msg("workload", f"rate {load.rate:g}/s for {work.duration_s:g} s is "
-                                f"{n:,.0f} requests; one run holds at most {MAX_REQUESTS:,}: shorten "
-                                f"duration_s or set num_requests")
+                raise field_msg(
+                    "workload",
+                    f"rate {load.rate:g}/s for {work.duration_s:g} s is "
+                    f"{n:,.0f} requests; one run holds at most {MAX_REQUESTS:,}: shorten "
+                    f"duration_s or set num_requests",
+                )
         return self
 
     def resolved(self) -> dict[str, Any]:
         """Every setting, defaults included, as JSON-ready data (for result files)."""
         return self.model_dump(mode="json")
-
-

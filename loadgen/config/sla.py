@@ -15,10 +15,14 @@ from loadgen import metric_defs
 from loadgen.config.base import StrictModel
 
 STATS = metric_defs.RULE_STATS
-_RULE = re.compile(r"^\s*(?:(?P<stat>[a-z0-9_.]+)\s+)?(?P<metric>[a-z][a-z0-9_]*)\s*"
-                   r"(?P<op><=|>=|<|>)\s*(?P<threshold>[-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*$")
-RULE_GRAMMAR = ("'[stat] metric op threshold', e.g. 'p99 ttft_ms < 700' or 'error_rate < 0.01'; "
-                f"stat: {', '.join(STATS)}; op: <, <=, >, >=")
+_RULE = re.compile(
+    r"^\s*(?:(?P<stat>[a-z0-9_.]+)\s+)?(?P<metric>[a-z][a-z0-9_]*)\s*"
+    r"(?P<op><=|>=|<|>)\s*(?P<threshold>[-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*$"
+)
+RULE_GRAMMAR = (
+    "'[stat] metric op threshold', e.g. 'p99 ttft_ms < 700' or 'error_rate < 0.01'; "
+    f"stat: {', '.join(STATS)}; op: <, <=, >, >="
+)
 
 
 class SlaRule(StrictModel):
@@ -52,11 +56,15 @@ class SlaRule(StrictModel):
             raise ValueError(f"unknown metric {self.metric!r}; valid: {', '.join(metric_defs.NAMES)}")
         if d.kind == "distribution":
             if self.stat not in STATS:
-                raise ValueError(f"{self.metric} needs a stat, one of {', '.join(STATS)} "
-                                 f"(got {self.stat!r}); grammar: {RULE_GRAMMAR}")
+                raise ValueError(
+                    f"{self.metric} needs a stat, one of {', '.join(STATS)} "
+                    f"(got {self.stat!r}); grammar: {RULE_GRAMMAR}"
+                )
         elif self.stat is not None:
-            raise ValueError(f"{self.metric} is a run-level number and takes no stat "
-                             f"(write '{self.metric} {self.op} {self.threshold:g}')")
+            raise ValueError(
+                f"{self.metric} is a run-level number and takes no stat "
+                f"(write '{self.metric} {self.op} {self.threshold:g}')"
+            )
         return self
 
     def text(self) -> str:
@@ -72,4 +80,3 @@ class SlaConfig(StrictModel):
     tpot_ms: float | None = Field(None, gt=0)
     e2e_ms: float | None = Field(None, gt=0)
     rules: tuple[SlaRule, ...] = ()
-

@@ -64,16 +64,22 @@ class TargetConfig(StrictModel):
     def _wire_safe_headers(cls, v: dict[str, str]) -> dict[str, str]:
         for name, value in v.items():
             if not _TOKEN.match(name):
-                raise ValueError(f"header name {name[:40]!r} is not an HTTP token (letters, digits "
-                                 f"and !#$%&'*+.^_`|~-; no spaces, colons or line breaks)")
+                raise ValueError(
+                    f"header name {name[:40]!r} is not an HTTP token (letters, digits "
+                    f"and !#$%&'*+.^_`|~-; no spaces, colons or line breaks)"
+                )
             if _CONTROL.search(value):
-                raise ValueError(f"header {name}: the value holds a control character (CR, LF, "
-                                 f"NUL, ...), which would inject bytes into the request; remove it")
+                raise ValueError(
+                    f"header {name}: the value holds a control character (CR, LF, "
+                    f"NUL, ...), which would inject bytes into the request; remove it"
+                )
             try:
                 value.encode("latin-1")
             except UnicodeEncodeError:
-                raise ValueError(f"header {name}: the value has characters HTTP/1.1 cannot carry "
-                                 f"(not latin-1); percent-encode or base64 it") from None
+                raise ValueError(
+                    f"header {name}: the value has characters HTTP/1.1 cannot carry "
+                    f"(not latin-1); percent-encode or base64 it"
+                ) from None
         return v
 
     @field_validator("ca_bundle")
@@ -101,7 +107,8 @@ class TargetConfig(StrictModel):
             raise ValueError(
                 "this looks like a key, not the name of an environment variable; put the key in "
                 "an environment variable (export OPENAI_API_KEY=...) and give its name here "
-                "(api_key_env: OPENAI_API_KEY)")
+                "(api_key_env: OPENAI_API_KEY)"
+            )
         return v
 
     @model_validator(mode="after")
@@ -127,8 +134,6 @@ def _one_of(value: str, names: tuple[str, ...]) -> str:
     return value
 
 
-
-
 def check_url(v: str) -> str:
     """``v`` if it is an http:// or https:// URL with a host and a valid port; else a ValueError
     that says what to write instead."""
@@ -140,8 +145,9 @@ def check_url(v: str) -> str:
         parts = urlsplit(v)
         port = parts.port
     except ValueError as exc:
-        raise ValueError(f"{v[:60]!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000 "
-                         f"or http://[::1]:8000") from None
+        raise ValueError(
+            f"{v[:60]!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000 or http://[::1]:8000"
+        ) from None
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"scheme {parts.scheme!r} is not supported; use http:// or https://")
     if not parts.hostname:

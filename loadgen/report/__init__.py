@@ -15,19 +15,41 @@ from loadgen.records import RequestRecord
 from loadgen.report.cost import CostError, CostInputs, cost_figures, cost_inputs
 from loadgen.result import load_records, load_summary
 
-__all__ = ["write_report", "ReportError", "CostError", "CostInputs", "cost_figures", "cost_inputs",
-           "REPORT_MD", "REPORT_HTML", "REQUESTS_CSV", "REQUESTS_PARQUET", "COST_JSON", "PLOTS_DIR"]
+__all__ = [
+    "COST_JSON",
+    "PLOTS_DIR",
+    "REPORT_HTML",
+    "REPORT_MD",
+    "REQUESTS_CSV",
+    "REQUESTS_PARQUET",
+    "CostError",
+    "CostInputs",
+    "ReportError",
+    "cost_figures",
+    "cost_inputs",
+    "write_report",
+]
 
 REPORT_MD, REPORT_HTML = "report.md", "report.html"
-REQUESTS_CSV, REQUESTS_PARQUET, COST_JSON, PLOTS_DIR = "requests.csv", "requests.parquet", "cost.json", "plots"
+REQUESTS_CSV, REQUESTS_PARQUET, COST_JSON, PLOTS_DIR = (
+    "requests.csv",
+    "requests.parquet",
+    "cost.json",
+    "plots",
+)
 
 
 class ReportError(LoadgenError):
     """A report that cannot be written (e.g. Parquet support is not installed)."""
 
 
-def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
-                 gpu_hour_cost: float | None = None, gpu_count: float | None = None) -> dict[str, Path]:
+def write_report(
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    gpu_hour_cost: float | None = None,
+    gpu_count: float | None = None,
+) -> dict[str, Path]:
     """Write the report files of the run in ``run_dir`` into ``out_dir`` (default: the run dir).
 
     ``gpu_hour_cost`` (USD per GPU-hour) and ``gpu_count`` override the run's labels
@@ -47,8 +69,9 @@ def write_report(run_dir: str | Path, out_dir: str | Path | None = None, *,
 
     summary = load_summary(run_dir)
     records = load_records(run_dir)
-    inputs = cost_inputs((summary.get("conditions") or {}).get("labels"),
-                         gpu_hour_cost=gpu_hour_cost, gpu_count=gpu_count)
+    inputs = cost_inputs(
+        (summary.get("conditions") or {}).get("labels"), gpu_hour_cost=gpu_hour_cost, gpu_count=gpu_count
+    )
     cost = cost_figures(summary, inputs) if inputs is not None else None
 
     out = Path(out_dir) if out_dir is not None else Path(run_dir)

@@ -56,14 +56,24 @@ def markdown(cmp: Comparison) -> str:
     lines += ["| run | path | started | sent | ok | failed | SLA |", "|---|---|---|---|---|---|---|"]
     for n, p, s in zip(names, cmp.paths, cmp.summaries):
         c = s.get("counts") or {}
-        lines.append(f"| {_cell(n)} | {_cell(str(p))} | {s.get('started_at', '—')} | {c.get('sent')} "
-                     f"| {c.get('ok')} | {c.get('failed')} | {(s.get('sla') or {}).get('verdict', '—')} |")
+        lines.append(
+            f"| {_cell(n)} | {_cell(str(p))} | {s.get('started_at', '—')} | {c.get('sent')} "
+            f"| {c.get('ok')} | {c.get('failed')} | {(s.get('sla') or {}).get('verdict', '—')} |"
+        )
     head = ["metric", *names, *(f"{n} vs {ref}" for n in names[1:])]
-    lines += ["", f"## Metrics (relative difference to {ref})", "",
-              "| " + " | ".join(map(_cell, head)) + " |", "|" + "---|" * len(head)]
+    lines += [
+        "",
+        f"## Metrics (relative difference to {ref})",
+        "",
+        "| " + " | ".join(map(_cell, head)) + " |",
+        "|" + "---|" * len(head),
+    ]
     for row in cmp.table.index:
-        cells = [row, *(fmt(cmp.table.at[row, n]) for n in names),
-                 *(fmt_rel(cmp.relative.at[row, n]) for n in names[1:])]
+        cells = [
+            row,
+            *(fmt(cmp.table.at[row, n]) for n in names),
+            *(fmt_rel(cmp.relative.at[row, n]) for n in names[1:]),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "## Conditions that differ", ""]
     if cmp.conditions:
@@ -72,9 +82,15 @@ def markdown(cmp: Comparison) -> str:
             lines.append(f"| {d.field} | " + " | ".join(_cell(fmt(v)) for v in d.values) + " |")
     else:
         lines.append("None: the runs were measured under the same recorded conditions.")
-    lines += ["", "Not compared: the run name and output location (`profile.name`, "
-              "`profile.output.*`); `profile.*` fields also recorded under an effective name "
-              "are listed once, under that name.", "", "## Distributions", ""]
+    lines += [
+        "",
+        "Not compared: the run name and output location (`profile.name`, "
+        "`profile.output.*`); `profile.*` fields also recorded under an effective name "
+        "are listed once, under that name.",
+        "",
+        "## Distributions",
+        "",
+    ]
     lines += [f"![{_title(m)} CDF](cdf_{m}.png)" for m in LATENCIES]
     return "\n".join(lines) + "\n"
 
@@ -90,8 +106,7 @@ def cdf_figures(cmp: Comparison) -> dict[str, Any]:
         for name, values in by_run.items():
             if values.size:
                 x = np.sort(values)
-                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post",
-                        label=f"{name} (n={x.size})")
+                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=f"{name} (n={x.size})")
         ax.set_xlabel(f"{_title(metric)} ({metric_defs.get(metric).unit})")
         ax.set_ylabel("fraction of samples ≤ x")
         ax.set_title(f"{_title(metric)}: empirical CDF")

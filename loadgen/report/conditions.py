@@ -18,7 +18,11 @@ def conditions_section(summary: dict) -> Section:
     profile = cond.get("profile") or {}
     workload = profile.get("workload") or {}
     rows = [
-        ("run", f"{summary.get('run_id')}" + (" (interrupted: partial results)" if summary.get("interrupted") else "")),
+        (
+            "run",
+            f"{summary.get('run_id')}"
+            + (" (interrupted: partial results)" if summary.get("interrupted") else ""),
+        ),
         ("target", f"{tgt.get('url')} ({tgt.get('endpoint')} endpoint)"),
         ("model", str(tgt.get("model"))),
         *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator"), tgt.get("endpoint")),
@@ -27,15 +31,25 @@ def conditions_section(summary: dict) -> Section:
         ("seed", str(cond.get("seed"))),
         ("labels", ", ".join(f"{k}={v}" for k, v in (cond.get("labels") or {}).items()) or "none"),
         ("client", _client(client)),
-        ("python", f"{client.get('python_implementation', 'Python')} {client.get('python')}, "
-                   f"event loop {client.get('event_loop')}"),
+        (
+            "python",
+            f"{client.get('python_implementation', 'Python')} {client.get('python')}, "
+            f"event loop {client.get('event_loop')}",
+        ),
         ("host", f"{host.get('cpus')} CPUs ({host.get('cpus_usable')} usable), {host.get('platform')}"),
         ("started", str(summary.get("started_at"))),
         ("ended", str(summary.get("ended_at"))),
-        ("measured window", f"{num((summary.get('window') or {}).get('seconds'))} s (first measured send to last end)"),
-        ("prompt lengths", "approximate (no tokenizer: one common word counted as one token; the "
-                           "server's usage.prompt_tokens is the realised length)"
-         if cond.get("prompt_lengths_approximate") else "exact"),
+        (
+            "measured window",
+            f"{num((summary.get('window') or {}).get('seconds'))} s (first measured send to last end)",
+        ),
+        (
+            "prompt lengths",
+            "approximate (no tokenizer: one common word counted as one token; the "
+            "server's usage.prompt_tokens is the realised length)"
+            if cond.get("prompt_lengths_approximate")
+            else "exact",
+        ),
         ("token counts", _sources((summary.get("metrics") or {}).get("token_count_source"))),
     ]
     blocks: list = [Table(("condition", "value"), tuple(rows))]
@@ -52,7 +66,12 @@ def server_rows(server: dict, sim: Any, endpoint: str | None = None) -> list[tup
     if sim:
         rows.append(("backend", "built-in simulator: " + _flat(sim)))
     headers = server.get("headers") or {}
-    rows.append(("server headers", ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none identifying the engine"))
+    rows.append(
+        (
+            "server headers",
+            ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none identifying the engine",
+        )
+    )
     backend = registry.get(server.get("protocol") or endpoint or "chat") or StreamingBackend
     for key, path in backend.SOURCES:
         row = _source_row(server, key, path)
@@ -81,8 +100,10 @@ def _source_row(server: dict, key: str, path: str) -> tuple[str, str] | None:
         return f"server {path}", "; ".join(listed) or f"HTTP {server.get('models_status')}, no models listed"
     if key == "model_metadata":  # a KServe v2 model's metadata; {name} in the path is the model's
         meta = value or {}
-        return (f"server {path.format(name=meta.get('name'))}",
-                _flat({k: meta[k] for k in ("platform", "versions") if k in meta}))
+        return (
+            f"server {path.format(name=meta.get('name'))}",
+            _flat({k: meta[k] for k in ("platform", "versions") if k in meta}),
+        )
     return (f"server {path}", _flat(value)) if value else None
 
 
@@ -93,7 +114,9 @@ def metrics_labels_text(labels: dict) -> str:
     parts += [f"{k}: {', '.join(v)}" for k, v in (labels.get("labels") or {}).items()]
     parts += [f"{k}={v:g}" for k, v in (labels.get("config") or {}).items()]
     for name, info in (labels.get("info") or {}).items():
-        kept = ", ".join(f"{k}={v}" for k, v in info.items() if v not in ("None", "") and not k.startswith("_"))
+        kept = ", ".join(
+            f"{k}={v}" for k, v in info.items() if v not in ("None", "") and not k.startswith("_")
+        )
         parts.append(f"{name}: {kept}")
     return "; ".join(parts)
 
@@ -112,17 +135,28 @@ def lengths_blocks(lengths: dict) -> list:
     realised = lengths.get("realised") or {}
     sampled = realised.get("sampled") or {}
     rows = []
-    for key, label, server_key in (("input_tokens", "input tokens", "server_prompt_tokens"),
-                                   ("output_tokens", "output tokens", "server_output_tokens")):
-        rows.append((label, length_spec(requested.get(key)), _dist(sampled.get(key)),
-                     _dist(realised.get(server_key))))
-    out: list = [Text("Lengths, requested vs realised (mean / p50 / p99 / max tokens; "
-                      "server-reported = the server's usage counts of ok requests):"),
-                 Table(("", "requested", "sampled by the workload", "server-reported"), tuple(rows))]
+    for key, label, server_key in (
+        ("input_tokens", "input tokens", "server_prompt_tokens"),
+        ("output_tokens", "output tokens", "server_output_tokens"),
+    ):
+        rows.append(
+            (label, length_spec(requested.get(key)), _dist(sampled.get(key)), _dist(realised.get(server_key)))
+        )
+    out: list = [
+        Text(
+            "Lengths, requested vs realised (mean / p50 / p99 / max tokens; "
+            "server-reported = the server's usage counts of ok requests):"
+        ),
+        Table(("", "requested", "sampled by the workload", "server-reported"), tuple(rows)),
+    ]
     short = realised.get("output_tokens_short_of_requested")
     if short:
-        out.append(Text(f"{short} ok requests returned fewer output tokens than requested "
-                        "(the server stopped early: ignore_eos not honoured?)."))
+        out.append(
+            Text(
+                f"{short} ok requests returned fewer output tokens than requested "
+                "(the server stopped early: ignore_eos not honoured?)."
+            )
+        )
     return out
 
 
@@ -134,7 +168,11 @@ def length_spec(spec: Any) -> str:
         return f"fixed {spec.get('value')}"
     if kind == "empirical":
         values = spec.get("values")
-        return f"empirical ({len(values)} values)" if isinstance(values, list) else f"empirical {spec.get('path', '')}".strip()
+        return (
+            f"empirical ({len(values)} values)"
+            if isinstance(values, list)
+            else f"empirical {spec.get('path', '')}".strip()
+        )
     rest = ", ".join(f"{k}={v}" for k, v in spec.items() if k != "kind" and v is not None)
     return f"{kind} ({rest})"
 
@@ -153,13 +191,20 @@ def _requests(workload: dict) -> str:
 
 def _client(client: dict) -> str:
     commit = client.get("git_commit")
-    return (f"loadgen {client.get('loadgen_version')}" + (f" (git {commit})" if commit else "")
-            + f", transport {client.get('transport')}")
+    return (
+        f"loadgen {client.get('loadgen_version')}"
+        + (f" (git {commit})" if commit else "")
+        + f", transport {client.get('transport')}"
+    )
 
 
 def _sources(counts: dict | None) -> str:
-    names = {"usage": "server usage (final count)", "continuous_usage": "server per-chunk usage",
-             "tokenizer": "tokenizer", "chunks": "one per chunk (approximate)"}
+    names = {
+        "usage": "server usage (final count)",
+        "continuous_usage": "server per-chunk usage",
+        "tokenizer": "tokenizer",
+        "chunks": "one per chunk (approximate)",
+    }
     if not counts:
         return "-"
     return ", ".join(f"{names.get(k, k)}: {v} requests" for k, v in counts.items())

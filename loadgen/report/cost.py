@@ -32,8 +32,9 @@ class CostInputs:
     count_source: str
 
 
-def cost_inputs(labels: dict[str, Any] | None, *, gpu_hour_cost: float | None = None,
-                gpu_count: float | None = None) -> CostInputs | None:
+def cost_inputs(
+    labels: dict[str, Any] | None, *, gpu_hour_cost: float | None = None, gpu_count: float | None = None
+) -> CostInputs | None:
     """The price and GPU count to use: explicit arguments win over the run's labels.
 
     ``None`` when no price is known (neither argument nor ``gpu_hour_cost`` label).
@@ -76,7 +77,8 @@ def cost_figures(summary: dict, inputs: CostInputs) -> dict:
         "usd_per_million_output_tokens": per_million(per_hour, rates["output_tokens_per_s"]),
         "usd_per_million_total_tokens": per_million(per_hour, rates["total_tokens_per_s"]),
         "usd_per_million_output_tokens_at_goodput": per_million(
-            per_hour, rates["goodput_output_tokens_per_s"]),
+            per_hour, rates["goodput_output_tokens_per_s"]
+        ),
         "formula": FORMULA,
     }
 

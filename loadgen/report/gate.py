@@ -6,8 +6,8 @@ import math
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from loadgen.report.compare import fmt
 from loadgen.analysis.gate import GateResult, RuleResult
+from loadgen.report.compare import fmt
 
 _ICON = {"pass": "✅ pass", "fail": "❌ FAIL", "error": "⚠️ error"}
 
@@ -38,26 +38,44 @@ def markdown(res: GateResult) -> str:
     icon = {"pass": "✅", "regression": "❌", "not comparable": "⚠️"}[res.verdict]
     lines = [f"## loadgen gate {icon} {res.verdict}: {res.candidate} vs baseline {res.baseline}", ""]
     if res.not_comparable:
-        lines += ["The runs are not comparable; these conditions differ (rerun with the same "
-                  "profile, or pass `--allow-different` to gate anyway):", ""]
+        lines += [
+            "The runs are not comparable; these conditions differ (rerun with the same "
+            "profile, or pass `--allow-different` to gate anyway):",
+            "",
+        ]
         lines += [f"- `{f}`" for f in res.not_comparable]
         return "\n".join(lines) + "\n"
     if res.allowed_differences:
-        lines += ["> **Warning:** gated with `--allow-different` although these conditions differ: "
-                  + ", ".join(f"`{f}`" for f in res.allowed_differences), ""]
-    lines += [f"Bootstrap: {res.resamples} resamples, {res.confidence:.0%} confidence interval, "
-              f"seed {res.seed}; requests resampled with replacement within each run. A rule fails "
-              "only when the whole interval is beyond its bound.", "",
-              "| | rule | baseline | candidate | change | "
-              f"{res.confidence:.0%} CI | bound | note |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "> **Warning:** gated with `--allow-different` although these conditions differ: "
+            + ", ".join(f"`{f}`" for f in res.allowed_differences),
+            "",
+        ]
+    lines += [
+        f"Bootstrap: {res.resamples} resamples, {res.confidence:.0%} confidence interval, "
+        f"seed {res.seed}; requests resampled with replacement within each run. A rule fails "
+        "only when the whole interval is beyond its bound.",
+        "",
+        f"| | rule | baseline | candidate | change | {res.confidence:.0%} CI | bound | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in res.results:
         est, ci, bound = _cells(r)
-        note = ("within noise" if r.within_noise else
-                "" if r.status == "pass" else r.message if r.interval is None else "regression")
+        note = (
+            "within noise"
+            if r.within_noise
+            else ""
+            if r.status == "pass"
+            else r.message
+            if r.interval is None
+            else "regression"
+        )
         if not r.rule.relative:
             est = "—"
-        lines.append(f"| {_ICON[r.status]} | `{r.rule.text()}` | {fmt(r.baseline)} | "
-                     f"{fmt(r.candidate)} | {est} | {ci} | {bound} | {note} |")
+        lines.append(
+            f"| {_ICON[r.status]} | `{r.rule.text()}` | {fmt(r.baseline)} | "
+            f"{fmt(r.candidate)} | {est} | {ci} | {bound} | {note} |"
+        )
     failed = sum(r.status != "pass" for r in res.results)
     lines += ["", f"{len(res.results) - failed} of {len(res.results)} rules passed."]
     return "\n".join(lines) + "\n"
@@ -72,16 +90,30 @@ def junit_xml(res: GateResult) -> str:
     tests = len(cases) + (1 if res.not_comparable else 0)
     counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors)}
     suites = ET.Element("testsuites", name="loadgen gate", **counts)
-    suite = ET.SubElement(suites, "testsuite", name=f"loadgen gate: {res.candidate} vs {res.baseline}",
-                          **counts, skipped="0", time="0")
+    suite = ET.SubElement(
+        suites,
+        "testsuite",
+        name=f"loadgen gate: {res.candidate} vs {res.baseline}",
+        **counts,
+        skipped="0",
+        time="0",
+    )
     props = ET.SubElement(suite, "properties")
-    for k, v in (("candidate", res.candidate), ("baseline", res.baseline),
-                 ("resamples", res.resamples), ("confidence", res.confidence), ("seed", res.seed)):
+    for k, v in (
+        ("candidate", res.candidate),
+        ("baseline", res.baseline),
+        ("resamples", res.resamples),
+        ("confidence", res.confidence),
+        ("seed", res.seed),
+    ):
         ET.SubElement(props, "property", name=k, value=str(v))
     if res.not_comparable:
-        case = ET.SubElement(suite, "testcase", name="runs are comparable", classname="loadgen.gate", time="0")
-        err = ET.SubElement(case, "error", type="NotComparable",
-                            message="conditions differ: " + ", ".join(res.not_comparable))
+        case = ET.SubElement(
+            suite, "testcase", name="runs are comparable", classname="loadgen.gate", time="0"
+        )
+        err = ET.SubElement(
+            case, "error", type="NotComparable", message="conditions differ: " + ", ".join(res.not_comparable)
+        )
         err.text = "\n".join(res.not_comparable)
     for r in cases:
         case = ET.SubElement(suite, "testcase", name=r.rule.text(), classname="loadgen.gate", time="0")
@@ -106,17 +138,31 @@ def to_dict(res: GateResult) -> dict[str, Any]:
         return None if x is None or (isinstance(x, float) and (math.isnan(x) or math.isinf(x))) else x
 
     return {
-        "candidate": res.candidate, "baseline": res.baseline, "verdict": res.verdict,
-        "exit_code": res.exit_code, "resamples": res.resamples, "confidence": res.confidence,
-        "seed": res.seed, "not_comparable": list(res.not_comparable),
+        "candidate": res.candidate,
+        "baseline": res.baseline,
+        "verdict": res.verdict,
+        "exit_code": res.exit_code,
+        "resamples": res.resamples,
+        "confidence": res.confidence,
+        "seed": res.seed,
+        "not_comparable": list(res.not_comparable),
         "allowed_differences": list(res.allowed_differences),
         "condition_differences": list(res.condition_differences),
-        "rules": [{
-            "rule": r.rule.text(), "metric": r.rule.metric, "stat": r.rule.stat,
-            "bound": r.rule.bound, "limit": list(r.rule.limit()), "status": r.status,
-            "baseline": num(r.baseline), "candidate": num(r.candidate),
-            "estimate": num(r.interval.estimate) if r.interval else None,
-            "interval": [num(r.interval.low), num(r.interval.high)] if r.interval else None,
-            "within_noise": r.within_noise, "message": r.message,
-        } for r in res.results],
+        "rules": [
+            {
+                "rule": r.rule.text(),
+                "metric": r.rule.metric,
+                "stat": r.rule.stat,
+                "bound": r.rule.bound,
+                "limit": list(r.rule.limit()),
+                "status": r.status,
+                "baseline": num(r.baseline),
+                "candidate": num(r.candidate),
+                "estimate": num(r.interval.estimate) if r.interval else None,
+                "interval": [num(r.interval.low), num(r.interval.high)] if r.interval else None,
+                "within_noise": r.within_noise,
+                "message": r.message,
+            }
+            for r in res.results
+        ],
     }

@@ -10,13 +10,15 @@ images decoded (``data-images-ok`` of ``data-images-total``) and any script or r
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 from html import escape
-from typing import Sequence
 
 from loadgen.report.blocks import Alert, Image, Section, Table, Text
 
-_CSP = ("default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
-        "script-src 'unsafe-inline'; base-uri 'none'; form-action 'none'")
+_CSP = (
+    "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
+    "script-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+)
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;
@@ -85,7 +87,10 @@ def render_html(title: str, sections: Sequence[Section]) -> str:
 
 
 def _section(section: Section) -> str:
-    parts = [f'<section id="{section.anchor}">', f"<h{section.level}>{escape(section.title)}</h{section.level}>"]
+    parts = [
+        f'<section id="{section.anchor}">',
+        f"<h{section.level}>{escape(section.title)}</h{section.level}>",
+    ]
     images = [b for b in section.blocks if isinstance(b, Image)]
     parts += [_block(b) for b in section.blocks if not isinstance(b, Image)]
     if images:
@@ -109,8 +114,9 @@ def _table(table: Table) -> str:
     align = table.align.ljust(len(table.header), "l")
 
     def cells(tag: str, row: Sequence[str]) -> str:
-        return "".join(f'<{tag}{" class=r" if a == "r" else ""}>{escape(str(c))}</{tag}>'
-                       for c, a in zip(row, align))
+        return "".join(
+            f"<{tag}{' class=r' if a == 'r' else ''}>{escape(str(c))}</{tag}>" for c, a in zip(row, align)
+        )
 
     rows = "".join(f"<tr>{cells('td', r)}</tr>" for r in table.rows)
     return f"<table><thead><tr>{cells('th', table.header)}</tr></thead><tbody>{rows}</tbody></table>"
@@ -119,5 +125,7 @@ def _table(table: Table) -> str:
 def _figure(image: Image) -> str:
     data = base64.b64encode(image.png).decode("ascii")
     wide = ' class="wide"' if image.file.endswith(("per_second.png", "server_view.png")) else ""
-    return (f'<figure{wide}><img alt="{escape(image.title)}" src="data:image/png;base64,{data}">'
-            f"<figcaption>{escape(image.caption)}</figcaption></figure>")
+    return (
+        f'<figure{wide}><img alt="{escape(image.title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{escape(image.caption)}</figcaption></figure>"
+    )

@@ -10,8 +10,8 @@ and labelled as such.
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -47,9 +47,13 @@ def render_plots(summary: dict, records: Sequence[RequestRecord]) -> list[Plot]:
 
     out = [
         cdf("cdf_ttft", "ttft_ms"),
-        _cdf("cdf_itl", "Inter-token latency",
-             {"per chunk": itl, "per token": itl_tok} if not np.array_equal(itl, itl_tok) else {"ITL": itl},
-             summary, ("itl_ms", "itl_per_token_ms")),
+        _cdf(
+            "cdf_itl",
+            "Inter-token latency",
+            {"per chunk": itl, "per token": itl_tok} if not np.array_equal(itl, itl_tok) else {"ITL": itl},
+            summary,
+            ("itl_ms", "itl_per_token_ms"),
+        ),
         cdf("cdf_tpot", "tpot_ms"),
         cdf("cdf_e2e", "e2e_ms"),
         _over_time("ttft_over_time", "ttft_ms", frame, summary, records),
@@ -63,13 +67,15 @@ def thresholds(summary: dict, metrics: Sequence[str]) -> list[tuple[str, float]]
     """(label, value in ms) of every SLA line for these metrics: per-request SLOs, then rules."""
     sla = summary.get("sla") or {}
     out = [(f"SLO {k} <= {v:g}", float(v)) for k, v in (sla.get("slos") or {}).items() if k in metrics]
-    out += [(d["rule"], float(d["threshold"])) for d in sla.get("details") or []
-            if d.get("metric") in metrics and d.get("threshold") is not None]
+    out += [
+        (d["rule"], float(d["threshold"]))
+        for d in sla.get("details") or []
+        if d.get("metric") in metrics and d.get("threshold") is not None
+    ]
     return out
 
 
-def _cdf(name: str, title: str, series: dict[str, np.ndarray], summary: dict,
-         metrics: Sequence[str]) -> Plot:
+def _cdf(name: str, title: str, series: dict[str, np.ndarray], summary: dict, metrics: Sequence[str]) -> Plot:
     fig, ax = _figure()
     drawn = False
     for label, values in series.items():
@@ -87,14 +93,16 @@ def _cdf(name: str, title: str, series: dict[str, np.ndarray], summary: dict,
         ax.axhline(q, color="#dddddd", lw=0.8, zorder=0)
     ax.set_title(f"{title}: cumulative distribution")
     ax.legend(loc="lower right", fontsize=8)
-    caption = (f"CDF of {title} over measured ok requests; dashed and dotted lines are the SLA "
-               "thresholds for this metric." if thresholds(summary, metrics)
-               else f"CDF of {title} over measured ok requests (no SLA threshold set for it).")
+    caption = (
+        f"CDF of {title} over measured ok requests; dashed and dotted lines are the SLA "
+        "thresholds for this metric."
+        if thresholds(summary, metrics)
+        else f"CDF of {title} over measured ok requests (no SLA threshold set for it)."
+    )
     return Plot(name, f"{title} CDF", caption, _png(fig))
 
 
-def _over_time(name: str, column: str, frame, summary: dict,
-               records: Sequence[RequestRecord]) -> Plot:
+def _over_time(name: str, column: str, frame, summary: dict, records: Sequence[RequestRecord]) -> Plot:
     title = metric_defs.get(column).plot_title
     fig, ax = _figure()
     win = timeseries.window_ns(records)
@@ -121,8 +129,13 @@ def _over_time(name: str, column: str, frame, summary: dict,
     ax.set_ylabel(f"{title} (ms)")
     ax.set_title(f"{title} over time")
     ax.legend(loc="upper right", fontsize=8)
-    return Plot(name, f"{title} over time", f"{title} of each request against its send time; "
-                "warm-up requests are drawn in grey (marked) and are not in any statistic.", _png(fig))
+    return Plot(
+        name,
+        f"{title} over time",
+        f"{title} of each request against its send time; "
+        "warm-up requests are drawn in grey (marked) and are not in any statistic.",
+        _png(fig),
+    )
 
 
 def _per_second(records: Sequence[RequestRecord]) -> Plot:
@@ -150,10 +163,13 @@ def _per_second(records: Sequence[RequestRecord]) -> Plot:
         ax.grid(True, color="#eeeeee")
         if ax is not axes[2]:
             ax.set_ylim(bottom=0)
-    return Plot("per_second", "Throughput, in-flight requests and errors over time",
-                "One-second bins over the measured window: output tokens streamed per second, "
-                "time-averaged requests in flight, and failed requests by the second they ended.",
-                _png(fig))
+    return Plot(
+        "per_second",
+        "Throughput, in-flight requests and errors over time",
+        "One-second bins over the measured window: output tokens streamed per second, "
+        "time-averaged requests in flight, and failed requests by the second they ended.",
+        _png(fig),
+    )
 
 
 def _figure() -> tuple[Figure, object]:

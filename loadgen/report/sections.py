@@ -7,17 +7,19 @@ health, the server's view, Little's law, cost, plots. Every number here is read 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from loadgen import metric_defs
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
 from loadgen.report.conditions import conditions_section
 from loadgen.report.cost import COST_LABEL, COUNT_LABEL, FORMULA
-from loadgen.report.server import PLOT_NAME as SERVER_PLOT, server_section
+from loadgen.report.server import PLOT_NAME as SERVER_PLOT
+from loadgen.report.server import server_section
 
 # (label, metric) of each row of the latency table: the registry's distributions shown there.
 LATENCY_ROWS: tuple[tuple[str, str], ...] = tuple(
-    (d.label, d.name) for d in metric_defs.DISTRIBUTIONS if d.report == "latency")
+    (d.label, d.name) for d in metric_defs.DISTRIBUTIONS if d.report == "latency"
+)
 LATENCY_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
 LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe a steady state
 
@@ -26,9 +28,17 @@ def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> 
     alerts = top_alerts(summary)
     out = [Section("Alerts", tuple(alerts))] if alerts else []
     server_plots = tuple(p for p in plots if p.file.endswith(f"/{SERVER_PLOT}.png"))
-    out += [conditions_section(summary), sla_section(summary), latency_section(summary),
-            throughput_section(summary), errors_section(summary), client_section(summary),
-            server_section(summary, server_plots), littles_law_section(summary), cost_section(cost)]
+    out += [
+        conditions_section(summary),
+        sla_section(summary),
+        latency_section(summary),
+        throughput_section(summary),
+        errors_section(summary),
+        client_section(summary),
+        server_section(summary, server_plots),
+        littles_law_section(summary),
+        cost_section(cost),
+    ]
     out.append(Section("Plots", tuple(p for p in plots if p not in server_plots)))
     return out
 
@@ -39,16 +49,34 @@ def top_alerts(summary: dict) -> list[Alert]:
     for w in (summary.get("client") or {}).get("warnings") or []:
         out.append(Alert("warning", f"{w.get('warning')}:", _warning_text(w)))
     if not summary.get("complete", not summary.get("interrupted")):
-        out.append(Alert("warning", "incomplete:", f"{summary.get('incomplete_reason') or 'stopped early'}; "
-                         "the figures cover the requests that finished, and no SLA verdict is given."))
+        out.append(
+            Alert(
+                "warning",
+                "incomplete:",
+                f"{summary.get('incomplete_reason') or 'stopped early'}; "
+                "the figures cover the requests that finished, and no SLA verdict is given.",
+            )
+        )
     zero = ((summary.get("counts") or {}).get("anomalies") or {}).get("zero_output_tokens")
     if zero:
-        out.append(Alert("warning", "anomaly:", f"{zero} request(s) ended normally without a single "
-                         "output token; they count as ok, but no answer was streamed."))
+        out.append(
+            Alert(
+                "warning",
+                "anomaly:",
+                f"{zero} request(s) ended normally without a single "
+                "output token; they count as ok, but no answer was streamed.",
+            )
+        )
     tls = ((summary.get("conditions") or {}).get("target") or {}).get("tls") or {}
     if tls.get("verify") is False:
-        out.append(Alert("warning", "TLS not verified:", "target.verify_tls was false: any certificate "
-                         "was accepted, so the server's identity is unproven."))
+        out.append(
+            Alert(
+                "warning",
+                "TLS not verified:",
+                "target.verify_tls was false: any certificate "
+                "was accepted, so the server's identity is unproven.",
+            )
+        )
     return out
 
 
@@ -60,14 +88,20 @@ def sla_section(summary: dict) -> Section:
         blocks.append(Alert("warning", "SLA verdict: NONE", "no run-level rule was set (sla.rules)."))
     else:
         blocks.append(Alert("ok" if verdict == "pass" else "error", f"SLA verdict: {verdict.upper()}"))
-        rows = tuple((d["rule"], "no data" if d.get("value") is None else f"{d['value']:.4g}",
-                      ("pass" if d["passed"] else "FAIL") + (f" ({d['reason']})" if d.get("reason") else ""))
-                     for d in sla.get("details") or [])
+        rows = tuple(
+            (
+                d["rule"],
+                "no data" if d.get("value") is None else f"{d['value']:.4g}",
+                ("pass" if d["passed"] else "FAIL") + (f" ({d['reason']})" if d.get("reason") else ""),
+            )
+            for d in sla.get("details") or []
+        )
         blocks.append(Table(("rule", "measured", "result"), rows, "lrl"))
     slos = sla.get("slos") or {}
     slo_text = ", ".join(f"{k} <= {v:g} ms" for k, v in slos.items()) or "none set: every ok request counts"
-    blocks.append(Table(("goodput", "value"), (
-        ("per-request SLOs", slo_text), *scalar_rows(summary, "goodput")), "lr"))
+    blocks.append(
+        Table(("goodput", "value"), (("per-request SLOs", slo_text), *scalar_rows(summary, "goodput")), "lr")
+    )
     return Section("SLA and goodput", tuple(blocks))
 
 
@@ -82,6 +116,7 @@ def latency_table(summary: dict) -> Table:
 
 def scalar_rows(summary: dict, table: str) -> tuple[tuple[str, str], ...]:
     """(label, value) of each run scalar the registry shows in the report's ``table``."""
+
     def shown(d: metric_defs.MetricDef) -> str:
         value = metric_defs.lookup(summary, d.name)
         return pct(value) if d.unit == "fraction" else num(value)
@@ -90,23 +125,40 @@ def scalar_rows(summary: dict, table: str) -> tuple[tuple[str, str], ...]:
 
 
 def latency_section(summary: dict) -> Section:
-    return Section("Latency", (latency_table(summary), Text(
-        "Measured ok requests, warm-up excluded. TTFT: first token-bearing event minus send; TTFB: "
-        "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
-        "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
-        "end of stream minus send.")))
+    return Section(
+        "Latency",
+        (
+            latency_table(summary),
+            Text(
+                "Measured ok requests, warm-up excluded. TTFT: first token-bearing event minus send; TTFB: "
+                "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
+                "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
+                "end of stream minus send."
+            ),
+        ),
+    )
 
 
 def throughput_section(summary: dict) -> Section:
     c = summary.get("counts") or {}
     rows = (
         *scalar_rows(summary, "throughput"),
-        ("requests", f"sent {c.get('sent')}, ok {c.get('ok')}, failed {c.get('failed')}, "
-                     f"cancelled {c.get('cancelled')} (+{c.get('warmup', 0)} warm-up, excluded)"),
+        (
+            "requests",
+            f"sent {c.get('sent')}, ok {c.get('ok')}, failed {c.get('failed')}, "
+            f"cancelled {c.get('cancelled')} (+{c.get('warmup', 0)} warm-up, excluded)",
+        ),
     )
-    return Section("Throughput", (Table(("throughput", "value"), rows, "lr"),
-                                  Text(f"Rates are per second of the measured window "
-                                       f"({num((summary.get('window') or {}).get('seconds'))} s).")))
+    return Section(
+        "Throughput",
+        (
+            Table(("throughput", "value"), rows, "lr"),
+            Text(
+                f"Rates are per second of the measured window "
+                f"({num((summary.get('window') or {}).get('seconds'))} s)."
+            ),
+        ),
+    )
 
 
 def errors_section(summary: dict) -> Section:
@@ -118,14 +170,21 @@ def errors_section(summary: dict) -> Section:
     rows = tuple((k, str(v), pct(v / sent if sent else None)) for k, v in by_class.items())
     blocks: list = [
         Table(("error class", "requests", "share of sent"), rows, "lrr"),
-        Text(f"Error rate {pct(c.get('error_rate'), 2)} (failed / (ok + failed)); failed requests "
-             "count against goodput and are never dropped."),
+        Text(
+            f"Error rate {pct(c.get('error_rate'), 2)} (failed / (ok + failed)); failed requests "
+            "count against goodput and are never dropped."
+        ),
     ]
     backoff = c.get("retry_after") or {}
     if backoff.get("requests"):
-        blocks.append(Alert("warning", "The server asked the client to back off:",
-                            f"{backoff['requests']} response(s) carried Retry-After (up to "
-                            f"{backoff['max_s']:g} s); loadgen does not retry, so each is one failed request."))
+        blocks.append(
+            Alert(
+                "warning",
+                "The server asked the client to back off:",
+                f"{backoff['requests']} response(s) carried Retry-After (up to "
+                f"{backoff['max_s']:g} s); loadgen does not retry, so each is one failed request.",
+            )
+        )
     return Section("Errors", tuple(blocks))
 
 
@@ -133,18 +192,35 @@ def client_section(summary: dict) -> Section:
     client = summary.get("client") or {}
     lag = (summary.get("metrics") or {}).get("client_lag_ms") or {}
     loop = client.get("event_loop_lag_ms") or {}
-    blocks: list = [Alert("warning", f"{w.get('warning')}:", _warning_text(w))
-                    for w in client.get("warnings") or []]
+    blocks: list = [
+        Alert("warning", f"{w.get('warning')}:", _warning_text(w)) for w in client.get("warnings") or []
+    ]
     if not blocks:
-        blocks.append(Alert("ok", "The client kept up:", "no sign that the load generator, rather "
-                            "than the server, limited this run."))
+        blocks.append(
+            Alert(
+                "ok",
+                "The client kept up:",
+                "no sign that the load generator, rather than the server, limited this run.",
+            )
+        )
     busy = client.get("cpu_busy_fraction")
-    blocks.append(Table(("client health", "value"), (
-        ("send lag (send - scheduled), ms", f"p50 {num(lag.get('p50'))}, p99 {num(lag.get('p99'))}, "
-                                             f"max {num(lag.get('max'))}"),
-        ("event-loop lag, ms", f"p50 {num(loop.get('p50'))}, p99 {num(loop.get('p99'))}, max {num(loop.get('max'))}"),
-        ("client CPU", f"{pct(busy, 0)} of a core ({num(client.get('cpu_seconds'))} s)"),
-    ), "ll"))
+    blocks.append(
+        Table(
+            ("client health", "value"),
+            (
+                (
+                    "send lag (send - scheduled), ms",
+                    f"p50 {num(lag.get('p50'))}, p99 {num(lag.get('p99'))}, max {num(lag.get('max'))}",
+                ),
+                (
+                    "event-loop lag, ms",
+                    f"p50 {num(loop.get('p50'))}, p99 {num(loop.get('p99'))}, max {num(loop.get('max'))}",
+                ),
+                ("client CPU", f"{pct(busy, 0)} of a core ({num(client.get('cpu_seconds'))} s)"),
+            ),
+            "ll",
+        )
+    )
     return Section("Client health", tuple(blocks))
 
 
@@ -152,43 +228,73 @@ def littles_law_section(summary: dict) -> Section:
     m = summary.get("metrics") or {}
     ll = m.get("littles_law") or {}
     ratio = ll.get("ratio")
-    table = Table(("Little's law (L = throughput x latency)", "value"), (
-        ("dispatch window (first to last send)", f"{num(ll.get('window_seconds'))} s"),
-        ("measured mean in flight", num(ll.get("measured_concurrency"))),
-        ("completions/s x mean latency", num(ll.get("expected_concurrency"))),
-        ("ratio", num(ratio, 3)),
-    ), "lr")
+    table = Table(
+        ("Little's law (L = throughput x latency)", "value"),
+        (
+            ("dispatch window (first to last send)", f"{num(ll.get('window_seconds'))} s"),
+            ("measured mean in flight", num(ll.get("measured_concurrency"))),
+            ("completions/s x mean latency", num(ll.get("expected_concurrency"))),
+            ("ratio", num(ratio, 3)),
+        ),
+        "lr",
+    )
     if ratio is None:
         verdict = Alert("warning", "Not checked:", "too few requests to check Little's law.")
     elif abs(ratio - 1) <= LITTLE_TOLERANCE:
-        verdict = Alert("ok", "Consistent:", f"within {LITTLE_TOLERANCE:.0%}; the run was in a "
-                        "steady state and its averages describe it.")
+        verdict = Alert(
+            "ok",
+            "Consistent:",
+            f"within {LITTLE_TOLERANCE:.0%}; the run was in a steady state and its averages describe it.",
+        )
     else:
-        verdict = Alert("warning", "Inconsistent:", f"the ratio is more than {LITTLE_TOLERANCE:.0%} "
-                        "from 1: the run was too short or too unsteady for its averages to describe it.")
+        verdict = Alert(
+            "warning",
+            "Inconsistent:",
+            f"the ratio is more than {LITTLE_TOLERANCE:.0%} "
+            "from 1: the run was too short or too unsteady for its averages to describe it.",
+        )
     return Section("Little's law", (table, verdict))
 
 
 def cost_section(cost: dict | None) -> Section:
     if cost is None:
-        return Section("Cost", (Text(
-            f"Not computed: give the price of a GPU-hour (loadgen report --gpu-hour-cost USD, or "
-            f"--label {COST_LABEL}=USD when running) and the GPU count ({COUNT_LABEL} label or "
-            "--gpu-count, default 1)."),))
+        return Section(
+            "Cost",
+            (
+                Text(
+                    f"Not computed: give the price of a GPU-hour (loadgen report --gpu-hour-cost USD, or "
+                    f"--label {COST_LABEL}=USD when running) and the GPU count ({COUNT_LABEL} label or "
+                    "--gpu-count, default 1)."
+                ),
+            ),
+        )
     src = cost["source"]
     rate = cost["throughput"]
     rows = (
         ("output tokens", num(rate["output_tokens_per_s"]), money(cost["usd_per_million_output_tokens"])),
-        ("total tokens (input + output)", num(rate["total_tokens_per_s"]), money(cost["usd_per_million_total_tokens"])),
-        ("output tokens at goodput", num(rate["goodput_output_tokens_per_s"]),
-         money(cost["usd_per_million_output_tokens_at_goodput"])),
+        (
+            "total tokens (input + output)",
+            num(rate["total_tokens_per_s"]),
+            money(cost["usd_per_million_total_tokens"]),
+        ),
+        (
+            "output tokens at goodput",
+            num(rate["goodput_output_tokens_per_s"]),
+            money(cost["usd_per_million_output_tokens_at_goodput"]),
+        ),
     )
-    return Section("Cost", (
-        Text(f"{money(cost['gpu_hour_cost_usd'])} per GPU-hour ({src[COST_LABEL]}) x "
-             f"{cost['gpu_count']:g} GPU{'' if cost['gpu_count'] == 1 else 's'} ({src[COUNT_LABEL]}) = {money(cost['usd_per_hour'])} per hour."),
-        Table(("tokens", "tokens/s", "$ per million tokens"), rows, "lrr"),
-        Text(f"{FORMULA}. At goodput, only output of requests that met every SLO counts as delivered."),
-    ))
+    return Section(
+        "Cost",
+        (
+            Text(
+                f"{money(cost['gpu_hour_cost_usd'])} per GPU-hour ({src[COST_LABEL]}) x "
+                f"{cost['gpu_count']:g} GPU{'' if cost['gpu_count'] == 1 else 's'} ({src[COUNT_LABEL]}) = "
+                f"{money(cost['usd_per_hour'])} per hour."
+            ),
+            Table(("tokens", "tokens/s", "$ per million tokens"), rows, "lrr"),
+            Text(f"{FORMULA}. At goodput, only output of requests that met every SLO counts as delivered."),
+        ),
+    )
 
 
 def _warning_text(w: dict) -> str:

@@ -11,21 +11,26 @@ server metrics (older runs, targets without ``/metrics``) get a note instead.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import orjson
 
 from loadgen.records import RequestRecord
 from loadgen.report import timeseries
-from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
+from loadgen.report.blocks import Image, Section, Table, Text, num, pct
 
 SERVER_METRICS = "server_metrics.jsonl"  # as written by loadgen.server_scraper
 PLOT_NAME = "server_view"
-MEAN_ROWS = (("TTFT", "ttft", "ttft"), ("ITL (per chunk)", "itl", "itl"),
-             ("ITL (per token)", "itl_per_token", "itl"), ("TPOT", "tpot", "tpot"),
-             ("E2E", "e2e", "e2e"), ("queue time (server only)", None, "queue_time"))
+MEAN_ROWS = (
+    ("TTFT", "ttft", "ttft"),
+    ("ITL (per chunk)", "itl", "itl"),
+    ("ITL (per token)", "itl_per_token", "itl"),
+    ("TPOT", "tpot", "tpot"),
+    ("E2E", "e2e", "e2e"),
+    ("queue time (server only)", None, "queue_time"),
+)
 
 
 def load_rows(run_dir: str | Path) -> list[dict]:
@@ -39,36 +44,58 @@ def load_rows(run_dir: str | Path) -> list[dict]:
 def server_section(summary: dict, plots: Sequence[Image] = ()) -> Section:
     server = summary.get("server")
     if not server:
-        return Section("Server view", (Text(
-            "Not scraped: this run has no server metrics (it was saved by a loadgen without them)."),))
+        return Section(
+            "Server view",
+            (Text("Not scraped: this run has no server metrics (it was saved by a loadgen without them)."),),
+        )
     if not server.get("available"):
-        return Section("Server view", (Text(
-            f"No server metrics: {server.get('note') or 'not scraped'}. The report shows the "
-            "client's view only (server_metrics.enabled, server_metrics.path in the profile)."),))
+        return Section(
+            "Server view",
+            (
+                Text(
+                    f"No server metrics: {server.get('note') or 'not scraped'}. The report shows the "
+                    "client's view only (server_metrics.enabled, server_metrics.path in the profile)."
+                ),
+            ),
+        )
     g = server.get("gauges") or {}
     tokens = server.get("tokens") or {}
     rtt = server.get("scrape_rtt_ms") or {}
     rows = (
-        ("engine (from metric names)", f"{server.get('engine')} ({server.get('format')}, {server.get('path')})"),
-        ("scrapes", f"{server.get('scrapes')} every {num(server.get('interval_s'))} s, "
-                    f"{server.get('failed_scrapes', 0)} failed; round trip mean {num(rtt.get('mean'))} ms, "
-                    f"max {num(rtt.get('max'))} ms"),
+        (
+            "engine (from metric names)",
+            f"{server.get('engine')} ({server.get('format')}, {server.get('path')})",
+        ),
+        (
+            "scrapes",
+            f"{server.get('scrapes')} every {num(server.get('interval_s'))} s, "
+            f"{server.get('failed_scrapes', 0)} failed; round trip mean {num(rtt.get('mean'))} ms, "
+            f"max {num(rtt.get('max'))} ms",
+        ),
         ("requests running (server)", _gauge(g.get("running"), num)),
         ("requests waiting (server queue)", _gauge(g.get("waiting"), num)),
         ("KV-cache usage", _gauge(g.get("kv_cache_usage"), pct)),
         ("preemptions during the run", _int(server.get("preemptions"))),
-        ("tokens (server counters)", f"prompt {_int(tokens.get('prompt'))}, generation {_int(tokens.get('generation'))}"),
+        (
+            "tokens (server counters)",
+            f"prompt {_int(tokens.get('prompt'))}, generation {_int(tokens.get('generation'))}",
+        ),
     )
     blocks: list = [Table(("server view", "value"), rows, "ll")]
     if server.get("note"):
         blocks.append(Text(f"Note: {server['note']}."))
-    blocks += [means_table(server), Text(
-        "Server means are the server's histograms over the run (sum delta / count delta between "
-        "the scrape before the load and the one after it); client means are over the same "
-        "requests (every ok one" + (", warm-up included" if server.get("includes_warmup") else "")
-        + "). Client minus server is what HTTP, the network and the client add; queueing inside "
-        "the server is in both, and the queue-time row says how much of it there was. Gauges: "
-        "mean and max over the scrapes inside the measured window.")]
+    blocks += [
+        means_table(server),
+        Text(
+            "Server means are the server's histograms over the run (sum delta / count delta between "
+            "the scrape before the load and the one after it); client means are over the same "
+            "requests (every ok one"
+            + (", warm-up included" if server.get("includes_warmup") else "")
+            + "). Client minus server is what HTTP, the network and the client add; queueing inside "
+            "the server is in both, and the queue-time row says how much of it there was. Gauges: "
+            "mean and max over the scrapes inside the measured window."
+        ),
+    ]
     blocks += list(plots)
     return Section("Server view", tuple(blocks))
 
@@ -82,8 +109,15 @@ def means_table(server: dict) -> Table:
         if h is None:
             continue
         c = cmp.get(client_key) or {} if client_key else {}
-        rows.append((label, _int(h.get("count")), num(h.get("mean_ms")), num(c.get("client_mean_ms")),
-                     num(c.get("difference_ms"))))
+        rows.append(
+            (
+                label,
+                _int(h.get("count")),
+                num(h.get("mean_ms")),
+                num(c.get("client_mean_ms")),
+                num(c.get("difference_ms")),
+            )
+        )
     return Table(("mean (ms)", "server n", "server", "client", "client - server"), tuple(rows), "lrrrr")
 
 
@@ -101,12 +135,22 @@ def server_plot(summary: dict, records: Sequence[RequestRecord], rows: Sequence[
     P.FigureCanvasAgg(fig)
     ax_req, ax_kv, ax_lag = fig.subplots(3, 1, sharex=True)
 
-    for key, label, colour in (("running", "server: running", P._OK), ("waiting", "server: waiting (queued)", P._FAIL)):
+    for key, label, colour in (
+        ("running", "server: running", P._OK),
+        ("waiting", "server: waiting (queued)", P._FAIL),
+    ):
         y = _column(rows, key)
         if not np.isnan(y).all():
             ax_req.step(x, y, where="post", color=colour, lw=1.5, label=label)
-    ax_req.step(x, _in_flight(records, t_ns), where="post", color="#2ca02c", lw=1.2, ls="--",
-                label="client: in flight")
+    ax_req.step(
+        x,
+        _in_flight(records, t_ns),
+        where="post",
+        color="#2ca02c",
+        lw=1.2,
+        ls="--",
+        label="client: in flight",
+    )
     ax_req.set_ylabel("requests")
     ax_req.legend(loc="upper right", fontsize=8)
 
@@ -124,8 +168,15 @@ def server_plot(summary: dict, records: Sequence[RequestRecord], rows: Sequence[
     queue = _interval_means(rows, "queue_time")
     keep = ~np.isnan(queue)
     if keep.any():
-        ax_lag.plot(x[keep], queue[keep], "o-", color=P._FAIL, lw=1.2, ms=3,
-                    label="server: mean queue time of requests counted since the last scrape")
+        ax_lag.plot(
+            x[keep],
+            queue[keep],
+            "o-",
+            color=P._FAIL,
+            lw=1.2,
+            ms=3,
+            label="server: mean queue time of requests counted since the last scrape",
+        )
     ax_lag.set_ylabel("ms")
     ax_lag.legend(loc="upper right", fontsize=8)
     ax_lag.set_xlabel("time (s since first measured send; both sides on loadgen's clock)")
@@ -133,12 +184,15 @@ def server_plot(summary: dict, records: Sequence[RequestRecord], rows: Sequence[
     for ax in (ax_req, ax_kv, ax_lag):
         ax.grid(True, color="#eeeeee")
         ax.set_ylim(bottom=0)
-    return P.Plot(PLOT_NAME, "Server view beside the client's",
-                  "Scraped every interval from the server's /metrics: requests it was running and "
-                  "queueing (solid) against the requests the client had in flight (dashed), its "
-                  "KV-cache usage, and its queue time against the client's send lag. A growing "
-                  "server queue is queueing in the server; send lag with an empty queue is the client.",
-                  P._png(fig))
+    return P.Plot(
+        PLOT_NAME,
+        "Server view beside the client's",
+        "Scraped every interval from the server's /metrics: requests it was running and "
+        "queueing (solid) against the requests the client had in flight (dashed), its "
+        "KV-cache usage, and its queue time against the client's send lag. A growing "
+        "server queue is queueing in the server; send lag with an empty queue is the client.",
+        P._png(fig),
+    )
 
 
 def _column(rows: Sequence[dict], key: str) -> np.ndarray:
@@ -164,7 +218,9 @@ def _interval_means(rows: Sequence[dict], hist: str) -> np.ndarray:
 
 
 def _gauge(g: dict | None, fmt) -> str:
-    return "-" if not g else f"mean {fmt(g.get('mean'))}, max {fmt(g.get('max'))} ({g.get('samples')} scrapes)"
+    return (
+        "-" if not g else f"mean {fmt(g.get('mean'))}, max {fmt(g.get('max'))} ({g.get('samples')} scrapes)"
+    )
 
 
 def _int(v) -> str:

@@ -9,7 +9,7 @@ bin does not show a false drop.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,7 +56,9 @@ def per_second(records: Sequence[RequestRecord]) -> pd.DataFrame:
     for r in m:
         times.extend(r.chunk_times_ns)
         same = len(r.chunk_tokens) == len(r.chunk_times_ns)
-        tokens.extend(max(n, 1) for n in r.chunk_tokens) if same else tokens.extend([1] * len(r.chunk_times_ns))
+        tokens.extend(max(n, 1) for n in r.chunk_tokens) if same else tokens.extend(
+            [1] * len(r.chunk_times_ns)
+        )
     tok = _bin_sum((np.asarray(times, np.int64) - t0) / 1e9, np.asarray(tokens, np.float64), n_bins)
 
     send = np.array([(r.t_send_ns - t0) / 1e9 for r in m])
@@ -66,8 +68,15 @@ def per_second(records: Sequence[RequestRecord]) -> pd.DataFrame:
 
     failed_end = np.array([e for r, e in zip(m, end) if not r.ok])
     errors = _bin_sum(failed_end, np.ones(len(failed_end)), n_bins)
-    return pd.DataFrame({"t_s": starts, "width_s": widths, "output_tokens_per_s": tok / widths,
-                         "in_flight": overlap / widths, "errors": errors.astype(np.int64)})
+    return pd.DataFrame(
+        {
+            "t_s": starts,
+            "width_s": widths,
+            "output_tokens_per_s": tok / widths,
+            "in_flight": overlap / widths,
+            "errors": errors.astype(np.int64),
+        }
+    )
 
 
 def _bin_sum(t_s: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:

@@ -28,8 +28,12 @@ from loadgen.runner.summarize import summarize
 __all__ = ["Progress", "RunError", "run", "run_async"]
 
 
-def run(profile: Profile | str | Path, *, api_key: str | None = None,
-        on_progress: Callable[[Progress], None] | None = None) -> RunResult:
+def run(
+    profile: Profile | str | Path,
+    *,
+    api_key: str | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> RunResult:
     """Run ``profile`` to completion and save its results; see ``run_async``. Uses uvloop when
     it is installed (the client then spends less CPU per streamed token)."""
     coro = run_async(profile, api_key=api_key, on_progress=on_progress)
@@ -40,10 +44,14 @@ def run(profile: Profile | str | Path, *, api_key: str | None = None,
     return uvloop.run(coro)
 
 
-async def run_async(profile: Profile | str | Path, *, api_key: str | None = None,
-                    stop: asyncio.Event | None = None,
-                    on_progress: Callable[[Progress], None] | None = None,
-                    on_status: Callable[[str], None] | None = None) -> RunResult:
+async def run_async(
+    profile: Profile | str | Path,
+    *,
+    api_key: str | None = None,
+    stop: asyncio.Event | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_status: Callable[[str], None] | None = None,
+) -> RunResult:
     """Run the profile's load against its target (or the built-in simulator when it names no
     URL); records stream to ``requests.jsonl`` as they finish and ``summary.json`` is written
     at the end, also when ``stop`` is set midway (in-flight requests are then cancelled; the
@@ -65,10 +73,14 @@ async def run_async(profile: Profile | str | Path, *, api_key: str | None = None
         try:
             summary = summarize(prepared, executed)
         except OSError as exc:
-            raise RunError(f"cannot write {run_dir / SUMMARY}: {exc.strerror or exc}; "
-                           f"{executed.records_saved} records are in {run_dir / REQUESTS}") from None
+            raise RunError(
+                f"cannot write {run_dir / SUMMARY}: {exc.strerror or exc}; "
+                f"{executed.records_saved} records are in {run_dir / REQUESTS}"
+            ) from None
         if executed.sink_error is not None:
-            raise RunError(f"the run stopped: {executed.sink_error}; {executed.records_saved} records "
-                           f"were saved before it, and {run_dir / SUMMARY} describes them")
+            raise RunError(
+                f"the run stopped: {executed.sink_error}; {executed.records_saved} records "
+                f"were saved before it, and {run_dir / SUMMARY} describes them"
+            )
         return RunResult(run_dir, summary, executed.result.records)
     raise AssertionError("unreachable")

@@ -9,14 +9,25 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
-import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Mapping
 
-_LIBRARIES = ("httpx", "httpcore", "h11", "aiohttp", "numpy", "pandas", "orjson", "pydantic",
-              "pyyaml", "rich", "uvloop", "tokenizers", "matplotlib")
+_LIBRARIES = (
+    "httpx",
+    "httpcore",
+    "h11",
+    "aiohttp",
+    "numpy",
+    "pandas",
+    "orjson",
+    "pydantic",
+    "pyyaml",
+    "rich",
+    "uvloop",
+    "tokenizers",
+    "matplotlib",
+)
 
 
 def library_versions() -> dict[str, str | None]:
@@ -35,10 +46,15 @@ def git_commit(path: Path | None = None) -> str | None:
     if not (where / ".git").exists():
         return None
     try:
-        out = subprocess.run(["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5)
+        out = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:

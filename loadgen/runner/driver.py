@@ -55,8 +55,15 @@ class DriveResult:
 class _Dispatch:
     """The driver's side of the ``Dispatcher`` protocol for one run of one shape."""
 
-    def __init__(self, specs: SpecSource, backend: Backend, limits: Limits, stage: int,
-                 emit: Callable[[RequestRecord], None], res: DriveResult) -> None:
+    def __init__(
+        self,
+        specs: SpecSource,
+        backend: Backend,
+        limits: Limits,
+        stage: int,
+        emit: Callable[[RequestRecord], None],
+        res: DriveResult,
+    ) -> None:
         self._specs, self._backend, self._limits, self._stage = specs, backend, limits, stage
         self._emit, self._res = emit, res
         total = None if limits.num_requests is None else limits.num_requests + limits.warmup_requests
@@ -83,9 +90,15 @@ class _Dispatch:
     async def send(self, i: int, t_sched_ns: int, spec: RequestSpec | None = None) -> None:
         if spec is None:
             spec = self._specs.request(i)
-        rec = RequestRecord(id=i, warmup=i < self._limits.warmup_requests, t_sched_ns=t_sched_ns,
-                            t_send_ns=0, requested_output_tokens=spec.output_tokens,
-                            requested_prompt_tokens=spec.prompt_tokens, stage=self._stage)
+        rec = RequestRecord(
+            id=i,
+            warmup=i < self._limits.warmup_requests,
+            t_sched_ns=t_sched_ns,
+            t_send_ns=0,
+            requested_output_tokens=spec.output_tokens,
+            requested_prompt_tokens=spec.prompt_tokens,
+            stage=self._stage,
+        )
         live = self._backend.live
         live.in_flight += 1
         try:
@@ -102,8 +115,9 @@ class _Dispatch:
             live.in_flight -= 1
             self._emit(rec)
 
-    def spawn(self, i: int, t_sched_ns: int, spec: RequestSpec,
-              on_done: asyncio.Semaphore | None = None) -> None:
+    def spawn(
+        self, i: int, t_sched_ns: int, spec: RequestSpec, on_done: asyncio.Semaphore | None = None
+    ) -> None:
         task = asyncio.create_task(self.send(i, t_sched_ns, spec))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
@@ -115,9 +129,15 @@ class _Dispatch:
             await asyncio.gather(*list(self.in_flight), return_exceptions=True)
 
 
-async def drive(specs: SpecSource, backend: Backend, shape: LoadShape, limits: Limits,
-                on_record: Callable[[RequestRecord], None] | None = None,
-                stop: asyncio.Event | None = None, stage: int = 0) -> DriveResult:
+async def drive(
+    specs: SpecSource,
+    backend: Backend,
+    shape: LoadShape,
+    limits: Limits,
+    on_record: Callable[[RequestRecord], None] | None = None,
+    stop: asyncio.Event | None = None,
+    stage: int = 0,
+) -> DriveResult:
     """Run ``shape`` until the limits or ``stop``; return every record (each also handed to
     ``on_record`` as it finished). Records carry ``stage``."""
     records: list[RequestRecord] = []

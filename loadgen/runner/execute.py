@@ -49,16 +49,20 @@ class Executed:
     records_saved: int
 
 
-async def execute(p: Prepared, stop: asyncio.Event | None,
-                  on_progress: Callable[[Progress], None] | None,
-                  status: Callable[[str], None]) -> Executed:
+async def execute(
+    p: Prepared,
+    stop: asyncio.Event | None,
+    on_progress: Callable[[Progress], None] | None,
+    status: Callable[[str], None],
+) -> Executed:
     """Run the load of ``p``; closes its transport."""
     profile = p.profile
     stop = stop or asyncio.Event()
     scraper = None
     try:
-        scraper = await ServerMetricsScraper.open(profile.server_metrics, profile.target.transport,
-                                                  p.target.opts)
+        scraper = await ServerMetricsScraper.open(
+            profile.server_metrics, profile.target.transport, p.target.opts
+        )
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
@@ -91,8 +95,9 @@ async def execute(p: Prepared, stop: asyncio.Event | None,
     return Executed(result, cpu_s, started_at, ended_at, series, sink.error, sink.count)
 
 
-def _start_ticker(on_progress: Callable[[Progress], None] | None, total: int | None,
-                  duration_s: float | None, live: Live) -> asyncio.Task[Any] | None:
+def _start_ticker(
+    on_progress: Callable[[Progress], None] | None, total: int | None, duration_s: float | None, live: Live
+) -> asyncio.Task[Any] | None:
     if on_progress is None:
         return None
     t0 = now_ns()

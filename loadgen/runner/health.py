@@ -24,8 +24,13 @@ def assess(result: Any, cpu_s: float, records: list, capped: bool) -> dict:
     loop_lag = metrics.distribution([x / 1e6 for x in result.loop_lag_ns])
     wake = metrics.distribution([x / 1e6 for x in result.wake_late_ns])
     cpu_frac = cpu_s / wall_s
-    out: dict[str, Any] = {"cpu_seconds": cpu_s, "cpu_busy_fraction": cpu_frac,
-                           "event_loop_lag_ms": loop_lag, "dispatch_late_ms": wake, "warnings": []}
+    out: dict[str, Any] = {
+        "cpu_seconds": cpu_s,
+        "cpu_busy_fraction": cpu_frac,
+        "event_loop_lag_ms": loop_lag,
+        "dispatch_late_ms": wake,
+        "warnings": [],
+    }
     reasons = []
     if (loop_lag["p99"] or 0) > LOOP_LAG_LIMIT_MS:
         reasons.append(f"event-loop lag p99 {loop_lag['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
@@ -37,17 +42,28 @@ def assess(result: Any, cpu_s: float, records: list, capped: bool) -> dict:
     if lag is not None:
         if capped:
             # Waiting for a slot under max_concurrency is the cap doing its job, not a slow client.
-            out["warnings"].append({
-                "warning": "schedule_slip", "client_lag_p99_ms": lag["client_lag_p99_ms"],
-                "message": f"p99 send lag {lag['client_lag_p99_ms']:.1f} ms: requests waited for a "
-                           f"slot under load.max_concurrency, so the offered rate was not kept"})
+            out["warnings"].append(
+                {
+                    "warning": "schedule_slip",
+                    "client_lag_p99_ms": lag["client_lag_p99_ms"],
+                    "message": f"p99 send lag {lag['client_lag_p99_ms']:.1f} ms: requests waited for a "
+                    f"slot under load.max_concurrency, so the offered rate was not kept",
+                }
+            )
         else:
-            reasons.append(f"requests sent late by p99 {lag['client_lag_p99_ms']:.1f} ms "
-                           f"({lag['late_fraction']:.1%} later than {LOOP_LAG_LIMIT_MS} ms)")
+            reasons.append(
+                f"requests sent late by p99 {lag['client_lag_p99_ms']:.1f} ms "
+                f"({lag['late_fraction']:.1%} later than {LOOP_LAG_LIMIT_MS} ms)"
+            )
     if reasons:
-        out["warnings"].insert(0, {
-            "warning": "client_limited", "reasons": reasons,
-            "message": "the client, not the server, may have limited this run: its latencies "
-                       "include client delay; lower the load per process or use more workers"})
+        out["warnings"].insert(
+            0,
+            {
+                "warning": "client_limited",
+                "reasons": reasons,
+                "message": "the client, not the server, may have limited this run: its latencies "
+                "include client delay; lower the load per process or use more workers",
+            },
+        )
     out["client_limited"] = bool(reasons)
     return out

@@ -64,35 +64,40 @@ class Prepared:
     total: int | None  # requests the run will send, when known in advance
 
 
-def target_for(profile: Profile, url: str, api_key: str | None,
-               sim_info: dict[str, Any] | None) -> Target:
+def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[str, Any] | None) -> Target:
     """The request headers and transport options for ``url`` (credentials moved out of it into
     an Authorization header), and a scrubber that knows every secret value among them."""
     t = profile.target
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-               "Accept-Encoding": "identity", **t.headers}
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "text/event-stream",
+        "Accept-Encoding": "identity",
+        **t.headers,
+    }
     url, userinfo = _split_credentials(url)
     if api_key and userinfo:
-        raise RunError("target.url carries user:password and target.api_key_env is set too; "
-                       "use one of them")
+        raise RunError("target.url carries user:password and target.api_key_env is set too; use one of them")
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     elif userinfo:
         headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode()
     load = profile.load
     opts = TransportOptions(
-        base_url=url.rstrip("/"), headers=headers,
+        base_url=url.rstrip("/"),
+        headers=headers,
         # Closed loop or capped open loop: exactly as many connections as requests in flight.
         # Uncapped open loop: no cap, or the pool would silently queue (coordinated omission).
         max_connections=load.concurrency or load.max_concurrency,
-        connect_timeout_s=t.connect_timeout_s, read_timeout_s=t.read_timeout_s,
-        ca_bundle=t.ca_bundle, verify_tls=t.verify_tls)
+        connect_timeout_s=t.connect_timeout_s,
+        read_timeout_s=t.read_timeout_s,
+        ca_bundle=t.ca_bundle,
+        verify_tls=t.verify_tls,
+    )
     scrubber = Scrubber(headers, extra=[api_key or "", userinfo or ""], secret_names=t.secret_headers)
     return Target(url, opts, scrubber, sim_info)
 
 
-async def prepare(profile: Profile, run_dir: Path, target: Target,
-                  status: Callable[[str], None]) -> Prepared:
+async def prepare(profile: Profile, run_dir: Path, target: Target, status: Callable[[str], None]) -> Prepared:
     """Probe the server, build the workload and the shape; the caller closes ``transport``."""
     t, load = profile.target, profile.load
     transport = make_transport(t.transport, target.opts)
@@ -106,22 +111,47 @@ async def prepare(profile: Profile, run_dir: Path, target: Target,
         schedule = build_schedule(load, profile.workload)
         live = Live()
         backend = backend_cls.for_target(t, probe.model, transport, live, _token_counter(workload))
-        shape: LoadShape = (ClosedLoop(load.concurrency) if load.concurrency is not None
-                            else OpenLoop(() if schedule is None else schedule, load.max_concurrency))
-        limits = Limits(num_requests=profile.workload.num_requests,
-                        duration_s=profile.workload.duration_s, warmup_requests=load.warmup_requests)
-        total = None if profile.workload.num_requests is None else \
-            profile.workload.num_requests + load.warmup_requests
+        shape: LoadShape = (
+            ClosedLoop(load.concurrency)
+            if load.concurrency is not None
+            else OpenLoop(() if schedule is None else schedule, load.max_concurrency)
+        )
+        limits = Limits(
+            num_requests=profile.workload.num_requests,
+            duration_s=profile.workload.duration_s,
+            warmup_requests=load.warmup_requests,
+        )
+        total = (
+            None
+            if profile.workload.num_requests is None
+            else profile.workload.num_requests + load.warmup_requests
+        )
         if schedule is not None:
             total = len(schedule) if total is None else min(total, len(schedule))
-        specs, prompt_fit = await fit.fit_for_profile(profile, transport, probe.model, workload, total, status)
+        specs, prompt_fit = await fit.fit_for_profile(
+            profile, transport, probe.model, workload, total, status
+        )
         server = dict(probe.info)
         server["identity"] = identity.identity(probe.identity, specs, total)
     except BaseException:
         await transport.aclose()
         raise
-    return Prepared(profile, run_dir, target, transport, backend, live, probe.model, server,
-                    workload, specs, prompt_fit, shape, limits, total)
+    return Prepared(
+        profile,
+        run_dir,
+        target,
+        transport,
+        backend,
+        live,
+        probe.model,
+        server,
+        workload,
+        specs,
+        prompt_fit,
+        shape,
+        limits,
+        total,
+    )
 
 
 def make_run_dir(profile: Profile) -> Path:
@@ -137,14 +167,16 @@ def make_run_dir(profile: Profile) -> Path:
     try:
         run_dir.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
-        raise RunError(f"{run_dir} already exists: give another output.run_id (--run-id) or "
-                       f"remove that folder") from None
+        raise RunError(
+            f"{run_dir} already exists: give another output.run_id (--run-id) or remove that folder"
+        ) from None
     except OSError as exc:
         why = exc.strerror or str(exc)
         if exc.errno in (errno.ENOTDIR, errno.EEXIST):
             why = "a file stands where a folder is needed"
-        raise RunError(f"cannot create the run folder {run_dir}: {why}; choose another output.dir "
-                       f"(--out)") from None
+        raise RunError(
+            f"cannot create the run folder {run_dir}: {why}; choose another output.dir (--out)"
+        ) from None
     return run_dir
 
 

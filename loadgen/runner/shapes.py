@@ -45,8 +45,9 @@ class Dispatcher(Protocol):
         """Send request ``i`` now and return once its record is written."""
         ...
 
-    def spawn(self, i: int, t_sched_ns: int, spec: RequestSpec,
-              on_done: asyncio.Semaphore | None = None) -> None:
+    def spawn(
+        self, i: int, t_sched_ns: int, spec: RequestSpec, on_done: asyncio.Semaphore | None = None
+    ) -> None:
         """Send request ``i`` in the background; ``on_done`` is released when it finished."""
         ...
 

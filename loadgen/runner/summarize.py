@@ -45,8 +45,7 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     summary.update(metrics.summarize(records, sla=profile.sla))
     if reason is not None and summary["sla"]["verdict"] != "none":
         summary["sla"]["verdict"] = "incomplete"
-    summary["client"] = health.assess(ex.result, ex.cpu_s, records,
-                                      capped=bool(profile.load.max_concurrency))
+    summary["client"] = health.assess(ex.result, ex.cpu_s, records, capped=bool(profile.load.max_concurrency))
     if ex.server_series is not None:
         attach_server_metrics(summary, p.run_dir, ex.server_series, records)
     summary = p.target.scrubber.scrub_data(summary)
@@ -77,15 +76,25 @@ def _conditions(p: Prepared, records: list[RequestRecord]) -> dict[str, Any]:
     if p.target.url.startswith("https://"):
         tls = {"verify": t.verify_tls, "ca_bundle": t.ca_bundle}
     return {
-        "target": {"url": redact_url(p.target.url), "endpoint": t.endpoint, "model": p.model,
-                   "transport": t.transport, "builtin_simulator": p.target.sim_info, "tls": tls},
+        "target": {
+            "url": redact_url(p.target.url),
+            "endpoint": t.endpoint,
+            "model": p.model,
+            "transport": t.transport,
+            "builtin_simulator": p.target.sim_info,
+            "tls": tls,
+        },
         "server": p.server,
         "profile": redact_profile(resolved),
         "seed": profile.workload.seed,
         "load": resolved["load"],
-        "lengths": {"requested": {"input_tokens": resolved["workload"]["input_tokens"],
-                                  "output_tokens": resolved["workload"]["output_tokens"]},
-                    "realised": _realised(p.workload, records, measured)},
+        "lengths": {
+            "requested": {
+                "input_tokens": resolved["workload"]["input_tokens"],
+                "output_tokens": resolved["workload"]["output_tokens"],
+            },
+            "realised": _realised(p.workload, records, measured),
+        },
         "prompt_lengths_approximate": p.workload.approximate_prompt_lengths,
         "client": conditions.client_info(t.transport, type(asyncio.get_running_loop()).__module__),
         "host": conditions.host_info(),
@@ -101,5 +110,6 @@ def _realised(workload: Workload, records: list[RequestRecord], measured: list[i
         "server_prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
         "server_output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
         "output_tokens_short_of_requested": sum(
-            1 for r in ok if r.output_tokens is not None and r.output_tokens < r.requested_output_tokens),
+            1 for r in ok if r.output_tokens is not None and r.output_tokens < r.requested_output_tokens
+        ),
     }

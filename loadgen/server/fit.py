@@ -21,9 +21,14 @@ def tokenize_endpoints() -> tuple[str, ...]:
     return registry.names(lambda backend: backend.server_tokenize)
 
 
-async def fit_for_profile(profile: Profile, transport: Transport, model: str, workload: Workload,
-                          total: int | None, status: Callable[[str], None]
-                          ) -> tuple[Workload | FittedSpecs, dict[str, Any]]:
+async def fit_for_profile(
+    profile: Profile,
+    transport: Transport,
+    model: str,
+    workload: Workload,
+    total: int | None,
+    status: Callable[[str], None],
+) -> tuple[Workload | FittedSpecs, dict[str, Any]]:
     """Exact prompt lengths from the server's /tokenize when it has one and nothing better is
     configured; otherwise the workload as it is, and how its lengths were made."""
     t = profile.target

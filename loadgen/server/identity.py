@@ -23,8 +23,13 @@ from loadgen.records import RequestSpec
 FIT_LIMIT = 20_000
 
 # /v1/models' owned_by -> the engine's name.
-_OWNERS = {"vllm": "vllm", "sglang": "sglang", "loadgen-sim": "loadgen-sim",
-           "tensorrt_llm": "tensorrt-llm", "llamacpp": "llama.cpp"}
+_OWNERS = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "loadgen-sim": "loadgen-sim",
+    "tensorrt_llm": "tensorrt-llm",
+    "llamacpp": "llama.cpp",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +54,25 @@ class ServerIdentity:
         data = models.get("data") if isinstance(models, Mapping) else None
         first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
         owned_by = first.get("owned_by")
-        return cls(engine=engine or _OWNERS.get(str(owned_by).lower()) or text(owned_by),
-                   version=version_of(info.get("version")),
-                   served_model=text(first.get("id")), root=text(first.get("root")),
-                   max_model_len=integer(first.get("max_model_len")),
-                   server_header=header(info))
+        return cls(
+            engine=engine or _OWNERS.get(str(owned_by).lower()) or text(owned_by),
+            version=version_of(info.get("version")),
+            served_model=text(first.get("id")),
+            root=text(first.get("root")),
+            max_model_len=integer(first.get("max_model_len")),
+            server_header=header(info),
+        )
 
     def as_dict(self) -> dict[str, object]:
         """The summary's block: every field, ``requests_over_max_model_len`` only when counted."""
         out: dict[str, object] = {
-            "engine": self.engine, "version": self.version, "served_model": self.served_model,
-            "root": self.root, "max_model_len": self.max_model_len, "server_header": self.server_header}
+            "engine": self.engine,
+            "version": self.version,
+            "served_model": self.served_model,
+            "root": self.root,
+            "max_model_len": self.max_model_len,
+            "server_header": self.server_header,
+        }
         if self.requests_over_max_model_len is not None:
             out["requests_over_max_model_len"] = self.requests_over_max_model_len
         return out
@@ -75,8 +88,7 @@ def identity(ident: ServerIdentity, specs: SpecSource, total: int | None) -> dic
     limit = ident.max_model_len
     if limit is not None and total:
         n = min(total, FIT_LIMIT)
-        over = sum(1 for i in range(n)
-                   if (s := specs.request(i)).prompt_tokens + s.output_tokens > limit)
+        over = sum(1 for i in range(n) if (s := specs.request(i)).prompt_tokens + s.output_tokens > limit)
         ident = dataclasses.replace(ident, requests_over_max_model_len=over)
     return ident.as_dict()
 

@@ -20,15 +20,28 @@ Prometheus text is at ``/prometheus/metrics``); ``trtllm_json_row`` reads the ga
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
 
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-__all__ = ["ENGINES", "EngineNames", "HISTOGRAMS", "GAUGES", "COUNTERS", "Samples", "parse",
-           "detect_engine", "normalize", "metrics_labels", "trtllm_json_row", "ROW_KEYS", "summarize",
-           "client_means"]
+__all__ = [
+    "COUNTERS",
+    "ENGINES",
+    "GAUGES",
+    "HISTOGRAMS",
+    "ROW_KEYS",
+    "EngineNames",
+    "Samples",
+    "client_means",
+    "detect_engine",
+    "metrics_labels",
+    "normalize",
+    "parse",
+    "summarize",
+    "trtllm_json_row",
+]
 
 HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
 GAUGES = ("running", "waiting", "kv_cache_usage")
@@ -81,42 +94,64 @@ _VLLM_HISTOGRAMS = {
 ENGINES: dict[str, EngineNames] = {
     "vllm": EngineNames("vllm", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS),
     # The built-in simulator serves vLLM's names, plus one of its own.
-    "sim": EngineNames("sim", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS,
-                       marker="loadgen_sim_pacing_lag_seconds_total"),
-    "sglang": EngineNames("sglang", "sglang:", {
-        "running": ("sglang:num_running_reqs",),
-        "waiting": ("sglang:num_queue_reqs",),
-        "kv_cache_usage": ("sglang:token_usage",),
-        "preemptions_total": ("sglang:num_retracted_requests_total",),  # SGLang "retracts"
-        "prompt_tokens_total": ("sglang:prompt_tokens_total",),
-        "generation_tokens_total": ("sglang:generation_tokens_total",),
-    }, {
-        "ttft": ("sglang:time_to_first_token_seconds",),
-        # SGLang observes the gap per token (sum += gap, count += tokens in the step).
-        "itl": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-        "e2e": ("sglang:e2e_request_latency_seconds",),
-        "queue_time": ("sglang:queue_time_seconds",),
-    }, config_gauges=("sglang:max_total_num_tokens", "sglang:max_running_requests",
-                      "sglang:max_prefill_tokens", "sglang:context_len")),
+    "sim": EngineNames(
+        "sim", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS, marker="loadgen_sim_pacing_lag_seconds_total"
+    ),
+    "sglang": EngineNames(
+        "sglang",
+        "sglang:",
+        {
+            "running": ("sglang:num_running_reqs",),
+            "waiting": ("sglang:num_queue_reqs",),
+            "kv_cache_usage": ("sglang:token_usage",),
+            "preemptions_total": ("sglang:num_retracted_requests_total",),  # SGLang "retracts"
+            "prompt_tokens_total": ("sglang:prompt_tokens_total",),
+            "generation_tokens_total": ("sglang:generation_tokens_total",),
+        },
+        {
+            "ttft": ("sglang:time_to_first_token_seconds",),
+            # SGLang observes the gap per token (sum += gap, count += tokens in the step).
+            "itl": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
+            "e2e": ("sglang:e2e_request_latency_seconds",),
+            "queue_time": ("sglang:queue_time_seconds",),
+        },
+        config_gauges=(
+            "sglang:max_total_num_tokens",
+            "sglang:max_running_requests",
+            "sglang:max_prefill_tokens",
+            "sglang:context_len",
+        ),
+    ),
     # trtllm-serve's /prometheus/metrics. Its time_per_output_token is per request (TPOT).
-    "trtllm": EngineNames("trtllm", "trtllm_", {
-        "running": ("trtllm_num_requests_running",),
-        "waiting": ("trtllm_num_requests_waiting",),
-        "kv_cache_usage": ("trtllm_kv_cache_utilization",),
-        "prompt_tokens_total": ("trtllm_prompt_tokens_total",),
-        "generation_tokens_total": ("trtllm_generation_tokens_total",),
-    }, {
-        "ttft": ("trtllm_time_to_first_token_seconds",),
-        "tpot": ("trtllm_time_per_output_token_seconds",),
-        "e2e": ("trtllm_e2e_request_latency_seconds",),
-        "queue_time": ("trtllm_request_queue_time_seconds",),
-    }, config_gauges=("trtllm_kv_cache_max_blocks", "trtllm_kv_cache_tokens_per_block",
-                      "trtllm_max_batch_size_static", "trtllm_max_num_active_requests")),
+    "trtllm": EngineNames(
+        "trtllm",
+        "trtllm_",
+        {
+            "running": ("trtllm_num_requests_running",),
+            "waiting": ("trtllm_num_requests_waiting",),
+            "kv_cache_usage": ("trtllm_kv_cache_utilization",),
+            "prompt_tokens_total": ("trtllm_prompt_tokens_total",),
+            "generation_tokens_total": ("trtllm_generation_tokens_total",),
+        },
+        {
+            "ttft": ("trtllm_time_to_first_token_seconds",),
+            "tpot": ("trtllm_time_per_output_token_seconds",),
+            "e2e": ("trtllm_e2e_request_latency_seconds",),
+            "queue_time": ("trtllm_request_queue_time_seconds",),
+        },
+        config_gauges=(
+            "trtllm_kv_cache_max_blocks",
+            "trtllm_kv_cache_tokens_per_block",
+            "trtllm_max_batch_size_static",
+            "trtllm_max_num_active_requests",
+        ),
+    ),
 }
 
 # Labels that describe the server (the others split a series: le, finished_reason, source, ...).
-_DESCRIPTIVE_LABELS = frozenset({"model_name", "name", "model", "engine", "engine_type",
-                                 "tp_rank", "pp_rank", "dp_rank", "moe_ep_rank"})
+_DESCRIPTIVE_LABELS = frozenset(
+    {"model_name", "name", "model", "engine", "engine_type", "tp_rank", "pp_rank", "dp_rank", "moe_ep_rank"}
+)
 
 
 def parse(text: str | bytes) -> Samples:
@@ -223,16 +258,20 @@ def _num(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
 
 
-
 # ----------------------------------------------------------------------------- the run's view
 # Client statistic compared with each server histogram: same quantity, measured at each end.
-COMPARED = (("ttft", "ttft", "TTFT"), ("itl", "itl", "ITL (per chunk)"),
-            ("itl_per_token", "itl", "ITL (per token)"), ("tpot", "tpot", "TPOT"),
-            ("e2e", "e2e", "E2E"))
+COMPARED = (
+    ("ttft", "ttft", "TTFT"),
+    ("itl", "itl", "ITL (per chunk)"),
+    ("itl_per_token", "itl", "ITL (per token)"),
+    ("tpot", "tpot", "TPOT"),
+    ("e2e", "e2e", "E2E"),
+)
 
 
-def summarize(rows: Sequence[Mapping], window_ns: tuple[int, int] | None,
-              client: Mapping[str, float | None]) -> dict:
+def summarize(
+    rows: Sequence[Mapping], window_ns: tuple[int, int] | None, client: Mapping[str, float | None]
+) -> dict:
     """The run's ``server`` block from its scrapes (``rows``: ``t_ns`` plus ``ROW_KEYS``, in time
     order, the first taken before the load and the last after it).
 
@@ -244,32 +283,40 @@ def summarize(rows: Sequence[Mapping], window_ns: tuple[int, int] | None,
     and the client add on top of what the server measured itself (queueing inside the server is
     in both; ``histograms.queue_time`` says how much of it there was).
     """
-    out: dict = {"gauges": {}, "preemptions": None, "tokens": {}, "histograms": {},
-                 "client_vs_server": {}}
+    out: dict = {"gauges": {}, "preemptions": None, "tokens": {}, "histograms": {}, "client_vs_server": {}}
     if not rows:
         return out
     inside = [r for r in rows if window_ns and window_ns[0] <= r["t_ns"] <= window_ns[1]] or list(rows)
     for g in GAUGES:
         vals = [r[g] for r in inside if r.get(g) is not None]
-        out["gauges"][g] = ({"mean": sum(vals) / len(vals), "max": max(vals), "samples": len(vals)}
-                            if vals else None)
+        out["gauges"][g] = (
+            {"mean": sum(vals) / len(vals), "max": max(vals), "samples": len(vals)} if vals else None
+        )
     first, last = rows[0], rows[-1]
     out["preemptions"] = _delta(first, last, "preemptions_total")
-    out["tokens"] = {"prompt": _delta(first, last, "prompt_tokens_total"),
-                     "generation": _delta(first, last, "generation_tokens_total")}
+    out["tokens"] = {
+        "prompt": _delta(first, last, "prompt_tokens_total"),
+        "generation": _delta(first, last, "generation_tokens_total"),
+    }
     for h in HISTOGRAMS:
         count, total = _delta(first, last, f"{h}_count"), _delta(first, last, f"{h}_sum_s")
         if count is None or total is None:
             continue
-        out["histograms"][h] = {"count": count, "sum_s": total,
-                                "mean_ms": total / count * 1e3 if count > 0 else None}
+        out["histograms"][h] = {
+            "count": count,
+            "sum_s": total,
+            "mean_ms": total / count * 1e3 if count > 0 else None,
+        }
     for key, hist, _label in COMPARED:
         server = (out["histograms"].get(hist) or {}).get("mean_ms")
         ours = client.get(key)
         if server is None or ours is None:
             continue
-        out["client_vs_server"][key] = {"client_mean_ms": ours, "server_mean_ms": server,
-                                        "difference_ms": ours - server}
+        out["client_vs_server"][key] = {
+            "client_mean_ms": ours,
+            "server_mean_ms": server,
+            "difference_ms": ours - server,
+        }
     return out
 
 
@@ -300,9 +347,13 @@ def client_means(records: Sequence) -> dict[str, float | None]:
     def mean_ms(v: list) -> float | None:
         return sum(v) / len(v) / 1e6 if v else None
 
-    return {"ttft": mean_ms(ttft), "e2e": mean_ms(e2e), "tpot": mean_ms(tpot),
-            "itl": gaps_ns / chunk_gaps / 1e6 if chunk_gaps else None,
-            "itl_per_token": gaps_ns / tokens / 1e6 if tokens else None}
+    return {
+        "ttft": mean_ms(ttft),
+        "e2e": mean_ms(e2e),
+        "tpot": mean_ms(tpot),
+        "itl": gaps_ns / chunk_gaps / 1e6 if chunk_gaps else None,
+        "itl_per_token": gaps_ns / tokens / 1e6 if tokens else None,
+    }
 
 
 def _delta(first: Mapping, last: Mapping, key: str) -> float | None:

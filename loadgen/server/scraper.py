@@ -17,18 +17,19 @@ summary's ``server`` block and ``conditions.server.metrics_labels``.
 
 from __future__ import annotations
 
-import dataclasses
 import asyncio
 import contextlib
+import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import orjson
 
-from loadgen.server import metrics as sm
 from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.clock import now_ns
+from loadgen.server import metrics as sm
 
 SERVER_METRICS = "server_metrics.jsonl"
 TRTLLM_PROMETHEUS_PATH = "/prometheus/metrics"
@@ -70,11 +71,18 @@ class ServerMetricsScraper:
         """A scraper for the profile's ``server_metrics`` section, started (its first scrape
         done) when the section is enabled. ``opts`` are the run's (URL, credentials, TLS); the
         scraper keeps one connection of its own, so a scrape never takes a request's slot."""
-        headers = {k: v for k, v in opts.headers.items()
-                   if k not in ("Content-Type", "Accept", "Accept-Encoding")}
-        transport = make_transport(transport_kind, dataclasses.replace(
-            opts, max_connections=1, read_timeout_s=max(5.0, config.interval_s),
-            headers={**headers, "Accept": "text/plain;version=0.0.4", "Accept-Encoding": "identity"}))
+        headers = {
+            k: v for k, v in opts.headers.items() if k not in ("Content-Type", "Accept", "Accept-Encoding")
+        }
+        transport = make_transport(
+            transport_kind,
+            dataclasses.replace(
+                opts,
+                max_connections=1,
+                read_timeout_s=max(5.0, config.interval_s),
+                headers={**headers, "Accept": "text/plain;version=0.0.4", "Accept-Encoding": "identity"},
+            ),
+        )
         scraper = cls(transport, config.path, config.interval_s)
         if config.enabled:
             await scraper.start()
@@ -96,9 +104,11 @@ class ServerMetricsScraper:
             other = await self._get(TRTLLM_PROMETHEUS_PATH)
             if isinstance(other, str) or not self._use_prometheus(TRTLLM_PROMETHEUS_PATH, *other):
                 s.format, s.engine, s.available = "trtllm_json", "trtllm", True
-                s.note = (f"{self._path} serves JSON iteration statistics (trtllm-serve) and "
-                          f"{TRTLLM_PROMETHEUS_PATH} no Prometheus text: running, waiting and "
-                          "KV-cache usage only, no latency histograms")
+                s.note = (
+                    f"{self._path} serves JSON iteration statistics (trtllm-serve) and "
+                    f"{TRTLLM_PROMETHEUS_PATH} no Prometheus text: running, waiting and "
+                    "KV-cache usage only, no latency histograms"
+                )
                 self._kept.append((t_ns, rtt_ns, sm.trtllm_json_row(body)))
         elif not self._use_prometheus(self._path, t_ns, rtt_ns, body):
             return
@@ -143,8 +153,13 @@ class ServerMetricsScraper:
         if self._series.format == "trtllm_json":
             self._kept.append((t_ns, rtt_ns, sm.trtllm_json_row(body)))
         else:
-            self._kept.append((t_ns, rtt_ns, b"\n".join(
-                line for line in body.split(b"\n") if line.startswith(self._wanted))))
+            self._kept.append(
+                (
+                    t_ns,
+                    rtt_ns,
+                    b"\n".join(line for line in body.split(b"\n") if line.startswith(self._wanted)),
+                )
+            )
 
     async def _get(self, path: str) -> tuple[int, int, bytes] | str:
         """(midpoint on loadgen's clock, round trip, body) of a 200, else why not."""
@@ -172,8 +187,12 @@ class ServerMetricsScraper:
             while True:
                 n = len(self._kept)
                 await self._scrape()
-                if expected_requests is None or len(self._kept) == n or now_ns() >= deadline or \
-                        self._ttft_growth() >= expected_requests:
+                if (
+                    expected_requests is None
+                    or len(self._kept) == n
+                    or now_ns() >= deadline
+                    or self._ttft_growth() >= expected_requests
+                ):
                     break
                 self._kept.pop()
                 await asyncio.sleep(_SETTLE_STEP_S)
@@ -209,9 +228,14 @@ class ServerMetricsScraper:
 def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Sequence) -> None:
     """Write ``server_metrics.jsonl`` and put the ``server`` block and the engine's
     configuration labels into ``summary``."""
-    block: dict[str, Any] = {"available": series.available, "note": series.note,
-                             "engine": series.engine, "format": series.format, "path": series.path,
-                             "interval_s": series.interval_s}
+    block: dict[str, Any] = {
+        "available": series.available,
+        "note": series.note,
+        "engine": series.engine,
+        "format": series.format,
+        "path": series.path,
+        "interval_s": series.interval_s,
+    }
     if series.available:
         rows = series.rows
         with open(Path(run_dir) / SERVER_METRICS, "wb") as f:
@@ -220,9 +244,15 @@ def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Sequence
         window = summary.get("window") or {}
         span = (window["start_ns"], window["end_ns"]) if window.get("start_ns") is not None else None
         rtt = [r["rtt_ms"] for r in rows]
-        block.update({"file": SERVER_METRICS, "scrapes": len(rows), "failed_scrapes": series.failed,
-                      "scrape_rtt_ms": {"mean": sum(rtt) / len(rtt), "max": max(rtt)} if rtt else None,
-                      "includes_warmup": bool((summary.get("counts") or {}).get("warmup"))})
+        block.update(
+            {
+                "file": SERVER_METRICS,
+                "scrapes": len(rows),
+                "failed_scrapes": series.failed,
+                "scrape_rtt_ms": {"mean": sum(rtt) / len(rtt), "max": max(rtt)} if rtt else None,
+                "includes_warmup": bool((summary.get("counts") or {}).get("warmup")),
+            }
+        )
         block.update(sm.summarize(rows, span, sm.client_means(records)))
         summary.setdefault("conditions", {}).setdefault("server", {})["metrics_labels"] = series.labels
     summary["server"] = block

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import orjson
 
@@ -58,8 +59,9 @@ class ServerTokenizer:
 
     async def available(self) -> bool:
         try:
-            status, body = await post_json(self.transport, "/tokenize",
-                                           {"model": self.model, "prompt": "hello world"}, 5.0)
+            status, body = await post_json(
+                self.transport, "/tokenize", {"model": self.model, "prompt": "hello world"}, 5.0
+            )
         except Exception:  # noqa: BLE001 - no /tokenize (or no answer) simply means "not offered"
             return False
         return status == 200 and isinstance(body, dict) and isinstance(body.get("count"), int)
@@ -145,6 +147,8 @@ async def fit_prompts(tokenizer: ServerTokenizer, workload: Any, n: int) -> tupl
     targets = [workload.request(i).prompt_tokens for i in range(n)]
     exact = sum(1 for s, t in zip(specs, targets) if s.prompt_tokens == t)
     return FittedSpecs(workload, fitted), {
-        "method": "server /tokenize", "requests_fitted": n, "exact": exact,
+        "method": "server /tokenize",
+        "requests_fitted": n,
+        "exact": exact,
         "tokenize_calls": tokenizer.calls,
     }

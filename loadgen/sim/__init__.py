@@ -17,7 +17,21 @@ from .process import SimProcess, serve
 from .server import SimServer
 
 __all__ = [
-    "GPUS", "MODELS", "Engine", "GpuSpec", "ModelSpec", "Physics", "Seq", "SimConfig",
-    "SimConfigError", "SimProcess", "SimServer", "Step", "kv_bytes_per_token",
-    "max_concurrent_requests", "parse_preset", "serve", "simulate",
+    "GPUS",
+    "MODELS",
+    "Engine",
+    "GpuSpec",
+    "ModelSpec",
+    "Physics",
+    "Seq",
+    "SimConfig",
+    "SimConfigError",
+    "SimProcess",
+    "SimServer",
+    "Step",
+    "kv_bytes_per_token",
+    "max_concurrent_requests",
+    "parse_preset",
+    "serve",
+    "simulate",
 ]

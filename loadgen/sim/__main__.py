@@ -17,16 +17,21 @@ from .process import serve
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m loadgen.sim", description="the loadgen GPU-serving simulator")
+    ap = argparse.ArgumentParser(
+        prog="python -m loadgen.sim", description="the loadgen GPU-serving simulator"
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     s = sub.add_parser("serve", help="serve until SIGINT/SIGTERM")
     s.add_argument("--config-json", default="{}", help="a SimConfig as JSON (the profile's sim: section)")
-    s.add_argument("--preset", help="shorthand for {\"preset\": ...}; overrides the JSON's preset")
+    s.add_argument("--preset", help='shorthand for {"preset": ...}; overrides the JSON\'s preset')
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     s.add_argument("--ground-truth", type=Path, help="append one JSON line per finished request here")
-    s.add_argument("--announce-json", action="store_true",
-                   help="print {\"event\": \"listening\", \"url\": ...} on stdout once bound")
+    s.add_argument(
+        "--announce-json",
+        action="store_true",
+        help='print {"event": "listening", "url": ...} on stdout once bound',
+    )
     args = ap.parse_args(argv)
     try:
         d = orjson.loads(args.config_json)
@@ -42,8 +47,11 @@ def main(argv: list[str] | None = None) -> int:
             port = int(url.rsplit(":", 1)[1])
             sys.stdout.write(orjson.dumps({"event": "listening", "url": url, "port": port}).decode() + "\n")
             sys.stdout.flush()
-        print(f"loadgen-sim: {config.preset} serving {config.served_model_name} on {url}",
-              file=sys.stderr, flush=True)
+        print(
+            f"loadgen-sim: {config.preset} serving {config.served_model_name} on {url}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     serve(config, args.host, args.port, args.ground_truth, on_listening=announce)
     return 0

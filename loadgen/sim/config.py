@@ -69,7 +69,8 @@ class SimConfig(BaseModel):
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise ValueError(
                 f"max_num_batched_tokens: {self.max_num_batched_tokens} cannot decode a full batch "
-                f"of max_num_seqs={self.max_num_seqs}; valid: >= max_num_seqs")
+                f"of max_num_seqs={self.max_num_seqs}; valid: >= max_num_seqs"
+            )
         if self.max_model_len is not None and self.max_model_len > self.parsed.model.max_context:
             raise ValueError(
                 f"max_model_len: {self.max_model_len} exceeds the model's context length; "

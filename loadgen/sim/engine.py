@@ -21,8 +21,9 @@ Policy (stated, because it shapes the tails):
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from .config import SimConfig
 
@@ -30,8 +31,18 @@ from .config import SimConfig
 class Seq:
     """One request inside the engine. ``owner`` is free for the server's per-request state."""
 
-    __slots__ = ("prompt_len", "output_len", "reserve_len", "prefilled", "generated", "blocks",
-                 "owner", "arrival_vns", "admitted_vns", "token_vns")
+    __slots__ = (
+        "prompt_len",
+        "output_len",
+        "reserve_len",
+        "prefilled",
+        "generated",
+        "blocks",
+        "owner",
+        "arrival_vns",
+        "admitted_vns",
+        "token_vns",
+    )
 
     def __init__(self, prompt_len: int, output_len: int, reserve_len: int | None = None, owner: Any = None):
         self.prompt_len = prompt_len

@@ -8,12 +8,74 @@ from __future__ import annotations
 
 import numpy as np
 
-TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-                7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
-ITL_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
-               10.0, 20.0, 40.0, 80.0)
-LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0,
-                   60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+    160.0,
+    640.0,
+    2560.0,
+)
+ITL_BUCKETS = (
+    0.01,
+    0.025,
+    0.05,
+    0.075,
+    0.1,
+    0.15,
+    0.2,
+    0.3,
+    0.4,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    20.0,
+    40.0,
+    80.0,
+)
+LATENCY_BUCKETS = (
+    0.3,
+    0.5,
+    0.8,
+    1.0,
+    1.5,
+    2.0,
+    2.5,
+    5.0,
+    10.0,
+    15.0,
+    20.0,
+    30.0,
+    40.0,
+    50.0,
+    60.0,
+    120.0,
+    240.0,
+    480.0,
+    960.0,
+    1920.0,
+    7680.0,
+)
 
 
 class Histogram:
@@ -31,8 +93,7 @@ class Histogram:
         if v.size == 0:
             return
         # le semantics: a value equal to a bound falls in that bound's bucket
-        self.counts += np.bincount(np.searchsorted(self.bounds, v, side="left"),
-                                   minlength=len(self.counts))
+        self.counts += np.bincount(np.searchsorted(self.bounds, v, side="left"), minlength=len(self.counts))
         self.sum += float(v.sum())
         self.count += int(v.size)
 
@@ -54,15 +115,18 @@ class Metrics:
         self.ttft = Histogram("vllm:time_to_first_token_seconds", "Time to first token.", TTFT_BUCKETS)
         self.itl = Histogram("vllm:inter_token_latency_seconds", "Inter-token latency.", ITL_BUCKETS)
         self.tpot = Histogram("vllm:time_per_output_token_seconds", "Time per output token.", ITL_BUCKETS)
-        self.e2e = Histogram("vllm:e2e_request_latency_seconds", "End-to-end request latency.",
-                             LATENCY_BUCKETS)
-        self.queue = Histogram("vllm:request_queue_time_seconds", "Time spent waiting in the queue.",
-                               LATENCY_BUCKETS)
+        self.e2e = Histogram(
+            "vllm:e2e_request_latency_seconds", "End-to-end request latency.", LATENCY_BUCKETS
+        )
+        self.queue = Histogram(
+            "vllm:request_queue_time_seconds", "Time spent waiting in the queue.", LATENCY_BUCKETS
+        )
         self.success: dict[str, int] = {}
         self.lag_s = 0.0  # wall time the pacing loop fell behind its schedule
 
-    def render(self, running: int, waiting: int, kv_usage: float, prompt_total: int,
-               generation_total: int) -> str:
+    def render(
+        self, running: int, waiting: int, kv_usage: float, prompt_total: int, generation_total: int
+    ) -> str:
         lab = self.labels
         lines = []
 
@@ -76,12 +140,18 @@ class Metrics:
         scalar("vllm:num_preemptions_total", "counter", "Preemptions (always 0: reserve-on-admit).", 0)
         scalar("vllm:prompt_tokens_total", "counter", "Prefilled prompt tokens.", prompt_total)
         scalar("vllm:generation_tokens_total", "counter", "Generated tokens.", generation_total)
-        lines += ["# HELP vllm:request_success_total Finished requests by reason.",
-                  "# TYPE vllm:request_success_total counter"]
+        lines += [
+            "# HELP vllm:request_success_total Finished requests by reason.",
+            "# TYPE vllm:request_success_total counter",
+        ]
         for reason, n in sorted(self.success.items()):
             lines.append(f'vllm:request_success_total{{{lab},finished_reason="{reason}"}} {n}')
         for h in (self.ttft, self.itl, self.tpot, self.e2e, self.queue):
             lines += h.render(lab)
-        scalar("loadgen_sim_pacing_lag_seconds_total", "counter",
-               "Wall time the simulator ran behind its own schedule (it was the bottleneck).", self.lag_s)
+        scalar(
+            "loadgen_sim_pacing_lag_seconds_total",
+            "counter",
+            "Wall time the simulator ran behind its own schedule (it was the bottleneck).",
+            self.lag_s,
+        )
         return "\n".join(lines) + "\n"

@@ -16,8 +16,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import orjson
 
@@ -25,16 +25,24 @@ from .config import SimConfig
 from .server import SimServer
 
 
-def serve(config: SimConfig, host: str = "127.0.0.1", port: int = 8000,
-          ground_truth_path: Path | None = None,
-          on_listening: Callable[[str], None] | None = None) -> None:
+def serve(
+    config: SimConfig,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    ground_truth_path: Path | None = None,
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
     """Run the simulator in this process until SIGINT or SIGTERM.
 
     ``on_listening(url)`` is called once the socket is bound; by default one line goes to stderr.
     """
-    announce = on_listening or (lambda url: print(
-        f"loadgen-sim: {config.preset} serving {config.served_model_name} on {url}",
-        file=sys.stderr, flush=True))
+    announce = on_listening or (
+        lambda url: print(
+            f"loadgen-sim: {config.preset} serving {config.served_model_name} on {url}",
+            file=sys.stderr,
+            flush=True,
+        )
+    )
     asyncio.run(_serve(config, host, port, ground_truth_path, announce))
 
 
@@ -54,8 +62,14 @@ async def _serve(config, host, port, ground_truth_path, announce) -> None:
 class SimProcess:
     """The simulator as a subprocess: ``with SimProcess(cfg) as sim: ... sim.url ...``."""
 
-    def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0,
-                 ground_truth_path: Path | None = None, startup_timeout: float = 20.0):
+    def __init__(
+        self,
+        config: SimConfig,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ground_truth_path: Path | None = None,
+        startup_timeout: float = 20.0,
+    ):
         self.config = config
         self.host, self.port = host, port
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
@@ -65,9 +79,19 @@ class SimProcess:
         self._stderr = None
 
     def start(self) -> str:
-        cmd = [sys.executable, "-m", "loadgen.sim", "serve", "--config-json",
-               self.config.model_dump_json(), "--host", self.host, "--port", str(self.port),
-               "--announce-json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "loadgen.sim",
+            "serve",
+            "--config-json",
+            self.config.model_dump_json(),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--announce-json",
+        ]
         if self.ground_truth_path:
             cmd += ["--ground-truth", str(self.ground_truth_path)]
         env = dict(os.environ)
@@ -107,8 +131,9 @@ class SimProcess:
         self.stop(timeout=2)
         self._stderr.seek(0)
         err = self._stderr.read().decode(errors="replace").strip()
-        raise RuntimeError(f"loadgen simulator {what} within {self.startup_timeout:.0f} s;"
-                           f" its stderr:\n{err or '(empty)'}")
+        raise RuntimeError(
+            f"loadgen simulator {what} within {self.startup_timeout:.0f} s; its stderr:\n{err or '(empty)'}"
+        )
 
     def stop(self, timeout: float = 5.0) -> None:
         """SIGTERM (the child flushes its ground-truth log and exits), SIGKILL after ``timeout``."""

@@ -19,8 +19,9 @@ from .text import WordStream, count_chat, count_text
 
 
 class BadRequest(Exception):
-    def __init__(self, message: str, status: int = 400, kind: str = "BadRequestError",
-                 param: str | None = None):
+    def __init__(
+        self, message: str, status: int = 400, kind: str = "BadRequestError", param: str | None = None
+    ):
         super().__init__(message)
         self.message, self.status, self.kind, self.param = message, status, kind, param
 
@@ -28,14 +29,44 @@ class BadRequest(Exception):
 class RequestState:
     """What the server keeps per request: stream settings, encoder, timestamps (wall, ns)."""
 
-    __slots__ = ("rid", "chat", "stream", "include_usage", "created", "model", "prompt_tokens",
-                 "max_tokens", "output_tokens", "finish_reason", "finish_json", "words", "encoder",
-                 "response", "seq", "done", "arrival_ns", "admitted_ns", "prefill_end_ns",
-                 "chunk_ns", "finish_ns")
+    __slots__ = (
+        "rid",
+        "chat",
+        "stream",
+        "include_usage",
+        "created",
+        "model",
+        "prompt_tokens",
+        "max_tokens",
+        "output_tokens",
+        "finish_reason",
+        "finish_json",
+        "words",
+        "encoder",
+        "response",
+        "seq",
+        "done",
+        "arrival_ns",
+        "admitted_ns",
+        "prefill_end_ns",
+        "chunk_ns",
+        "finish_ns",
+    )
 
-    def __init__(self, rid: str, chat: bool, stream: bool, include_usage: bool, continuous: bool,
-                 created: int, model: str, prompt_tokens: int, max_tokens: int, output_tokens: int,
-                 words: WordStream):
+    def __init__(
+        self,
+        rid: str,
+        chat: bool,
+        stream: bool,
+        include_usage: bool,
+        continuous: bool,
+        created: int,
+        model: str,
+        prompt_tokens: int,
+        max_tokens: int,
+        output_tokens: int,
+        words: WordStream,
+    ):
         self.rid, self.chat, self.stream = rid, chat, stream
         self.include_usage = include_usage
         self.created, self.model = created, model
@@ -49,20 +80,37 @@ class RequestState:
         self.chunk_ns: list[int] = []
 
     def usage(self, completion: int) -> dict[str, int]:
-        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": completion,
-                "total_tokens": self.prompt_tokens + completion}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion,
+            "total_tokens": self.prompt_tokens + completion,
+        }
 
     def full_body(self, text: str, completion: int) -> dict[str, Any]:
         """The non-streaming response."""
         if self.chat:
-            choice = {"index": 0, "message": {"role": "assistant", "content": text},
-                      "logprobs": None, "finish_reason": self.finish_reason}
+            choice = {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "logprobs": None,
+                "finish_reason": self.finish_reason,
+            }
         else:
-            choice = {"index": 0, "text": text, "logprobs": None,
-                      "finish_reason": self.finish_reason, "stop_reason": None}
-        return {"id": self.rid, "object": "chat.completion" if self.chat else "text_completion",
-                "created": self.created, "model": self.model, "choices": [choice],
-                "usage": self.usage(completion)}
+            choice = {
+                "index": 0,
+                "text": text,
+                "logprobs": None,
+                "finish_reason": self.finish_reason,
+                "stop_reason": None,
+            }
+        return {
+            "id": self.rid,
+            "object": "chat.completion" if self.chat else "text_completion",
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(completion),
+        }
 
     def ground_truth(self, output_tokens: int) -> dict[str, Any]:
         """One line of the ground-truth log (every ``_ns`` is perf_counter_ns in the server)."""
@@ -74,12 +122,19 @@ class RequestState:
             tpot = (chunks[-1] - chunks[0]) / (n - 1) / 1e6
         admitted = self.admitted_ns
         return {
-            "id": self.rid, "endpoint": "chat" if self.chat else "completions", "stream": self.stream,
-            "arrival_ns": self.arrival_ns, "admitted_ns": admitted,
-            "prefill_end_ns": self.prefill_end_ns, "first_token_ns": first,
-            "chunk_ns": chunks, "chunk_tokens": [1] * len(chunks) if self.stream else [n] * len(chunks),
-            "prompt_tokens": self.prompt_tokens, "output_tokens": n,
-            "max_tokens": self.max_tokens, "finish_ns": self.finish_ns,
+            "id": self.rid,
+            "endpoint": "chat" if self.chat else "completions",
+            "stream": self.stream,
+            "arrival_ns": self.arrival_ns,
+            "admitted_ns": admitted,
+            "prefill_end_ns": self.prefill_end_ns,
+            "first_token_ns": first,
+            "chunk_ns": chunks,
+            "chunk_tokens": [1] * len(chunks) if self.stream else [n] * len(chunks),
+            "prompt_tokens": self.prompt_tokens,
+            "output_tokens": n,
+            "max_tokens": self.max_tokens,
+            "finish_ns": self.finish_ns,
             "finish_reason": self.finish_reason,
             "queue_ms": (admitted - self.arrival_ns) / 1e6 if admitted else None,
             "ttft_ms": (first - self.arrival_ns) / 1e6 if first else None,
@@ -110,8 +165,11 @@ def _prompt(body: dict, chat: bool) -> tuple[int, bytes]:
         return count_text(p), p.encode()
     if isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
         return len(p), orjson.dumps(p)
-    raise BadRequest("prompt must be a string, a list of token ids, or a batch of one of them"
-                     " (the simulator serves one prompt per request)", param="prompt")
+    raise BadRequest(
+        "prompt must be a string, a list of token ids, or a batch of one of them"
+        " (the simulator serves one prompt per request)",
+        param="prompt",
+    )
 
 
 def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: int) -> RequestState:
@@ -136,11 +194,13 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
             f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
             f"{'messages' if chat else 'prompt'}, {max_tokens} for the completion). "
             "Please reduce the length of the messages or completion.",
-            param="messages" if chat else "prompt")
+            param="messages" if chat else "prompt",
+        )
     min_tokens = _int(body, "min_tokens", 0, 0)
     if min_tokens > max_tokens:
-        raise BadRequest(f"min_tokens ({min_tokens}) must be <= max_tokens ({max_tokens})",
-                         param="min_tokens")
+        raise BadRequest(
+            f"min_tokens ({min_tokens}) must be <= max_tokens ({max_tokens})", param="min_tokens"
+        )
     words = WordStream(config.seed, key)
     if body.get("ignore_eos"):
         out = max_tokens
@@ -152,5 +212,6 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         raise BadRequest("stream_options must be an object", param="stream_options")
     include_usage = stream and bool(opts.get("include_usage"))
     continuous = include_usage and bool(opts.get("continuous_usage_stats"))  # as vLLM
-    return RequestState(rid, chat, stream, include_usage, continuous, created, model,
-                        prompt_tokens, max_tokens, out, words)
+    return RequestState(
+        rid, chat, stream, include_usage, continuous, created, model, prompt_tokens, max_tokens, out, words
+    )

@@ -36,8 +36,9 @@ VERSION = "0.1.0"
 class SimServer:
     """The simulator in this process's event loop: ``async with SimServer(cfg) as s: s.url``."""
 
-    def __init__(self, config: SimConfig, host: str = "127.0.0.1", port: int = 0,
-                 ground_truth_path: Path | None = None):
+    def __init__(
+        self, config: SimConfig, host: str = "127.0.0.1", port: int = 0, ground_truth_path: Path | None = None
+    ):
         self.config = config
         self.host, self.port = host, port
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
@@ -61,13 +62,18 @@ class SimServer:
             self.ground_truth_path.parent.mkdir(parents=True, exist_ok=True)
             self._log = open(self.ground_truth_path, "ab")
         app = web.Application(client_max_size=64 * 2**20)
-        app.add_routes([
-            web.get("/health", self._health), web.get("/v1/models", self._models),
-            web.get("/version", self._version), web.get("/metrics", self._metrics),
-            web.get("/sim/info", self._info), web.get("/sim/ground_truth", self._ground_truth),
-            web.post("/v1/completions", self._completions),
-            web.post("/v1/chat/completions", self._chat),
-        ])
+        app.add_routes(
+            [
+                web.get("/health", self._health),
+                web.get("/v1/models", self._models),
+                web.get("/version", self._version),
+                web.get("/metrics", self._metrics),
+                web.get("/sim/info", self._info),
+                web.get("/sim/ground_truth", self._ground_truth),
+                web.post("/v1/completions", self._completions),
+                web.post("/v1/chat/completions", self._chat),
+            ]
+        )
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
@@ -169,8 +175,9 @@ class SimServer:
         st.arrival_ns = arrival
         headers = {"x-request-id": rid}
         if st.stream:
-            resp = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream",
-                                               "Cache-Control": "no-cache"})
+            resp = web.StreamResponse(
+                headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+            )
             await resp.prepare(request)
             if chat:
                 await resp.write(st.encoder.role())
@@ -196,8 +203,11 @@ class SimServer:
         if st.finish_reason == "abort":  # the server is shutting down
             return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
         text = st.words.text(seq.generated)
-        resp = web.Response(body=orjson.dumps(st.full_body(text, seq.generated)),
-                            content_type="application/json", headers=headers)
+        resp = web.Response(
+            body=orjson.dumps(st.full_body(text, seq.generated)),
+            content_type="application/json",
+            headers=headers,
+        )
         await resp.prepare(request)
         await resp.write_eof()
         st.chunk_ns.append(now_ns())
@@ -238,8 +248,15 @@ class SimServer:
 
     async def _models(self, request: web.Request) -> web.Response:
         name = self.config.served_model_name
-        card = {"id": name, "object": "model", "created": self.created, "owned_by": "loadgen-sim",
-                "root": name, "parent": None, "max_model_len": self.config.context_len}
+        card = {
+            "id": name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "loadgen-sim",
+            "root": name,
+            "parent": None,
+            "max_model_len": self.config.context_len,
+        }
         return _json({"object": "list", "data": [card]})
 
     async def _version(self, request: web.Request) -> web.Response:
@@ -250,10 +267,12 @@ class SimServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         e = self.engine
-        text = self.metrics.render(e.num_running, len(e.waiting), e.kv_usage, e.prompt_tokens_total,
-                                   e.generation_tokens_total)
-        return web.Response(body=text.encode(),
-                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+        text = self.metrics.render(
+            e.num_running, len(e.waiting), e.kv_usage, e.prompt_tokens_total, e.generation_tokens_total
+        )
+        return web.Response(
+            body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        )
 
     async def _ground_truth(self, request: web.Request) -> web.Response:
         if not self.ground_truth_path:
@@ -270,7 +289,12 @@ def _json(obj) -> web.Response:
     return web.Response(body=orjson.dumps(obj), content_type="application/json")
 
 
-def _error(message: str, status: int, rid: str, kind: str = "BadRequestError",
-           param: str | None = None) -> web.Response:
-    return web.Response(status=status, body=error_body(message, status, kind, param),
-                        content_type="application/json", headers={"x-request-id": rid})
+def _error(
+    message: str, status: int, rid: str, kind: str = "BadRequestError", param: str | None = None
+) -> web.Response:
+    return web.Response(
+        status=status,
+        body=error_body(message, status, kind, param),
+        content_type="application/json",
+        headers={"x-request-id": rid},
+    )

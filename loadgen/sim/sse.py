@@ -22,22 +22,37 @@ DONE = b"data: [DONE]\n\n"
 
 def _usage(prompt: int, completion: int) -> bytes:
     return b'{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}' % (
-        prompt, completion, prompt + completion)
+        prompt,
+        completion,
+        prompt + completion,
+    )
 
 
 class ChunkEncoder:
     __slots__ = ("chat", "prompt_tokens", "continuous", "_head", "_mid", "_tail", "_envelope")
 
-    def __init__(self, rid: str, created: int, model: str, chat: bool, prompt_tokens: int,
-                 continuous_usage: bool = False):
+    def __init__(
+        self,
+        rid: str,
+        created: int,
+        model: str,
+        chat: bool,
+        prompt_tokens: int,
+        continuous_usage: bool = False,
+    ):
         self.chat = chat
         self.prompt_tokens = prompt_tokens
         self.continuous = continuous_usage
         obj = "chat.completion.chunk" if chat else "text_completion"
         self._envelope = b'data: {"id":%s,"object":"%s","created":%d,"model":%s,' % (
-            orjson.dumps(rid), obj.encode(), created, orjson.dumps(model))
+            orjson.dumps(rid),
+            obj.encode(),
+            created,
+            orjson.dumps(model),
+        )
         self._head = self._envelope + (
-            b'"choices":[{"index":0,"delta":{"content":' if chat else b'"choices":[{"index":0,"text":')
+            b'"choices":[{"index":0,"delta":{"content":' if chat else b'"choices":[{"index":0,"text":'
+        )
         self._mid = b'},"logprobs":null,"finish_reason":' if chat else b',"logprobs":null,"finish_reason":'
         self._tail = b',"stop_reason":null}]' if not chat else b"}]"
 
@@ -45,18 +60,29 @@ class ChunkEncoder:
         """The chat stream's first, role-only chunk."""
         out = self._envelope + (
             b'"choices":[{"index":0,"delta":{"role":"assistant","content":""},'
-            b'"logprobs":null,"finish_reason":null}]')
+            b'"logprobs":null,"finish_reason":null}]'
+        )
         return out + self._usage_suffix(0)
 
     def token(self, word_json: bytes, completion_tokens: int, finish_reason: bytes = b"null") -> bytes:
         """A content chunk; ``finish_reason`` is JSON (``b'"length"'``) on the last one."""
-        return (self._head + word_json + self._mid + finish_reason + self._tail
-                + self._usage_suffix(completion_tokens))
+        return (
+            self._head
+            + word_json
+            + self._mid
+            + finish_reason
+            + self._tail
+            + self._usage_suffix(completion_tokens)
+        )
 
     def usage(self, completion_tokens: int) -> bytes:
         """The final usage-only chunk (``choices: []``)."""
-        return (self._envelope + b'"choices":[],"usage":'
-                + _usage(self.prompt_tokens, completion_tokens) + b"}\n\n")
+        return (
+            self._envelope
+            + b'"choices":[],"usage":'
+            + _usage(self.prompt_tokens, completion_tokens)
+            + b"}\n\n"
+        )
 
     def _usage_suffix(self, completion_tokens: int) -> bytes:
         if self.continuous:
@@ -66,5 +92,4 @@ class ChunkEncoder:
 
 def error_body(message: str, status: int, kind: str = "BadRequestError", param: str | None = None) -> bytes:
     """An OpenAI-style error object (vLLM's shape)."""
-    return orjson.dumps({"object": "error", "message": message, "type": kind, "param": param,
-                         "code": status})
+    return orjson.dumps({"object": "error", "message": message, "type": kind, "param": param, "code": status})

@@ -31,8 +31,15 @@ from typing import Any
 
 from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection
 
-_TRT_FIELDS = {"context_logits": 0.0, "cum_log_probs": 0.0, "generation_logits": 0.0,
-               "output_log_probs": 0.0, "sequence_end": False, "sequence_id": 0, "sequence_start": False}
+_TRT_FIELDS = {
+    "context_logits": 0.0,
+    "cum_log_probs": 0.0,
+    "generation_logits": 0.0,
+    "output_log_probs": 0.0,
+    "sequence_end": False,
+    "sequence_id": 0,
+    "sequence_start": False,
+}
 
 
 class _Triton:
@@ -71,8 +78,13 @@ class _SGLang:
     def event(self, rid: str, new: str, full: str, n: int, sent: int, last: bool) -> bytes:
         start = len(self.ids)
         self.ids.extend(range(100 + start, 100 + sent))
-        meta = {"id": rid, "finish_reason": {"type": "length", "length": sent} if last else None,
-                "prompt_tokens": self.prompt_tokens, "completion_tokens": sent, "cached_tokens": 0}
+        meta = {
+            "id": rid,
+            "finish_reason": {"type": "length", "length": sent} if last else None,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": sent,
+            "cached_tokens": 0,
+        }
         ids = self.ids[start:] if self.incremental else list(self.ids)
         return event({"text": new if self.incremental else full, "output_ids": ids, "meta_info": meta})
 
@@ -85,8 +97,9 @@ class _SGLang:
         return {"object": "error", "message": f"scripted HTTP {code}", "type": "Bad Request", "code": code}
 
 
-async def _play(request: Any, proto: Any, cfg: dict, log: Log, rid: str, recv_ns: int,
-                n_out: int, prompt_tokens: int) -> Any:
+async def _play(
+    request: Any, proto: Any, cfg: dict, log: Log, rid: str, recv_ns: int, n_out: int, prompt_tokens: int
+) -> Any:
     """Stream n_out tokens on the scripted schedule, or fail as scripted."""
     from aiohttp import web
 
@@ -95,12 +108,21 @@ async def _play(request: Any, proto: Any, cfg: dict, log: Log, rid: str, recv_ns
     if fail_kind == "status":
         code = int(fail_arg or 500)
         return web.json_response(proto.error_body(code), status=code)
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8", "x-request-id": rid})
+    resp = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream; charset=utf-8", "x-request-id": rid}
+    )
     await resp.prepare(request)
     peer = request.transport.get_extra_info("peername") if request.transport else None
-    entry = log.entries[rid] = {"id": rid, "recv_ns": recv_ns, "peer_port": peer[1] if peer else None,
-                                "chunk_ns": [], "chunk_tokens": [], "first_token_ns": None,
-                                "end_ns": None, "prompt_tokens": prompt_tokens}
+    entry = log.entries[rid] = {
+        "id": rid,
+        "recv_ns": recv_ns,
+        "peer_port": peer[1] if peer else None,
+        "chunk_ns": [],
+        "chunk_tokens": [],
+        "first_token_ns": None,
+        "end_ns": None,
+        "prompt_tokens": prompt_tokens,
+    }
 
     async def end(data: bytes = b"") -> Any:
         if data:
@@ -169,50 +191,87 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
         body = await request.json()
         name = request.match_info["model"]
         if name != model:
-            return web.json_response({"error": f"Request for unknown model: '{name}' is not found"}, status=400)
+            return web.json_response(
+                {"error": f"Request for unknown model: '{name}' is not found"}, status=400
+            )
         if not isinstance(body.get("text_input"), str):
             return web.json_response({"error": "input 'text_input' is missing"}, status=400)
         cfg, n = scripted(body)
         n_out = int(body.get("max_tokens") or cfg["default_tokens"])
         prompt_tokens = len(body["text_input"].split())
-        return await _play(request, _Triton(body, name, prompt_tokens, cfg), cfg, log,
-                           f"triton-test-{n}", recv_ns, n_out, prompt_tokens)
+        return await _play(
+            request,
+            _Triton(body, name, prompt_tokens, cfg),
+            cfg,
+            log,
+            f"triton-test-{n}",
+            recv_ns,
+            n_out,
+            prompt_tokens,
+        )
 
     async def sglang_generate(request: web.Request) -> Any:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
         text, ids = body.get("text"), body.get("input_ids")
         if (text is None) == (ids is None):
-            return web.json_response(_SGLang.error_body(400) | {"message": "give either text or input_ids"},
-                                     status=400)
+            return web.json_response(
+                _SGLang.error_body(400) | {"message": "give either text or input_ids"}, status=400
+            )
         cfg, n = scripted(body)
         sp = body.get("sampling_params") or {}
         n_out = int(sp.get("max_new_tokens") or cfg["default_tokens"])
         prompt_tokens = len(ids) if ids is not None else len(text.split())
-        return await _play(request, _SGLang(body, model, prompt_tokens, cfg), cfg, log,
-                           f"sglang-test-{n}", recv_ns, n_out, prompt_tokens)
+        return await _play(
+            request,
+            _SGLang(body, model, prompt_tokens, cfg),
+            cfg,
+            log,
+            f"sglang-test-{n}",
+            recv_ns,
+            n_out,
+            prompt_tokens,
+        )
 
     async def ready(request: web.Request) -> Any:
         return web.Response(status=200)
 
     async def server_meta(request: web.Request) -> Any:
-        return web.json_response({"name": "triton", "version": "2.59.0-loadgen-test",
-                                  "extensions": ["classification", "model_repository", "generate"]})
+        return web.json_response(
+            {
+                "name": "triton",
+                "version": "2.59.0-loadgen-test",
+                "extensions": ["classification", "model_repository", "generate"],
+            }
+        )
 
     async def model_meta(request: web.Request) -> Any:
         name = request.match_info["model"]
         if name != model:
-            return web.json_response({"error": f"Request for unknown model: '{name}' is not found"}, status=400)
-        return web.json_response({"name": name, "versions": ["1"], "platform": "ensemble",
-                                  "inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [-1, 1]}],
-                                  "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1, -1]}]})
+            return web.json_response(
+                {"error": f"Request for unknown model: '{name}' is not found"}, status=400
+            )
+        return web.json_response(
+            {
+                "name": name,
+                "versions": ["1"],
+                "platform": "ensemble",
+                "inputs": [{"name": "text_input", "datatype": "BYTES", "shape": [-1, 1]}],
+                "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1, -1]}],
+            }
+        )
 
     async def model_info(request: web.Request) -> Any:
         return web.json_response({"model_path": model, "tokenizer_path": model, "is_generation": True})
 
     async def server_info(request: web.Request) -> Any:
-        return web.json_response({"version": "0.5.0-loadgen-test", "stream_interval": 1,
-                                  "incremental_streaming_output": bool(defaults.get("incremental"))})
+        return web.json_response(
+            {
+                "version": "0.5.0-loadgen-test",
+                "stream_interval": 1,
+                "incremental_streaming_output": bool(defaults.get("incremental")),
+            }
+        )
 
     app.router.add_post("/v2/models/{model}/generate_stream", triton_generate)
     app.router.add_post("/v2/models/{model}/versions/{version}/generate_stream", triton_generate)
@@ -222,4 +281,3 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
     app.router.add_post("/generate", sglang_generate)
     app.router.add_get("/get_model_info", model_info)
     app.router.add_get("/get_server_info", server_info)
-

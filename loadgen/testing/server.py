@@ -37,6 +37,7 @@ from typing import Any
 
 from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection
 
+
 async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_ns: int) -> Any:
     from aiohttp import web
 
@@ -52,7 +53,9 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
     if cfg.get("tokenize"):
         prompt_tokens = toy_token_count(prompt, chat)
     else:
-        prompt_tokens = len(prompt) if isinstance(prompt, list) and not chat else len(json.dumps(prompt).split())
+        prompt_tokens = (
+            len(prompt) if isinstance(prompt, list) and not chat else len(json.dumps(prompt).split())
+        )
 
     if fail_kind == "status":
         code = int(fail_arg or 500)
@@ -61,9 +64,16 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-request-id": rid})
     await resp.prepare(request)
     peer = request.transport.get_extra_info("peername") if request.transport else None
-    entry = log.entries[rid] = {"id": rid, "recv_ns": recv_ns, "peer_port": peer[1] if peer else None,
-                                "chunk_ns": [], "chunk_tokens": [],
-                                "first_token_ns": None, "end_ns": None, "prompt_tokens": prompt_tokens}
+    entry = log.entries[rid] = {
+        "id": rid,
+        "recv_ns": recv_ns,
+        "peer_port": peer[1] if peer else None,
+        "chunk_ns": [],
+        "chunk_tokens": [],
+        "first_token_ns": None,
+        "end_ns": None,
+        "prompt_tokens": prompt_tokens,
+    }
     if fail_kind == "garbage":
         await resp.write(b"this is not an event stream\n\n")
         await resp.write_eof()
@@ -78,8 +88,12 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
         return event(d)
 
     if chat and cfg.get("role_first", True):
-        await resp.write(chunk({"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
-                               {"prompt_tokens": prompt_tokens, "completion_tokens": 0} if continuous else None))
+        await resp.write(
+            chunk(
+                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
+                {"prompt_tokens": prompt_tokens, "completion_tokens": 0} if continuous else None,
+            )
+        )
     tpc = cfg.get("tokens_per_chunk", 1)
     pattern = itertools.cycle(tpc if isinstance(tpc, list) else [tpc])
     n_reason = int(cfg.get("reasoning_tokens", 0))
@@ -115,8 +129,11 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
         else:
             choice = {"index": 0, "text": text, "finish_reason": None}
         sent += n
-        u = {"prompt_tokens": prompt_tokens, "completion_tokens": sent,
-             "total_tokens": prompt_tokens + sent} if continuous else None
+        u = (
+            {"prompt_tokens": prompt_tokens, "completion_tokens": sent, "total_tokens": prompt_tokens + sent}
+            if continuous
+            else None
+        )
         data = chunk(choice, u)
         # Stamped just before the bytes go to the socket: the client's timestamp of the same
         # event can only be later, and the difference is the client's whole receive path.
@@ -131,8 +148,16 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
     final.update({"delta": {}} if chat else {"text": ""})
     await resp.write(chunk(final))
     if usage_on:
-        await resp.write(chunk({}, {"prompt_tokens": prompt_tokens, "completion_tokens": sent,
-                                    "total_tokens": prompt_tokens + sent}))
+        await resp.write(
+            chunk(
+                {},
+                {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": sent,
+                    "total_tokens": prompt_tokens + sent,
+                },
+            )
+        )
     if fail_kind != "no_done":
         await resp.write(b"data: [DONE]\n\n")
     entry["end_ns"] = time.perf_counter_ns()
@@ -144,6 +169,7 @@ def toy_token_count(prompt: Any, chat: bool) -> int:
     """The test server's own tokenizer (served at /tokenize when ``tokenize`` is on): a word of
     up to 6 letters is one token, longer words more; completions add a BOS token, chat a
     template of 3 tokens per message plus 2. Deliberately unlike one-word-one-token."""
+
     def words(text: str) -> int:
         return sum(1 + len(w) // 7 for w in text.split())
 
@@ -173,8 +199,19 @@ def make_app(defaults: dict) -> Any:
         return await _stream(request, body, cfg, log, rid, recv_ns)
 
     async def models(request: web.Request) -> Any:
-        return web.json_response({"object": "list", "data": [
-            {"id": defaults["model"], "object": "model", "owned_by": "loadgen-testing", "max_model_len": 32768}]})
+        return web.json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": defaults["model"],
+                        "object": "model",
+                        "owned_by": "loadgen-testing",
+                        "max_model_len": 32768,
+                    }
+                ],
+            }
+        )
 
     async def tokenize(request: web.Request) -> Any:
         # vLLM's shape: {"model", "prompt"} or {"model", "messages"} -> {"count", "tokens", ...}
@@ -213,11 +250,19 @@ def serve(port: int = 0, host: str = "127.0.0.1", **defaults: Any) -> None:
     """Run the test server in this process until killed; prints {"port": N} once listening."""
     from aiohttp import web
 
-    cfg = {"ttft_ms": 50.0, "itl_ms": 10.0, "tokens_per_chunk": 1, "role_first": True,
-           "default_tokens": 16, "model": "test-model", "fail": ""}
+    cfg = {
+        "ttft_ms": 50.0,
+        "itl_ms": 10.0,
+        "tokens_per_chunk": 1,
+        "role_first": True,
+        "default_tokens": 16,
+        "model": "test-model",
+        "fail": "",
+    }
     cfg.update({k: v for k, v in defaults.items() if v is not None})
     try:
         import uvloop
+
         uvloop.install()
     except ImportError:
         pass
@@ -242,10 +287,15 @@ class StreamServer:
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
-    def __enter__(self) -> "StreamServer":
+    def __enter__(self) -> StreamServer:
         args = [sys.executable, "-m", "loadgen.testing", "--config", json.dumps(self.defaults)]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"test server failed to start: {self.proc.stderr.read()}")
@@ -276,11 +326,11 @@ class StreamServer:
 
 
 def main(argv: list[str] | None = None) -> None:
-    p = argparse.ArgumentParser(prog="python -m loadgen.testing",
-                                description="Scripted OpenAI-style streaming server for tests.")
+    p = argparse.ArgumentParser(
+        prog="python -m loadgen.testing", description="Scripted OpenAI-style streaming server for tests."
+    )
     p.add_argument("--port", type=int, default=0, help="port to listen on (0 = any free port)")
     p.add_argument("--config", default="{}", help="JSON object of server defaults (ttft_ms, itl_ms, ...)")
     a = p.parse_args(argv)
     cfg = json.loads(a.config)
     serve(port=a.port, **cfg)
-

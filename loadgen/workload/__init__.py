@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,14 @@ from loadgen.config import LoadConfig, WorkloadConfig
 from loadgen.records import RequestSpec
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.lengths import describe, sample_lengths
-from loadgen.workload.prompts import (TextPrompts, TokenIdPrompts, TokenizerLike, TokenizerPrompts,
-                                      chat_messages, load_tokenizer)
+from loadgen.workload.prompts import (
+    TextPrompts,
+    TokenIdPrompts,
+    TokenizerLike,
+    TokenizerPrompts,
+    chat_messages,
+    load_tokenizer,
+)
 
 __all__ = ["RequestSpec", "Workload", "build_schedule"]
 
@@ -30,9 +35,16 @@ _CACHED_BLOCKS = 64  # bounded, so a multi-hour duration run does not grow memor
 class Workload:
     """Builds ``RequestSpec`` i on demand, deterministically in (seed, i)."""
 
-    def __init__(self, cfg: WorkloadConfig, endpoint: str = "chat", prompt_format: str = "text",
-                 tokenizer_path: str | Path | None = None, *,
-                 tokenizer: TokenizerLike | None = None, vocab_size: int = 2000):
+    def __init__(
+        self,
+        cfg: WorkloadConfig,
+        endpoint: str = "chat",
+        prompt_format: str = "text",
+        tokenizer_path: str | Path | None = None,
+        *,
+        tokenizer: TokenizerLike | None = None,
+        vocab_size: int = 2000,
+    ):
         self.cfg = cfg
         self.endpoint = endpoint
         self.prompt_format = prompt_format
@@ -60,8 +72,10 @@ class Workload:
             return self._blocks[b]
         cfg = self.cfg
         # Separate streams per field: changing the output distribution keeps input lengths.
-        lengths = (sample_lengths(cfg.input_tokens, BLOCK, np.random.default_rng([cfg.seed, 2, b])),
-                   sample_lengths(cfg.output_tokens, BLOCK, np.random.default_rng([cfg.seed, 3, b])))
+        lengths = (
+            sample_lengths(cfg.input_tokens, BLOCK, np.random.default_rng([cfg.seed, 2, b])),
+            sample_lengths(cfg.output_tokens, BLOCK, np.random.default_rng([cfg.seed, 3, b])),
+        )
         self._blocks[b] = lengths
         if len(self._blocks) > _CACHED_BLOCKS:
             self._blocks.popitem(last=False)
@@ -110,8 +124,10 @@ class Workload:
     def realised(self, ids: Iterable[int]) -> dict[str, dict]:
         """Statistics of the prompt and output lengths of the requests actually made."""
         pairs = [(i, *self.lengths(i)) for i in ids]
-        return {"input_tokens": describe([self._expected_prompt_tokens(i, n) for i, n, _ in pairs]),
-                "output_tokens": describe([o for _, _, o in pairs])}
+        return {
+            "input_tokens": describe([self._expected_prompt_tokens(i, n) for i, n, _ in pairs]),
+            "output_tokens": describe([o for _, _, o in pairs]),
+        }
 
 
 def build_schedule(load: LoadConfig, workload: WorkloadConfig) -> np.ndarray | None:

@@ -17,8 +17,7 @@ def _rng(seed: int) -> np.random.Generator:
     return np.random.default_rng([seed, 1])
 
 
-def _gaps_s(rng: np.random.Generator, n: int, rate: float, arrival: str,
-            burstiness: float) -> np.ndarray:
+def _gaps_s(rng: np.random.Generator, n: int, rate: float, arrival: str, burstiness: float) -> np.ndarray:
     if arrival == "constant":
         return np.full(n, 1.0 / rate)
     if arrival == "poisson":
@@ -38,8 +37,9 @@ def _check(rate: float, arrival: str, burstiness: float) -> None:
         raise ValueError(f"burstiness must be > 0, got {burstiness}")
 
 
-def arrival_offsets_ns(n: int, rate: float, arrival: str = "poisson", burstiness: float = 1.0,
-                       seed: int = 0) -> np.ndarray:
+def arrival_offsets_ns(
+    n: int, rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
+) -> np.ndarray:
     """Send offsets of ``n`` requests: the first at 0, then cumulative gaps of mean 1/rate."""
     _check(rate, arrival, burstiness)
     if n <= 0:
@@ -51,8 +51,9 @@ def arrival_offsets_ns(n: int, rate: float, arrival: str = "poisson", burstiness
     return np.rint(np.concatenate(([0.0], np.cumsum(gaps))) * 1e9).astype(np.int64)
 
 
-def offsets_until(duration_s: float, rate: float, arrival: str = "poisson",
-                  burstiness: float = 1.0, seed: int = 0) -> np.ndarray:
+def offsets_until(
+    duration_s: float, rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
+) -> np.ndarray:
     """All send offsets before ``duration_s``; a prefix of ``arrival_offsets_ns`` for the seed."""
     _check(rate, arrival, burstiness)
     limit_ns = duration_s * 1e9

@@ -34,9 +34,15 @@ def describe(values: Any) -> dict[str, float | int | None]:
     """count, mean, std, min, p50, p90, p99, max of ``values`` (None for an empty input)."""
     arr = np.asarray(values, dtype=np.float64).ravel()
     if arr.size == 0:
-        return dict.fromkeys(("count", "mean", "std", "min", "p50", "p90", "p99", "max"), None) | {
-            "count": 0}
+        return dict.fromkeys(("count", "mean", "std", "min", "p50", "p90", "p99", "max"), None) | {"count": 0}
     p50, p90, p99 = np.percentile(arr, [50, 90, 99])
-    return {"count": int(arr.size), "mean": float(arr.mean()), "std": float(arr.std()),
-            "min": float(arr.min()), "p50": float(p50), "p90": float(p90), "p99": float(p99),
-            "max": float(arr.max())}
+    return {
+        "count": int(arr.size),
+        "mean": float(arr.mean()),
+        "std": float(arr.std()),
+        "min": float(arr.min()),
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "max": float(arr.max()),
+    }

@@ -16,17 +16,167 @@ from typing import Any, Protocol
 
 import numpy as np
 
-WORDS: tuple[str, ...] = tuple("""
-the of and to in is that for it as was with be by on not he this are or his from at which but
-have an had they you were their one all we can her has there been if more when will would who
-so no time people year way day man thing life world school state family group country problem
-hand part place case week company system program question work number night point home water
-room mother area money story fact month lot right study book eye job word business side kind
-head house service friend father power hour game line end member law car city name team minute
-idea body back face level office door health person art war history party result change morning
-reason girl moment air force open good new first last long great little own other old big high
-small large next early young important few public bad same able
-""".split())
+WORDS: tuple[str, ...] = tuple(
+    [
+        "the",
+        "of",
+        "and",
+        "to",
+        "in",
+        "is",
+        "that",
+        "for",
+        "it",
+        "as",
+        "was",
+        "with",
+        "be",
+        "by",
+        "on",
+        "not",
+        "he",
+        "this",
+        "are",
+        "or",
+        "his",
+        "from",
+        "at",
+        "which",
+        "but",
+        "have",
+        "an",
+        "had",
+        "they",
+        "you",
+        "were",
+        "their",
+        "one",
+        "all",
+        "we",
+        "can",
+        "her",
+        "has",
+        "there",
+        "been",
+        "if",
+        "more",
+        "when",
+        "will",
+        "would",
+        "who",
+        "so",
+        "no",
+        "time",
+        "people",
+        "year",
+        "way",
+        "day",
+        "man",
+        "thing",
+        "life",
+        "world",
+        "school",
+        "state",
+        "family",
+        "group",
+        "country",
+        "problem",
+        "hand",
+        "part",
+        "place",
+        "case",
+        "week",
+        "company",
+        "system",
+        "program",
+        "question",
+        "work",
+        "number",
+        "night",
+        "point",
+        "home",
+        "water",
+        "room",
+        "mother",
+        "area",
+        "money",
+        "story",
+        "fact",
+        "month",
+        "lot",
+        "right",
+        "study",
+        "book",
+        "eye",
+        "job",
+        "word",
+        "business",
+        "side",
+        "kind",
+        "head",
+        "house",
+        "service",
+        "friend",
+        "father",
+        "power",
+        "hour",
+        "game",
+        "line",
+        "end",
+        "member",
+        "law",
+        "car",
+        "city",
+        "name",
+        "team",
+        "minute",
+        "idea",
+        "body",
+        "back",
+        "face",
+        "level",
+        "office",
+        "door",
+        "health",
+        "person",
+        "art",
+        "war",
+        "history",
+        "party",
+        "result",
+        "change",
+        "morning",
+        "reason",
+        "girl",
+        "moment",
+        "air",
+        "force",
+        "open",
+        "good",
+        "new",
+        "first",
+        "last",
+        "long",
+        "great",
+        "little",
+        "own",
+        "other",
+        "old",
+        "big",
+        "high",
+        "small",
+        "large",
+        "next",
+        "early",
+        "young",
+        "important",
+        "few",
+        "public",
+        "bad",
+        "same",
+        "able",
+    ]
+)
 
 _POOL = 4096  # distinct pool positions a prompt may start from
 _SPREAD = 2654435761  # Knuth's multiplicative hash spreads consecutive ids over the pool
@@ -44,8 +194,9 @@ def load_tokenizer(path: str | Path) -> TokenizerLike:
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise ImportError("exact prompt lengths need the 'tokenizers' package: "
-                          "pip install 'loadgen[tokenizer]'") from None
+        raise ImportError(
+            "exact prompt lengths need the 'tokenizers' package: pip install 'loadgen[tokenizer]'"
+        ) from None
     return Tokenizer.from_file(str(path))
 
 
@@ -79,7 +230,7 @@ class TextPrompts:
     def _slice(self, start: int, words: int) -> str:
         if start + words >= len(self._offsets):
             self._grow(start + words + _POOL)
-        return self._text[self._offsets[start]:self._offsets[start + words]]
+        return self._text[self._offsets[start] : self._offsets[start + words]]
 
     @staticmethod
     def prefix(i: int) -> str:
@@ -120,7 +271,7 @@ class TokenIdPrompts:
         # A list slice copies pointers to shared small ints: ~20x faster than ndarray.tolist().
         if start + n > len(self._pool):
             self._pool = self._base * (-(-(start + n) // _POOL) + 1)
-        return self._pool[start:start + n]
+        return self._pool[start : start + n]
 
     def build(self, i: int, n: int) -> tuple[list[int], int]:
         """(ids, n): the first two ids spell ``i`` in base ``span``, so openings never repeat."""

@@ -56,8 +56,9 @@ class Engine:
             return r.read().decode()
 
     def post(self, path: str, body: dict) -> Any:
-        req = urllib.request.Request(self.url + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=30) as r:
             return json.loads(r.read())
 
@@ -85,8 +86,10 @@ def vllm(request):
     if flag == "0":
         pytest.skip("LOADGEN_REAL_ENGINES=0")
     if flag != "1" and not _asked_for(request.config):
-        pytest.skip("the real-engine suite runs when asked for: "
-                    "python -m pytest -q tests/integration (or LOADGEN_REAL_ENGINES=1)")
+        pytest.skip(
+            "the real-engine suite runs when asked for: "
+            "python -m pytest -q tests/integration (or LOADGEN_REAL_ENGINES=1)"
+        )
     url = os.environ.get("LOADGEN_VLLM_URL")
     if url:
         yield Engine(url.rstrip("/"), _model_at(url))
@@ -120,10 +123,16 @@ def vllm_profile(vllm, tmp_path: Path):
     """A profile against the vLLM server, as if the CLI had been given these dotted overrides."""
 
     def make(**overrides: Any):
-        base = {"target.url": vllm.url, "target.model": vllm.model,
-                "workload.num_requests": 8, "load.concurrency": 4,
-                "workload.input_tokens": 64, "workload.output_tokens": 16,
-                "output.dir": str(tmp_path / "reports"), "output.progress": False}
+        base = {
+            "target.url": vllm.url,
+            "target.model": vllm.model,
+            "workload.num_requests": 8,
+            "load.concurrency": 4,
+            "workload.input_tokens": 64,
+            "workload.output_tokens": 16,
+            "output.dir": str(tmp_path / "reports"),
+            "output.progress": False,
+        }
         base.update({k.replace("__", "."): v for k, v in overrides.items()})
         return load_profile(None, overrides=base)
 

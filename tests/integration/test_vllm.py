@@ -43,6 +43,7 @@ def histogram_sums(text: str) -> dict[str, float]:
 
 def server_means(before: dict, after: dict) -> dict[str, float]:
     """Server-side means over the run (ms) from histogram deltas, and the request count."""
+
     def d(name: str) -> float:
         return after.get(name, 0.0) - before.get(name, 0.0)
 
@@ -50,12 +51,16 @@ def server_means(before: dict, after: dict) -> dict[str, float]:
     if itl + "_count" not in after:  # vLLM before the V1 metric rename
         itl = "vllm:time_per_output_token_seconds"
     ttft = "vllm:time_to_first_token_seconds"
-    return {"ttft_ms": 1e3 * d(ttft + "_sum") / d(ttft + "_count"),
-            "itl_ms": 1e3 * d(itl + "_sum") / d(itl + "_count"),
-            "e2e_ms": 1e3 * d("vllm:e2e_request_latency_seconds_sum")
-            / d("vllm:e2e_request_latency_seconds_count"),
-            "requests": d(ttft + "_count"), "itl_samples": d(itl + "_count"),
-            "prefix_cache_hits": d("vllm:prefix_cache_hits_total")}
+    return {
+        "ttft_ms": 1e3 * d(ttft + "_sum") / d(ttft + "_count"),
+        "itl_ms": 1e3 * d(itl + "_sum") / d(itl + "_count"),
+        "e2e_ms": 1e3
+        * d("vllm:e2e_request_latency_seconds_sum")
+        / d("vllm:e2e_request_latency_seconds_count"),
+        "requests": d(ttft + "_count"),
+        "itl_samples": d(itl + "_count"),
+        "prefix_cache_hits": d("vllm:prefix_cache_hits_total"),
+    }
 
 
 def test_chat_and_completions_succeed(vllm_profile):
@@ -69,8 +74,11 @@ def test_chat_and_completions_succeed(vllm_profile):
 
 def test_output_lengths_equal_requested_with_ignore_eos(vllm_profile):
     """With ignore_eos every request's output length (final usage) is exactly the requested one."""
-    res = run(vllm_profile(workload__num_requests=16, workload__output_tokens={
-        "kind": "uniform", "min": 4, "max": 96}))
+    res = run(
+        vllm_profile(
+            workload__num_requests=16, workload__output_tokens={"kind": "uniform", "min": 4, "max": 96}
+        )
+    )
     assert res.summary["counts"]["ok"] == 16
     requested = {r.requested_output_tokens for r in res.records}
     assert len(requested) > 4  # the lengths really varied
@@ -88,9 +96,14 @@ def test_usage_counts_hold_when_events_carry_several_tokens(vllm_profile, contin
     # Merging happens when vLLM's frontend falls behind its engine, which is load-dependent:
     # measured here, 8-60 of 64 streams (continuous usage) and ~235 events per 256 tokens
     # (final usage). Two waves of 64 give it room; at least one stream must show it.
-    res = run(vllm_profile(load__concurrency=64, workload__num_requests=128,
-                           workload__output_tokens=256,
-                           target__continuous_usage_stats=continuous))
+    res = run(
+        vllm_profile(
+            load__concurrency=64,
+            workload__num_requests=128,
+            workload__output_tokens=256,
+            target__continuous_usage_stats=continuous,
+        )
+    )
     recs = res.records
     assert res.summary["counts"]["ok"] == 128
     for r in recs:
@@ -101,8 +114,10 @@ def test_usage_counts_hold_when_events_carry_several_tokens(vllm_profile, contin
             assert r.token_source == "continuous_usage"
             assert sum(r.chunk_tokens) == r.output_tokens
         multi = sum(1 for r in recs if max(r.chunk_tokens) > 1)
-        print(f"\ncontinuous usage at c=64: {multi}/{len(recs)} streams had multi-token events, "
-              f"{events / len(recs):.1f} events per 256 tokens")
+        print(
+            f"\ncontinuous usage at c=64: {multi}/{len(recs)} streams had multi-token events, "
+            f"{events / len(recs):.1f} events per 256 tokens"
+        )
         assert multi > 0, "no event carried more than one token: the merge path was not exercised"
     else:
         for r in recs:
@@ -113,8 +128,14 @@ def test_usage_counts_hold_when_events_carry_several_tokens(vllm_profile, contin
 def test_ttft_itl_and_e2e_are_consistent(vllm_profile):
     """Per request TTFT <= E2E, the ITLs sum to last chunk - first token, and E2E - TTFT exceeds
     that only by the stream's short tail (usage chunk and [DONE])."""
-    res = run(vllm_profile(load__concurrency=16, workload__num_requests=32,
-                           workload__output_tokens=64, target__continuous_usage_stats=True))
+    res = run(
+        vllm_profile(
+            load__concurrency=16,
+            workload__num_requests=32,
+            workload__output_tokens=64,
+            target__continuous_usage_stats=True,
+        )
+    )
     tails = []
     for r in res.records:
         assert r.ok
@@ -134,8 +155,9 @@ def test_ttft_itl_and_e2e_are_consistent(vllm_profile):
 
 
 @pytest.mark.parametrize("concurrency,num_requests", [(8, 64), (32, 128)])
-def test_client_means_agree_with_server_histograms(vllm, vllm_profile, record_property,
-                                                   concurrency, num_requests):
+def test_client_means_agree_with_server_histograms(
+    vllm, vllm_profile, record_property, concurrency, num_requests
+):
     """loadgen's mean TTFT and ITL over a run agree with vLLM's own histograms (sum/count deltas
     of /metrics across the run); the client-minus-server difference is reported."""
     # A client starved of CPU (other work on this 2-core machine, which vLLM's worker and
@@ -145,25 +167,36 @@ def test_client_means_agree_with_server_histograms(vllm, vllm_profile, record_pr
     attempts = []
     for attempt in range(3):
         before = histogram_sums(vllm.metrics_text())
-        res = run(vllm_profile(load__concurrency=concurrency, workload__num_requests=num_requests,
-                               workload__input_tokens=128, workload__output_tokens=128,
-                               target__endpoint="completions", target__prompt_format="token_ids",
-                               target__continuous_usage_stats=True,
-                               # loadgen's own /metrics scraper off: only these two scrapes.
-                               server_metrics__enabled=False))
+        res = run(
+            vllm_profile(
+                load__concurrency=concurrency,
+                workload__num_requests=num_requests,
+                workload__input_tokens=128,
+                workload__output_tokens=128,
+                target__endpoint="completions",
+                target__prompt_format="token_ids",
+                target__continuous_usage_stats=True,
+                # loadgen's own /metrics scraper off: only these two scrapes.
+                server_metrics__enabled=False,
+            )
+        )
         after = histogram_sums(vllm.metrics_text())
         srv = server_means(before, after)
         client = res.summary["client"]
-        attempts.append(f"attempt {attempt + 1}: client TTFT {res.summary['metrics']['ttft_ms']['mean']:.1f} "
-                        f"ms vs server {srv['ttft_ms']:.1f} ms, client loop lag p99 "
-                        f"{client['event_loop_lag_ms']['p99']:.1f} ms")
+        attempts.append(
+            f"attempt {attempt + 1}: client TTFT {res.summary['metrics']['ttft_ms']['mean']:.1f} "
+            f"ms vs server {srv['ttft_ms']:.1f} ms, client loop lag p99 "
+            f"{client['event_loop_lag_ms']['p99']:.1f} ms"
+        )
         print("\n" + attempts[-1])
         if not client["client_limited"]:
             break
         time.sleep(10)
     else:
-        pytest.skip("the client was starved of CPU in every attempt (loadgen flagged "
-                    "client_limited), so its means are not comparable: " + "; ".join(attempts))
+        pytest.skip(
+            "the client was starved of CPU in every attempt (loadgen flagged "
+            "client_limited), so its means are not comparable: " + "; ".join(attempts)
+        )
     m = res.summary["metrics"]
     assert res.summary["counts"]["ok"] == num_requests
     assert srv["requests"] == num_requests  # nothing else ran on the server meanwhile
@@ -172,20 +205,31 @@ def test_client_means_agree_with_server_histograms(vllm, vllm_profile, record_pr
     assert srv["prefix_cache_hits"] == 0
     client_ttft, client_itl = m["ttft_ms"]["mean"], m["itl_per_token_ms"]["mean"]
     client_e2e = m["e2e_ms"]["mean"]
-    d_ttft, d_itl, d_e2e = client_ttft - srv["ttft_ms"], client_itl - srv["itl_ms"], \
-        client_e2e - srv["e2e_ms"]
-    line = (f"c={concurrency} n={num_requests}: TTFT client {client_ttft:.2f} ms, server "
-            f"{srv['ttft_ms']:.2f} ms, diff {d_ttft:+.2f} ms; ITL client {client_itl:.3f} ms "
-            f"(per event {m['itl_ms']['mean']:.3f}), server {srv['itl_ms']:.3f} ms, "
-            f"diff {d_itl:+.3f} ms; E2E client {client_e2e:.1f} ms, server {srv['e2e_ms']:.1f} ms, "
-            f"diff {d_e2e:+.2f} ms; client loop lag p99 "
-            f"{res.summary['client']['event_loop_lag_ms']['p99']:.1f} ms")
+    d_ttft, d_itl, d_e2e = (
+        client_ttft - srv["ttft_ms"],
+        client_itl - srv["itl_ms"],
+        client_e2e - srv["e2e_ms"],
+    )
+    line = (
+        f"c={concurrency} n={num_requests}: TTFT client {client_ttft:.2f} ms, server "
+        f"{srv['ttft_ms']:.2f} ms, diff {d_ttft:+.2f} ms; ITL client {client_itl:.3f} ms "
+        f"(per event {m['itl_ms']['mean']:.3f}), server {srv['itl_ms']:.3f} ms, "
+        f"diff {d_itl:+.3f} ms; E2E client {client_e2e:.1f} ms, server {srv['e2e_ms']:.1f} ms, "
+        f"diff {d_e2e:+.2f} ms; client loop lag p99 "
+        f"{res.summary['client']['event_loop_lag_ms']['p99']:.1f} ms"
+    )
     print("\n" + line)
-    for name, value in (("ttft_client_ms", client_ttft), ("ttft_server_ms", srv["ttft_ms"]),
-                        ("ttft_client_minus_server_ms", d_ttft), ("itl_client_ms", client_itl),
-                        ("itl_server_ms", srv["itl_ms"]), ("itl_client_minus_server_ms", d_itl),
-                        ("e2e_client_ms", client_e2e), ("e2e_server_ms", srv["e2e_ms"]),
-                        ("e2e_client_minus_server_ms", d_e2e)):
+    for name, value in (
+        ("ttft_client_ms", client_ttft),
+        ("ttft_server_ms", srv["ttft_ms"]),
+        ("ttft_client_minus_server_ms", d_ttft),
+        ("itl_client_ms", client_itl),
+        ("itl_server_ms", srv["itl_ms"]),
+        ("itl_client_minus_server_ms", d_itl),
+        ("e2e_client_ms", client_e2e),
+        ("e2e_server_ms", srv["e2e_ms"]),
+        ("e2e_client_minus_server_ms", d_e2e),
+    ):
         record_property(name, round(value, 4))
     # The client's clock starts before the server's (request upload, HTTP parsing) and stops
     # after it (detokenisation, SSE write, the loopback read), so its means are never below the

@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from loadgen.runner import api
 from loadgen.config import load_profile
+from loadgen.runner import api
 
 MS = 1e6
 PRESET = "llama3-8b-fp16@h100"  # B=1 decode step ~7 ms, prefill of 32 tokens ~1 ms
@@ -43,12 +43,20 @@ NEG_MARGIN_MS = 0.2
 
 
 def _run_sim(tmp_path: Path, concurrency: int, num_requests: int, output_tokens: int):
-    profile = load_profile(None, overrides={
-        "target.url": None, "sim": {"preset": PRESET, "time_scale": 1.0, "seed": 1},
-        "load.concurrency": concurrency, "load.warmup_requests": 0,
-        "workload.num_requests": num_requests, "workload.input_tokens": 32,
-        "workload.output_tokens": output_tokens,
-        "output.dir": str(tmp_path / "reports"), "output.progress": False})
+    profile = load_profile(
+        None,
+        overrides={
+            "target.url": None,
+            "sim": {"preset": PRESET, "time_scale": 1.0, "seed": 1},
+            "load.concurrency": concurrency,
+            "load.warmup_requests": 0,
+            "workload.num_requests": num_requests,
+            "workload.input_tokens": 32,
+            "workload.output_tokens": output_tokens,
+            "output.dir": str(tmp_path / "reports"),
+            "output.progress": False,
+        },
+    )
     res = asyncio.run(api.run_async(profile))
     assert res.summary["counts"]["ok"] == num_requests, res.summary["counts"]
     truth = {}
@@ -74,8 +82,12 @@ def _compare(res, truth) -> dict[str, np.ndarray]:
         ours = (r.chunk_times_ns[-1] - r.chunk_times_ns[0]) / (r.output_tokens - 1)
         theirs = (gt["chunk_ns"][-1] - gt["chunk_ns"][0]) / (gt["output_tokens"] - 1)
         tpot_rel.append(ours / theirs - 1.0)
-    return {"first": np.array(first), "chunks": np.concatenate(chunks),
-            "ttft_err": np.array(ttft_err), "tpot_rel": np.array(tpot_rel)}
+    return {
+        "first": np.array(first),
+        "chunks": np.concatenate(chunks),
+        "ttft_err": np.array(ttft_err),
+        "tpot_rel": np.array(tpot_rel),
+    }
 
 
 def _p(x: np.ndarray, q: float) -> float:

@@ -55,7 +55,8 @@ class TestChapterArithmetic:
     def test_fp8_weights_halve_the_memory_bound_step(self):
         """Half the weight bytes, half the B=1 step (5.1.4: quantisation gives speed)."""
         assert ideal(precision="fp8").decode_step_seconds(1, 0) == pytest.approx(
-            ideal().decode_step_seconds(1, 0) / 2)
+            ideal().decode_step_seconds(1, 0) / 2
+        )
 
 
 class TestRoofline:
@@ -66,8 +67,13 @@ class TestRoofline:
 
     def test_gqa_model_with_kv_reads_still_gains_many_times(self):
         """Llama-3-8B, 1K context per sequence, default efficiencies: B=32 > 20x B=1."""
-        p = Physics.from_specs(MODELS["llama3-8b"], GPUS["h100"], bandwidth_efficiency=0.8,
-                               flops_efficiency=0.5, step_overhead_ms=1.0)
+        p = Physics.from_specs(
+            MODELS["llama3-8b"],
+            GPUS["h100"],
+            bandwidth_efficiency=0.8,
+            flops_efficiency=0.5,
+            step_overhead_ms=1.0,
+        )
         assert p.decode_tokens_per_s(32, 32 * 1024) / p.decode_tokens_per_s(1, 1024) > 20
 
     def test_knee_is_the_gpus_flop_per_byte_ratio(self):

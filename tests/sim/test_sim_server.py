@@ -37,16 +37,22 @@ def chat(text: str = "one two three", **kw) -> dict:
 class TestChatStream:
     def test_shape_role_tokens_usage_done(self, client):
         """Role-only chunk, one chunk per token, finish_reason on the last, usage, [DONE]."""
-        headers, ev = events(client, "/v1/chat/completions",
-                             chat(max_tokens=5, ignore_eos=True, stream_options={"include_usage": True}))
+        headers, ev = events(
+            client,
+            "/v1/chat/completions",
+            chat(max_tokens=5, ignore_eos=True, stream_options={"include_usage": True}),
+        )
         assert ev[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
         content = ev[1:6]
         assert all(e["choices"][0]["delta"]["content"].startswith(" ") for e in content)
         assert [e["choices"][0]["finish_reason"] for e in content] == [None] * 4 + ["length"]
         usage = ev[6]
         assert usage["choices"] == []
-        assert usage["usage"] == {"prompt_tokens": 3 + CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_PER_REQUEST,
-                                  "completion_tokens": 5, "total_tokens": 15}
+        assert usage["usage"] == {
+            "prompt_tokens": 3 + CHAT_TOKENS_PER_MESSAGE + CHAT_TOKENS_PER_REQUEST,
+            "completion_tokens": 5,
+            "total_tokens": 15,
+        }
         assert ev[7] == "[DONE]" and len(ev) == 8
         ids = {e["id"] for e in ev[:7]}
         assert ids == {headers["x-request-id"]} and ids.pop().startswith("chatcmpl-sim-")
@@ -54,9 +60,15 @@ class TestChatStream:
         assert len({e["created"] for e in ev[:7]}) == 1
 
     def test_continuous_usage_on_every_chunk(self, client):
-        _, ev = events(client, "/v1/chat/completions",
-                       chat(max_tokens=3, ignore_eos=True,
-                            stream_options={"include_usage": True, "continuous_usage_stats": True}))
+        _, ev = events(
+            client,
+            "/v1/chat/completions",
+            chat(
+                max_tokens=3,
+                ignore_eos=True,
+                stream_options={"include_usage": True, "continuous_usage_stats": True},
+            ),
+        )
         assert [e["usage"]["completion_tokens"] for e in ev[:-1]] == [0, 1, 2, 3, 3]
 
     def test_no_usage_chunk_unless_asked(self, client):
@@ -67,9 +79,16 @@ class TestChatStream:
 class TestCompletions:
     def test_token_id_prompt_counts_exactly(self, client):
         """A prompt of 37 token ids is 37 prompt tokens; ignore_eos gives exactly max_tokens."""
-        _, ev = events(client, "/v1/completions", {"prompt": list(range(37)), "max_tokens": 9,
-                                                    "ignore_eos": True,
-                                                    "stream_options": {"include_usage": True}})
+        _, ev = events(
+            client,
+            "/v1/completions",
+            {
+                "prompt": list(range(37)),
+                "max_tokens": 9,
+                "ignore_eos": True,
+                "stream_options": {"include_usage": True},
+            },
+        )
         assert ev[0]["object"] == "text_completion" and ev[0]["id"].startswith("cmpl-sim-")
         assert sum(1 for e in ev[:-1] if e["choices"]) == 9
         assert ev[-2]["usage"] == {"prompt_tokens": 37, "completion_tokens": 9, "total_tokens": 46}
@@ -122,26 +141,44 @@ class TestPlainEndpoints:
     def test_metrics_names_and_counters_move(self, client):
         def scrape() -> dict[str, float]:
             text = client.get("/metrics").text
-            return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1])
-                    for ln in text.splitlines() if ln and not ln.startswith("#")}
+            return {
+                ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1])
+                for ln in text.splitlines()
+                if ln and not ln.startswith("#")
+            }
 
         label = f'{{model_name="{MODEL}"}}'
         before = scrape()
-        for name in ("num_requests_running", "num_requests_waiting", "kv_cache_usage_perc",
-                     "num_preemptions_total", "prompt_tokens_total", "generation_tokens_total"):
+        for name in (
+            "num_requests_running",
+            "num_requests_waiting",
+            "kv_cache_usage_perc",
+            "num_preemptions_total",
+            "prompt_tokens_total",
+            "generation_tokens_total",
+        ):
             assert f"vllm:{name}{label}" in before
-        for h in ("time_to_first_token_seconds", "inter_token_latency_seconds",
-                  "e2e_request_latency_seconds", "request_queue_time_seconds"):
+        for h in (
+            "time_to_first_token_seconds",
+            "inter_token_latency_seconds",
+            "e2e_request_latency_seconds",
+            "request_queue_time_seconds",
+        ):
             assert f"vllm:{h}_count{label}" in before and f"vllm:{h}_sum{label}" in before
             assert f'vllm:{h}_bucket{{model_name="{MODEL}",le="+Inf"}}' in before
         events(client, "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4, "ignore_eos": True})
         after = scrape()
         assert after[f"vllm:prompt_tokens_total{label}"] - before[f"vllm:prompt_tokens_total{label}"] == 3
-        assert after[f"vllm:generation_tokens_total{label}"] - before[f"vllm:generation_tokens_total{label}"] == 4
+        assert (
+            after[f"vllm:generation_tokens_total{label}"] - before[f"vllm:generation_tokens_total{label}"]
+            == 4
+        )
         assert after[f"vllm:time_to_first_token_seconds_count{label}"] == (
-            before[f"vllm:time_to_first_token_seconds_count{label}"] + 1)
+            before[f"vllm:time_to_first_token_seconds_count{label}"] + 1
+        )
         assert after[f"vllm:inter_token_latency_seconds_count{label}"] == (
-            before[f"vllm:inter_token_latency_seconds_count{label}"] + 3)
+            before[f"vllm:inter_token_latency_seconds_count{label}"] + 3
+        )
 
 
 class TestGroundTruth:
@@ -169,8 +206,11 @@ class TestPacing:
         try:
             with httpx.Client(base_url=sim.url) as c:
                 times = []
-                with c.stream("POST", "/v1/completions", json={"prompt": [1] * 100, "max_tokens": 20,
-                                                                "ignore_eos": True, "stream": True}) as r:
+                with c.stream(
+                    "POST",
+                    "/v1/completions",
+                    json={"prompt": [1] * 100, "max_tokens": 20, "ignore_eos": True, "stream": True},
+                ) as r:
                     for line in r.iter_lines():
                         if line.startswith("data: {"):
                             times.append(time.perf_counter_ns())
@@ -186,8 +226,9 @@ class TestSimProcess:
         gt = tmp_path / "gt.jsonl"
         with SimProcess(SimConfig(time_scale=0.05), ground_truth_path=gt) as sim:
             assert sim.url.startswith("http://127.0.0.1:") and sim.port > 0
-            r = httpx.post(sim.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 3,
-                                                              "ignore_eos": True})
+            r = httpx.post(
+                sim.url + "/v1/completions", json={"prompt": "hi", "max_tokens": 3, "ignore_eos": True}
+            )
             assert r.json()["usage"]["completion_tokens"] == 3
         assert sim.ground_truth_path == gt
         assert orjson.loads(gt.read_bytes().splitlines()[-1])["output_tokens"] == 3
@@ -197,5 +238,5 @@ class TestSimProcess:
             s.bind(("127.0.0.1", 0))
             s.listen()
             port = s.getsockname()[1]
-            with pytest.raises(RuntimeError, match="(?s)stderr:.*(address|Address)"):
+            with pytest.raises(RuntimeError, match=r"(?s)stderr:.*(address|Address)"):
                 SimProcess(SimConfig(), port=port, startup_timeout=10).start()

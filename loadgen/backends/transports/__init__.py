@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from loadgen.backends.transports.aiohttp_client import AiohttpTransport
 from loadgen.backends.transports.base import Transport, TransportOptions
@@ -15,7 +15,10 @@ from loadgen.backends.transports.httpx_client import HttpxTransport
 
 # The one list of transport names: the profile's choices and the CLI's come from it.
 TRANSPORTS: dict[str, Callable[[TransportOptions], Transport]] = {
-    "httptools": HttptoolsTransport, "aiohttp": AiohttpTransport, "httpx": HttpxTransport}
+    "httptools": HttptoolsTransport,
+    "aiohttp": AiohttpTransport,
+    "httpx": HttpxTransport,
+}
 
 
 def make_transport(kind: str, opts: TransportOptions) -> Transport:

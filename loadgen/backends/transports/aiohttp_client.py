@@ -7,11 +7,17 @@ as the tool they are comparing against.
 from __future__ import annotations
 
 import asyncio
-from typing import Mapping
+from collections.abc import Mapping
 
 from loadgen import records as R
-from loadgen.backends.transports.base import (Consumer, TransportOptions, classify_common,
-                                              connect_timed_out, describe, tls_context)
+from loadgen.backends.transports.base import (
+    Consumer,
+    TransportOptions,
+    classify_common,
+    connect_timed_out,
+    describe,
+    tls_context,
+)
 from loadgen.clock import now_ns
 
 
@@ -26,7 +32,9 @@ class AiohttpTransport:
         self._connect_s = opts.connect_timeout_s
         self._session = aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(
-                limit=opts.max_connections or 0, limit_per_host=0, keepalive_timeout=60.0,
+                limit=opts.max_connections or 0,
+                limit_per_host=0,
+                keepalive_timeout=60.0,
                 ssl=ctx if ctx is not None else True,
             ),
             headers=dict(opts.headers),
@@ -58,8 +66,15 @@ class AiohttpTransport:
             return R.CONNECT, describe(exc)
         if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
             return R.TIMEOUT, describe(exc)
-        if isinstance(exc, (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
-                            aiohttp.ClientOSError, aiohttp.ClientResponseError)):
+        if isinstance(
+            exc,
+            (
+                aiohttp.ClientPayloadError,
+                aiohttp.ServerDisconnectedError,
+                aiohttp.ClientOSError,
+                aiohttp.ClientResponseError,
+            ),
+        ):
             return R.READ, describe(exc)
         return classify_common(exc)
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Protocol
+from typing import Protocol
 from urllib.parse import urlsplit
 
 from loadgen import records as R
@@ -80,10 +81,14 @@ class StreamBroken(TransportError):
 
 
 # What a TLS failure usually means, said where the user reads the error.
-_TLS_HINTS = (("WRONG_VERSION_NUMBER", "the server did not answer in TLS: is this a plain-HTTP port? "
-               "use http://"),
-              ("CERTIFICATE_VERIFY_FAILED", "its certificate is not trusted: give target.ca_bundle "
-               "(the CA's PEM file), or target.verify_tls: false for a lab server"))
+_TLS_HINTS = (
+    ("WRONG_VERSION_NUMBER", "the server did not answer in TLS: is this a plain-HTTP port? use http://"),
+    (
+        "CERTIFICATE_VERIFY_FAILED",
+        "its certificate is not trusted: give target.ca_bundle "
+        "(the CA's PEM file), or target.verify_tls: false for a lab server",
+    ),
+)
 
 
 def tls_hint(exc: BaseException) -> str | None:
@@ -122,7 +127,5 @@ def describe(exc: BaseException) -> str:
     """``Type: message`` of an exception, with a hint for TLS failures, at most 300 characters."""
     text = str(exc) or repr(exc)
     hint = tls_hint(exc)
-    out = f"{type(exc).__name__}: {text}"[:300 if hint is None else 160]
+    out = f"{type(exc).__name__}: {text}"[: 300 if hint is None else 160]
     return out if hint is None else f"{out} ({hint})"
-
-

@@ -11,14 +11,21 @@ idle connections are reused, broken ones dropped, and a watchdog enforces the re
 from __future__ import annotations
 
 import asyncio
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import httptools
 
-from loadgen.backends.transports.base import (BadHTTP, ConnectFailed, Consumer, ReadTimedOut,
-                                         StreamBroken, TransportOptions, classify_common,
-                                         tls_context)
+from loadgen.backends.transports.base import (
+    BadHTTP,
+    ConnectFailed,
+    Consumer,
+    ReadTimedOut,
+    StreamBroken,
+    TransportOptions,
+    classify_common,
+    tls_context,
+)
 from loadgen.clock import now_ns
 
 _WATCHDOG_S = 0.25
@@ -131,8 +138,12 @@ class _Conn(asyncio.Protocol):
     def on_headers_complete(self) -> None:
         status = self._parser.get_status_code()
         h = self._headers
-        self._until_close = (status >= 200 and status not in _NO_BODY and "content-length" not in h
-                             and "chunked" not in h.get("transfer-encoding", "").lower())
+        self._until_close = (
+            status >= 200
+            and status not in _NO_BODY
+            and "content-length" not in h
+            and "chunked" not in h.get("transfer-encoding", "").lower()
+        )
         self._consumer.head(status, h, self._t)
 
     def on_body(self, body: bytes) -> None:
@@ -159,8 +170,9 @@ class HttptoolsTransport:
         self._ssl = tls_context(opts)
         self._prefix = u.path.rstrip("/").encode()
         host = self._host if u.port is None else f"{self._host}:{u.port}"
-        lines = [f"Host: {host}"] + [f"{k}: {v}" for k, v in opts.headers.items()
-                                     if k.lower() not in ("host", "content-length")]
+        lines = [f"Host: {host}"] + [
+            f"{k}: {v}" for k, v in opts.headers.items() if k.lower() not in ("host", "content-length")
+        ]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self._opts = opts
         self._idle: list[_Conn] = []
@@ -169,8 +181,15 @@ class HttptoolsTransport:
         self._watchdog: asyncio.Task | None = None
 
     async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
-        request = (b"POST " + self._prefix + path.encode() + b" HTTP/1.1\r\n" + self._head
-                   + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        request = (
+            b"POST "
+            + self._prefix
+            + path.encode()
+            + b" HTTP/1.1\r\n"
+            + self._head
+            + b"Content-Length: %d\r\n\r\n" % len(body)
+            + body
+        )
         await self._request(request, consumer)
 
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
@@ -211,18 +230,25 @@ class HttptoolsTransport:
                 return conn
         loop = asyncio.get_running_loop()
         where = f"{self._host}:{self._port}"
-        tls = {} if self._ssl is None else {
-            "ssl": self._ssl, "ssl_handshake_timeout": min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s)}
+        tls = (
+            {}
+            if self._ssl is None
+            else {
+                "ssl": self._ssl,
+                "ssl_handshake_timeout": min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s),
+            }
+        )
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Conn, self._host, self._port, **tls),
-                self._opts.connect_timeout_s)
+                loop.create_connection(_Conn, self._host, self._port, **tls), self._opts.connect_timeout_s
+            )
         except asyncio.TimeoutError:
             raise ConnectFailed(f"no connection to {where} within {self._opts.connect_timeout_s} s") from None
         except ConnectionAbortedError as exc:
             if self._ssl is not None and "handshake" in str(exc).lower():
-                raise ConnectFailed(f"the TLS handshake with {where} did not complete: is this a "
-                                    f"plain-HTTP port? use http://") from None
+                raise ConnectFailed(
+                    f"the TLS handshake with {where} did not complete: is this a plain-HTTP port? use http://"
+                ) from None
             raise ConnectFailed(f"cannot connect to {where}: {exc}") from None
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {where}: {exc}") from None

@@ -6,11 +6,17 @@ token of the three (``bench/client_overhead.py``).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from loadgen import records as R
-from loadgen.backends.transports.base import (Consumer, TransportOptions, classify_common,
-                                              connect_timed_out, describe, tls_context)
+from loadgen.backends.transports.base import (
+    Consumer,
+    TransportOptions,
+    classify_common,
+    connect_timed_out,
+    describe,
+    tls_context,
+)
 from loadgen.clock import now_ns
 
 
