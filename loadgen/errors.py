@@ -16,7 +16,10 @@ class ConfigError(LoadgenError, ValueError):
     """Invalid configuration: ``problems`` read like ``load.arrival: 'possion' is not one of ...``."""
 
     def __init__(self, problems: list[str] | str, source: str | None = None, what: str = "profile") -> None:
-        self.problems = [problems] if isinstance(problems, str) else list(problems)
+        raw = [problems] if isinstance(problems, str) else list(problems)
+        # One problem, one printable line: a key or value holding CR, LF or other control
+        # characters is shown escaped, so it can neither break nor forge the message.
+        self.problems = [_printable(p) for p in raw]
         self.source = source
         self.what = what
         super().__init__(str(self))
@@ -32,3 +35,9 @@ class RunError(LoadgenError):
 
 class ResultError(LoadgenError):
     """A saved run that cannot be read: missing files, or a schema this version does not know."""
+
+
+def _printable(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -45,6 +45,24 @@ class StrictLoader(yaml.SafeLoader):
             _expanded_size(node, {}, set(), 0)
         return node
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # PyYAML's value constructors raise plain Python errors for values their tag cannot
+        # hold (`!!int abc`, `2024-02-30`, a 5000-digit integer): refused, with the place.
+        try:
+            return super().construct_object(node, deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError, OverflowError) as exc:
+            kind = node.tag.rsplit(":", 1)[-1]
+            raise Refused(f"cannot read this {kind} value ({type(exc).__name__}: {exc})", node) from None
+
+
+class Refused(yaml.MarkedYAMLError):
+    """A well-formed document loadgen will not load (a bomb, a value its tag cannot hold)."""
+
+    def __init__(self, problem: str, node: yaml.Node) -> None:
+        super().__init__(problem=problem, problem_mark=node.start_mark)
+
 
 def _expanded_size(node: yaml.Node, memo: dict[int, int], path: set[int], depth: int) -> int:
     """Nodes ``node`` stands for once every alias is expanded; raises past the bounds."""
@@ -52,9 +70,9 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int], path: set[int], depth:
     if key in memo:
         return memo[key]
     if depth > MAX_DEPTH:
-        raise yaml.YAMLError(f"nested deeper than {MAX_DEPTH} levels")
+        raise Refused(f"nested deeper than {MAX_DEPTH} levels", node)
     if key in path:
-        raise yaml.YAMLError("an alias refers to a node that contains it (a recursive alias)")
+        raise Refused("an alias refers to a node that contains it (a recursive alias)", node)
     path.add(key)
     size = 1
     if isinstance(node, yaml.SequenceNode):
@@ -66,9 +84,10 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int], path: set[int], depth:
         )
     path.discard(key)
     if size > MAX_NODES:
-        raise yaml.YAMLError(
-            f"expands to more than {MAX_NODES} nodes (aliases counted as what they "
-            f"repeat): a document this large is not a profile"
+        raise Refused(
+            f"this node expands to more than {MAX_NODES} nodes (aliases counted as what they "
+            f"repeat): a document this large is not a profile",
+            node,
         )
     memo[key] = size
     return size
@@ -93,6 +112,42 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict:
 StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+# Byte-order marks, longest first (UTF-32's LE mark begins with UTF-16's).
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+    (b"\xef\xbb\xbf", "utf-8-sig"),
+)
+
+
+def _decode(raw: bytes, source: str | None, what: str) -> str:
+    """A profile's text: UTF-8, or UTF-16/32 with a byte-order mark; anything else is refused
+    in one line that says how to save the file."""
+    encoding = next((enc for bom, enc in _BOMS if raw.startswith(bom)), "utf-8")
+    if encoding == "utf-8" and b"\x00" in raw:
+        raise ConfigError(
+            [
+                "not UTF-8 text: the file holds NUL bytes (UTF-16 or UTF-32 without a "
+                "byte-order mark?); save it as UTF-8"
+            ],
+            source,
+            what,
+        )
+    try:
+        return raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [
+                f"not {encoding.upper()} text (byte {exc.start}: "
+                f"{raw[exc.start : exc.start + 1]!r}); save the file as UTF-8"
+            ],
+            source,
+            what,
+        ) from None
+
+
 def load_yaml(raw: bytes | str, source: str | None = None, what: str = "profile") -> Any:
     """One YAML document from bytes or text, through ``StrictLoader``; every failure (not
     UTF-8 or UTF-16 text, bad syntax, a bomb, nesting too deep) is a ``ConfigError``."""
@@ -101,17 +156,7 @@ def load_yaml(raw: bytes | str, source: str | None = None, what: str = "profile"
             raise ConfigError(
                 [f"the file is {len(raw):,} bytes; a {what} is at most {MAX_BYTES:,}"], source, what
             )
-        try:
-            raw = raw.decode("utf-16") if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise ConfigError(
-                [
-                    f"not UTF-8 text (byte {exc.start}: {raw[exc.start : exc.start + 1]!r}); "
-                    f"save the file as UTF-8"
-                ],
-                source,
-                what,
-            ) from None
+        raw = _decode(raw, source, what)
     try:
         return yaml.load(raw, Loader=StrictLoader)
     except yaml.YAMLError as exc:

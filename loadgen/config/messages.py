@@ -17,12 +17,14 @@ from pydantic import BaseModel, ValidationError
 
 def yaml_error_problem(exc: yaml.YAMLError) -> str:
     """One line for a YAML failure: where, and what (a syntax error, or a refused document)."""
-    if not isinstance(exc, yaml.MarkedYAMLError):
-        return f"YAML refused: {exc}"
-    mark = exc.problem_mark
-    what = exc.problem or str(exc)
+    marked = isinstance(exc, yaml.MarkedYAMLError)
+    mark = exc.problem_mark if marked else None
+    what = (exc.problem if marked else None) or str(exc)
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    return f"{where}YAML syntax error: {what}"
+    # Refusals (a bomb, a value its tag cannot hold, an unreadable character) are not syntax.
+    syntax = marked and type(exc).__name__ != "Refused"
+    kind = "YAML syntax error" if syntax else "YAML refused"
+    return f"{where}{kind}: {what.splitlines()[0] if what else type(exc).__name__}"
 
 
 def _unwrap(tp: Any) -> Any:
