@@ -18,6 +18,7 @@ A leaf module: it imports nothing of loadgen, so every layer may import it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -243,7 +244,7 @@ def get(name: str) -> MetricDef:
         raise KeyError(f"unknown metric {name!r}; valid: {', '.join(NAMES)}") from None
 
 
-def lookup(summary: dict, name: str, stat: str | None = None) -> Any:
+def lookup(summary: Mapping[str, Any], name: str, stat: str | None = None) -> Any:
     """The value of ``name`` in ``summary`` (a summary.json dict): a run scalar's number, a
     distribution's dict, or with ``stat`` one of its stats; ``None`` wherever it is absent."""
     node: Any = summary

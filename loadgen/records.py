@@ -15,6 +15,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -40,7 +41,7 @@ class RequestSpec:
 
     id: int
     prompt: str | list[int]  # the user text, or the full token-id prompt
-    messages: list[dict] | None  # chat endpoint only
+    messages: list[dict[str, str]] | None  # chat endpoint only
     prompt_tokens: int  # exact for token ids or a tokenizer, approximate otherwise
     output_tokens: int  # the max_tokens to request
 
@@ -82,7 +83,7 @@ class RequestRecord:
         return orjson.dumps(self, option=orjson.OPT_SERIALIZE_DATACLASS)
 
     @classmethod
-    def from_dict(cls, d: dict) -> RequestRecord:
+    def from_dict(cls, d: dict[str, Any]) -> RequestRecord:
         names = _FIELD_NAMES
         return cls(**{k: v for k, v in d.items() if k in names})
 

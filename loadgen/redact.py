@@ -40,7 +40,7 @@ def redact_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
     return {k: (REDACTED if _SECRET_NAME.search(k) else v) for k, v in headers.items()}
 
 
-def redact_profile(resolved: dict) -> dict:
+def redact_profile(resolved: dict[str, Any]) -> dict[str, Any]:
     """The resolved profile as written to results: URL credentials and secret headers removed."""
     out = dict(resolved)
     target = dict(out.get("target") or {})

@@ -105,6 +105,8 @@ def statistic(run: RunSamples, metric: str, stat: str | None, counts: np.ndarray
             return float("nan")
         if stat == "mean":
             return float(vals.mean())
+        if stat is None:
+            raise KeyError(f"{metric} is a distribution: name a stat")
         return float(np.percentile(vals, PERCENTILES[stat], method="linear"))
     w = np.ones(run.n) if counts is None else counts
     pr = run.per_request

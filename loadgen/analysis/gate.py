@@ -15,7 +15,7 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import yaml
@@ -187,6 +187,17 @@ class GateResult:
         return {0: "pass", 1: "regression", 2: "not comparable"}[self.exit_code]
 
 
+class _GateRun(TypedDict):
+    """The fields of a ``GateResult`` that do not depend on the rules' outcome."""
+
+    candidate: str
+    baseline: str
+    resamples: int
+    confidence: float
+    seed: int
+    condition_differences: tuple[str, ...]
+
+
 def gate(
     candidate: str | Path,
     baseline: str | Path,
@@ -210,7 +221,7 @@ def gate(
     blocking = tuple(
         d.field for d in diff if matches(d.field, GATE_FIELDS) and not matches(d.field, RUN_LENGTH_FIELDS)
     )
-    common = dict(
+    common = _GateRun(
         candidate=names[0],
         baseline=names[1],
         resamples=resamples,

@@ -153,10 +153,15 @@ def distribution_samples(
     measured = frame[~frame["warmup"].to_numpy()]
     rows = {"measured_requests": measured, "ok_requests": measured[measured["ok"].to_numpy()]}
     gaps = dict(zip(GAP_SAMPLES, itl_values(records)))
-    return {
-        d.name: gaps[d.samples] if d.samples in gaps else rows[d.samples][d.name].to_numpy()
-        for d in metric_defs.DISTRIBUTIONS
-    }
+    out: dict[str, np.ndarray] = {}
+    for d in metric_defs.DISTRIBUTIONS:
+        kind = d.samples
+        if kind in gaps:
+            out[d.name] = gaps[kind]
+        else:
+            assert kind is not None, f"distribution {d.name} names no samples"  # metric_defs._dist sets it
+            out[d.name] = rows[kind][d.name].to_numpy()
+    return out
 
 
 def mean_concurrency(
@@ -218,12 +223,13 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
     send = m["t_send_ns"].to_numpy()
     end, has_end = _ints(m["t_end_ns"])
     end = np.where(has_end, end, send)
+    start_ns: int | None = None
+    end_ns: int | None = None
+    seconds = 0.0
     if len(m):
         start_ns, end_ns = int(send.min()), int(end.max())
-        window = {"start_ns": start_ns, "end_ns": end_ns, "seconds": (end_ns - start_ns) / 1e9}
-    else:
-        window = {"start_ns": None, "end_ns": None, "seconds": 0.0}
-    seconds = window["seconds"]
+        seconds = (end_ns - start_ns) / 1e9
+    window = {"start_ns": start_ns, "end_ns": end_ns, "seconds": seconds}
 
     def rate(x: float) -> float | None:
         return float(x / seconds) if seconds > 0 else None
@@ -239,7 +245,9 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
     metrics["output_tokens_per_s"] = rate(int(out_tokens_each.sum()))
     metrics["total_tokens_per_s"] = rate(in_tokens + int(out_tokens_each.sum()))
 
-    measured_conc = mean_concurrency(send, end, window["start_ns"], window["end_ns"]) if len(m) else None
+    measured_conc = (
+        mean_concurrency(send, end, start_ns, end_ns) if start_ns is not None and end_ns is not None else None
+    )
     metrics["mean_concurrency"] = measured_conc
     metrics["littles_law"] = _littles_law(send, end, has_end)
 
@@ -268,7 +276,12 @@ def _retry_after(column: pd.Series) -> dict:
 
 
 def _littles_law(send: np.ndarray, end: np.ndarray, has_end: np.ndarray) -> dict:
-    out = {"window_seconds": None, "expected_concurrency": None, "measured_concurrency": None, "ratio": None}
+    out: dict[str, float | None] = {
+        "window_seconds": None,
+        "expected_concurrency": None,
+        "measured_concurrency": None,
+        "ratio": None,
+    }
     if len(send) < 2:
         return out
     ds, de = int(send.min()), int(send.max())
@@ -320,9 +333,9 @@ def _reasoning(records: Sequence[RequestRecord]) -> dict | None:
     return {"requests": len(with_reasoning), "ttfr_ms": distribution(ttfr)}
 
 
-def _nullable_int(values: list) -> pd.arrays.IntegerArray:
+def _nullable_int(values: Sequence[int | None]) -> pd.arrays.IntegerArray:
     data = np.array(values, dtype=object)
-    mask = np.equal(data, None).astype(bool)
+    mask = np.array([v is None for v in values], dtype=bool)
     data[mask] = 0
     return pd.arrays.IntegerArray(data.astype(np.int64), mask)
 

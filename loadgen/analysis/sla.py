@@ -100,7 +100,8 @@ def _check(rule: Any, summary: dict) -> dict:
     value, reason = _lookup(summary, metric, stat)
     if reason is None and op not in OPS:
         reason = f"unknown operator {op!r}"
-    passed = reason is None and bool(OPS[op](value, threshold))
+    # _lookup gives a value exactly when it gives no reason.
+    passed = reason is None and value is not None and bool(OPS[op](value, threshold))
     return {
         "rule": rule_text(rule),
         "metric": metric,

@@ -8,6 +8,7 @@ as ``load.arrival: 'possion' is not one of poisson, constant, gamma`` or
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from types import UnionType
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
@@ -17,12 +18,12 @@ from pydantic import BaseModel, ValidationError
 
 def yaml_error_problem(exc: yaml.YAMLError) -> str:
     """One line for a YAML failure: where, and what (a syntax error, or a refused document)."""
-    marked = isinstance(exc, yaml.MarkedYAMLError)
-    mark = exc.problem_mark if marked else None
-    what = (exc.problem if marked else None) or str(exc)
+    mark, what, syntax = None, str(exc), False
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark, what = exc.problem_mark, exc.problem or str(exc)
+        # Refusals (a bomb, a value its tag cannot hold) are well-formed YAML, not syntax.
+        syntax = type(exc).__name__ != "Refused"
     where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-    # Refusals (a bomb, a value its tag cannot hold, an unreadable character) are not syntax.
-    syntax = marked and type(exc).__name__ != "Refused"
     kind = "YAML syntax error" if syntax else "YAML refused"
     return f"{where}{kind}: {what.splitlines()[0] if what else type(exc).__name__}"
 
@@ -90,12 +91,14 @@ _EXPECTED = {
 _BOUNDS = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
 
 
-def _message(err: dict, path: str, tp: Any, root: type) -> str:
+def _message(err: Mapping[str, Any], path: str, tp: Any, root: type) -> str:
     kind, ctx, got = err["type"], err.get("ctx") or {}, err.get("input")
     tags = _tags(tp)
     if kind == "extra_forbidden":
         _, parent = _walk(root, err["loc"][:-1])
-        valid = list(parent.model_fields) if isinstance(parent, type) else []
+        valid = (
+            list(parent.model_fields) if isinstance(parent, type) and issubclass(parent, BaseModel) else []
+        )
         near = difflib.get_close_matches(str(err["loc"][-1]), valid, n=1)
         hint = f"did you mean {near[0]!r}? " if near else ""
         return f"{path}: unknown key; {hint}valid keys here: {', '.join(valid)}"
@@ -105,10 +108,10 @@ def _message(err: dict, path: str, tp: Any, root: type) -> str:
         valid = [str(a) for a in get_args(tp)] if get_origin(tp) is Literal else [ctx["expected"]]
         return f"{path}: {_show(got)} is not one of {', '.join(valid)}"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
-        valid = ", ".join(tags or ())
+        names = ", ".join(tags or ())
         if kind == "union_tag_not_found":
-            return f"{path}.kind: missing; valid: {valid}"
-        return f"{path}.kind: unknown {ctx.get('tag')!r}; valid: {valid}"
+            return f"{path}.kind: missing; valid: {names}"
+        return f"{path}.kind: unknown {ctx.get('tag')!r}; valid: {names}"
     if tags is not None:
         return (
             f"{path}: expected an integer (a fixed length) or a mapping with kind: "

@@ -149,8 +149,8 @@ class Profile(StrictModel):
     description: str = Field("", max_length=10_000)
     target: TargetConfig = TargetConfig()
     # Validated from {} when absent so the error says what is missing inside the section.
-    workload: WorkloadConfig = Field(default_factory=dict, validate_default=True)  # type: ignore
-    load: LoadConfig = Field(default_factory=dict, validate_default=True)  # type: ignore
+    workload: WorkloadConfig = Field(default_factory=dict, validate_default=True)
+    load: LoadConfig = Field(default_factory=dict, validate_default=True)
     sla: SlaConfig = SlaConfig()
     labels: StrDict = {}
     output: OutputConfig = OutputConfig()

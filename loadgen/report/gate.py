@@ -89,14 +89,11 @@ def junit_xml(res: GateResult) -> str:
     errors = sum(r.status == "error" for r in cases) + (1 if res.not_comparable else 0)
     tests = len(cases) + (1 if res.not_comparable else 0)
     counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors)}
-    suites = ET.Element("testsuites", name="loadgen gate", **counts)
+    suites = ET.Element("testsuites", {"name": "loadgen gate", **counts})
     suite = ET.SubElement(
         suites,
         "testsuite",
-        name=f"loadgen gate: {res.candidate} vs {res.baseline}",
-        **counts,
-        skipped="0",
-        time="0",
+        {"name": f"loadgen gate: {res.candidate} vs {res.baseline}", **counts, "skipped": "0", "time": "0"},
     )
     props = ET.SubElement(suite, "properties")
     for k, v in (

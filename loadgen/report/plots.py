@@ -10,10 +10,14 @@ and labelled as such.
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
@@ -36,7 +40,7 @@ class Plot:
     png: bytes
 
 
-def render_plots(summary: dict, records: Sequence[RequestRecord]) -> list[Plot]:
+def render_plots(summary: Mapping[str, Any], records: Sequence[RequestRecord]) -> list[Plot]:
     frame = request_frame(records)
     samples = distribution_samples(records, frame)
     itl, itl_tok = samples["itl_ms"], samples["itl_per_token_ms"]
@@ -63,7 +67,7 @@ def render_plots(summary: dict, records: Sequence[RequestRecord]) -> list[Plot]:
     return out
 
 
-def thresholds(summary: dict, metrics: Sequence[str]) -> list[tuple[str, float]]:
+def thresholds(summary: Mapping[str, Any], metrics: Sequence[str]) -> list[tuple[str, float]]:
     """(label, value in ms) of every SLA line for these metrics: per-request SLOs, then rules."""
     sla = summary.get("sla") or {}
     out = [(f"SLO {k} <= {v:g}", float(v)) for k, v in (sla.get("slos") or {}).items() if k in metrics]
@@ -75,7 +79,13 @@ def thresholds(summary: dict, metrics: Sequence[str]) -> list[tuple[str, float]]
     return out
 
 
-def _cdf(name: str, title: str, series: dict[str, np.ndarray], summary: dict, metrics: Sequence[str]) -> Plot:
+def _cdf(
+    name: str,
+    title: str,
+    series: Mapping[str, npt.NDArray[Any]],
+    summary: Mapping[str, Any],
+    metrics: Sequence[str],
+) -> Plot:
     fig, ax = _figure()
     drawn = False
     for label, values in series.items():
@@ -102,7 +112,9 @@ def _cdf(name: str, title: str, series: dict[str, np.ndarray], summary: dict, me
     return Plot(name, f"{title} CDF", caption, _png(fig))
 
 
-def _over_time(name: str, column: str, frame, summary: dict, records: Sequence[RequestRecord]) -> Plot:
+def _over_time(
+    name: str, column: str, frame: pd.DataFrame, summary: Mapping[str, Any], records: Sequence[RequestRecord]
+) -> Plot:
     title = metric_defs.get(column).plot_title
     fig, ax = _figure()
     win = timeseries.window_ns(records)
@@ -172,7 +184,7 @@ def _per_second(records: Sequence[RequestRecord]) -> Plot:
     )
 
 
-def _figure() -> tuple[Figure, object]:
+def _figure() -> tuple[Figure, Axes]:
     fig = Figure(figsize=(6.4, 3.8), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -180,14 +192,14 @@ def _figure() -> tuple[Figure, object]:
     return fig, ax
 
 
-def _draw_thresholds(ax, lines: list[tuple[str, float]], *, vertical: bool) -> None:
+def _draw_thresholds(ax: Axes, lines: list[tuple[str, float]], *, vertical: bool) -> None:
     for i, (label, value) in enumerate(lines):
         style = _THRESHOLD_STYLES[i % len(_THRESHOLD_STYLES)]
         draw = ax.axvline if vertical else ax.axhline
         draw(value, color=_FAIL if "SLO" not in label else "#ff7f0e", ls=style, lw=1.2, label=label)
 
 
-def _no_data(ax) -> None:
+def _no_data(ax: Axes) -> None:
     ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color=_LINE)
 
 

@@ -52,7 +52,8 @@ def per_second(records: Sequence[RequestRecord]) -> pd.DataFrame:
     widths = np.minimum(starts + BIN_S, span_s) - starts
     m = measured(records)
 
-    times, tokens = [], []
+    times: list[int] = []
+    tokens: list[int] = []
     for r in m:
         times.extend(r.chunk_times_ns)
         same = len(r.chunk_tokens) == len(r.chunk_times_ns)

@@ -77,6 +77,7 @@ def client_info(transport: str, event_loop: str) -> dict:
 
 
 def host_info() -> dict:
+    usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

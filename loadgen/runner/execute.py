@@ -80,7 +80,7 @@ async def execute(
                 result = await drive(p.specs, p.backend, p.shape, p.limits, on_record=keep, stop=stop)
             finally:
                 gc.unfreeze()
-                if ticker is not None:
+                if ticker is not None and on_progress is not None:
                     ticker.cancel()
                     on_progress(Progress(p.total, profile.workload.duration_s, (now_ns() - t0) / 1e9, p.live))
         if sink.error is not None:

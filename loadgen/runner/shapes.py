@@ -21,6 +21,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from loadgen.clock import now_ns, sleep_until
 from loadgen.records import RequestSpec
 
@@ -87,7 +90,7 @@ class ClosedLoop:
 class OpenLoop:
     """Send at absolute deadlines (offsets from the start, ns); optionally cap requests in flight."""
 
-    schedule_ns: Sequence[int]
+    schedule_ns: Sequence[int] | npt.NDArray[np.int64]
     max_concurrency: int | None = None
 
     async def run(self, d: Dispatcher) -> None:

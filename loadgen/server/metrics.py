@@ -214,8 +214,8 @@ def metrics_labels(samples: Samples, engine: str | None) -> dict:
                 if k in _DESCRIPTIVE_LABELS:
                     values[k].add(v)
     config = {n: _total(samples, n) for n in names.config_gauges if n in samples}
-    labels = {k: sorted(v) for k, v in sorted(values.items())}
-    return {"engine": engine, "info": info, "config": config, "labels": labels}
+    listed: dict[str, list[str]] = {k: sorted(v) for k, v in sorted(values.items())}
+    return {"engine": engine, "info": info, "config": config, "labels": listed}
 
 
 def trtllm_json_row(body: bytes) -> dict[str, float | None] | None:

@@ -205,13 +205,19 @@ class ServerMetricsScraper:
         first, last = self._kept[0][2], self._kept[-1][2]
         if not isinstance(first, dict) or not isinstance(last, bytes):
             return float("inf")  # nothing to wait for (no histogram, or a failed last scrape)
-        now = sm.normalize(sm.parse(last), self._series.engine).get("ttft_count")
+        engine = self._series.engine
+        if engine is None:
+            return float("inf")
+        now = sm.normalize(sm.parse(last), engine).get("ttft_count")
         then = first.get("ttft_count")
         return float("inf") if now is None or then is None else now - then
 
     def _row(self, t_ns: int, rtt_ns: int, kept: bytes | dict | None) -> dict:
-        if isinstance(kept, bytes):
-            kept = sm.normalize(sm.parse(kept), self._series.engine)
+        engine = self._series.engine
+        if isinstance(kept, bytes) and engine is not None:
+            kept = sm.normalize(sm.parse(kept), engine)
+        elif isinstance(kept, bytes):
+            kept = None  # bytes are kept only once an engine was detected
         return {"t_ns": t_ns, "rtt_ms": rtt_ns / 1e6, **(kept or dict.fromkeys(sm.ROW_KEYS))}
 
     async def aclose(self) -> None:

@@ -82,7 +82,7 @@ class ServerTokenizer:
         target = spec.prompt_tokens
         words = spec.prompt.split(" ")
         filler = _filler(spec.id)
-        best = None
+        best: tuple[int, str, Any] | None = None
         for _ in range(_MAX_ROUNDS):
             text = " ".join(words)
             messages = _with_user(spec.messages, text)
@@ -102,6 +102,7 @@ class ServerTokenizer:
                 if step <= 0:
                     break  # only the unique opening is left: the template alone exceeds the target
                 del words[-step:]
+        assert best is not None  # _MAX_ROUNDS >= 1: the first count always sets it
         n, text, messages = best
         # The prompt is now exactly what the server will count (or the closest reachable).
         return dataclasses.replace(spec, prompt=text, messages=messages, prompt_tokens=n)

@@ -13,6 +13,16 @@ from loadgen.backends.transports.base import Transport, TransportOptions
 from loadgen.backends.transports.httptools_pool import HttptoolsTransport
 from loadgen.backends.transports.httpx_client import HttpxTransport
 
+__all__ = [
+    "TRANSPORTS",
+    "AiohttpTransport",
+    "HttptoolsTransport",
+    "HttpxTransport",
+    "Transport",
+    "TransportOptions",
+    "make_transport",
+]
+
 # The one list of transport names: the profile's choices and the CLI's come from it.
 TRANSPORTS: dict[str, Callable[[TransportOptions], Transport]] = {
     "httptools": HttptoolsTransport,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from typing import cast
 from urllib.parse import urlsplit
 
 import httptools
@@ -39,6 +40,19 @@ _NO_BODY = frozenset((204, 304))
 _TLS_RECORDS = frozenset((b"\x15\x03", b"\x16\x03"))
 
 
+class _NoConsumer:
+    """Stands in for a consumer between requests: bytes with no request to answer are dropped."""
+
+    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
+        return None
+
+    def feed(self, t_ns: int, data: bytes) -> bool:
+        return False
+
+
+_IDLE = _NoConsumer()
+
+
 class _Conn(asyncio.Protocol):
     """One connection, one request at a time."""
 
@@ -47,9 +61,9 @@ class _Conn(asyncio.Protocol):
         self.closed = False
         self.busy = False
         self.last_io_ns = 0
-        self._consumer: Consumer | None = None
+        self._consumer: Consumer = _IDLE
         self._parser: httptools.HttpResponseParser | None = None
-        self._waiter: asyncio.Future | None = None
+        self._waiter: asyncio.Future[bool] | None = None
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
         self._t = 0
@@ -60,7 +74,7 @@ class _Conn(asyncio.Protocol):
         self.got_bytes = False
 
     # -- driving a request
-    def start(self, request: bytes, consumer: Consumer) -> asyncio.Future:
+    def start(self, request: bytes, consumer: Consumer) -> asyncio.Future[bool]:
         self._consumer = consumer
         self._parser = httptools.HttpResponseParser(self)
         self._waiter = asyncio.get_running_loop().create_future()
@@ -68,6 +82,7 @@ class _Conn(asyncio.Protocol):
         self._complete = self._stopped = self._until_close = self.got_bytes = False
         self.busy = True
         self.last_io_ns = now_ns()
+        assert self.transport is not None, "connection_made runs before a connection is handed out"
         self.transport.write(request)
         return self._waiter
 
@@ -83,7 +98,7 @@ class _Conn(asyncio.Protocol):
 
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         t = self._t = self.last_io_ns = now_ns()
@@ -136,6 +151,7 @@ class _Conn(asyncio.Protocol):
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        assert self._parser is not None  # called from inside its feed_data
         status = self._parser.get_status_code()
         h = self._headers
         self._until_close = (
@@ -152,13 +168,14 @@ class _Conn(asyncio.Protocol):
     def on_message_complete(self) -> None:
         # llhttp answers "keep alive?" only inside this callback; after it the state is reset.
         self._complete = True
+        assert self._parser is not None  # called from inside its feed_data
         self._keep_alive = self._parser.should_keep_alive()
 
     def _done(self, reuse: bool) -> None:
         self.busy = False
         if not reuse:
             self.abort()
-        if not self._waiter.done():
+        if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(reuse)
 
 
@@ -178,7 +195,7 @@ class HttptoolsTransport:
         self._idle: list[_Conn] = []
         self._active: set[_Conn] = set()
         self._sem: asyncio.Semaphore | None = None
-        self._watchdog: asyncio.Task | None = None
+        self._watchdog: asyncio.Task[None] | None = None
 
     async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
         request = (
@@ -230,17 +247,13 @@ class HttptoolsTransport:
                 return conn
         loop = asyncio.get_running_loop()
         where = f"{self._host}:{self._port}"
-        tls = (
-            {}
-            if self._ssl is None
-            else {
-                "ssl": self._ssl,
-                "ssl_handshake_timeout": min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s),
-            }
-        )
+        handshake_s = None if self._ssl is None else min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s)
         try:
             _, conn = await asyncio.wait_for(
-                loop.create_connection(_Conn, self._host, self._port, **tls), self._opts.connect_timeout_s
+                loop.create_connection(
+                    _Conn, self._host, self._port, ssl=self._ssl, ssl_handshake_timeout=handshake_s
+                ),
+                self._opts.connect_timeout_s,
             )
         except asyncio.TimeoutError:
             raise ConnectFailed(f"no connection to {where} within {self._opts.connect_timeout_s} s") from None
