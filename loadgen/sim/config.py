@@ -9,12 +9,15 @@ fall back to a default and change what is being measured).
 from __future__ import annotations
 
 from functools import cached_property
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .physics import Physics
 from .presets import Preset, parse_preset, preset_help
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
 
 Precision = Literal["fp16", "bf16", "fp8"]
 
@@ -150,7 +153,7 @@ _VALID = {
 }
 
 
-def _describe(err: dict[str, Any]) -> str:
+def _describe(err: ErrorDetails) -> str:
     loc = ".".join(str(x) for x in err["loc"])
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":

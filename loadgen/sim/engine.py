@@ -241,5 +241,6 @@ def simulate(config: SimConfig, requests: Iterable[tuple[int, int, int]]) -> lis
         if not step.duration_ns:  # nothing runs and the head of the queue can never fit
             raise ValueError("a request needs more KV blocks than the whole cache holds")
         for s in step.emitted:
+            assert s.token_vns is not None  # set above when it was submitted
             s.token_vns.append(engine.now_ns)
     return seqs

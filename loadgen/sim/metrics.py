@@ -128,7 +128,7 @@ class Metrics:
         self, running: int, waiting: int, kv_usage: float, prompt_total: int, generation_total: int
     ) -> str:
         lab = self.labels
-        lines = []
+        lines: list[str] = []
 
         def scalar(name: str, kind: str, help: str, value) -> None:
             lines.extend((f"# HELP {name} {help}", f"# TYPE {name} {kind}", f"{name}{{{lab}}} {value}"))

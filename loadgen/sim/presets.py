@@ -117,11 +117,11 @@ def parse_preset(name: str) -> Preset:
     model = MODELS.get(m["model"])
     gpu_key = GPU_ALIASES.get(m["gpu"], m["gpu"])
     gpu = GPUS.get(gpu_key)
-    problems = []
-    if model is None:
-        problems.append(f"unknown model {m['model']!r}")
-    if gpu is None:
-        problems.append(f"unknown GPU {m['gpu']!r}")
-    if problems:
+    if model is None or gpu is None:
+        problems = []
+        if model is None:
+            problems.append(f"unknown model {m['model']!r}")
+        if gpu is None:
+            problems.append(f"unknown GPU {m['gpu']!r}")
         raise ValueError(" and ".join(problems))
     return Preset(model, m["prec"], m["kv"], gpu)

@@ -18,6 +18,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import IO, NoReturn
 
 import orjson
 
@@ -75,8 +76,8 @@ class SimProcess:
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
         self.startup_timeout = startup_timeout
         self.url: str | None = None
-        self._proc: subprocess.Popen | None = None
-        self._stderr = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stderr: IO[bytes] | None = None
 
     def start(self) -> str:
         cmd = [
@@ -100,35 +101,40 @@ class SimProcess:
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
         line = self._read_announcement()
-        self.url = orjson.loads(line)["url"]
-        self.port = int(self.url.rsplit(":", 1)[1])
-        self._wait_healthy()
-        return self.url
+        url: str = orjson.loads(line)["url"]
+        self.url = url
+        self.port = int(url.rsplit(":", 1)[1])
+        self._wait_healthy(url)
+        return url
 
     def _read_announcement(self) -> bytes:
         box: list[bytes] = []
-        reader = threading.Thread(target=lambda: box.append(self._proc.stdout.readline()), daemon=True)
+        assert self._proc is not None and self._proc.stdout is not None  # start(): stdout=PIPE
+        stdout = self._proc.stdout
+        reader = threading.Thread(target=lambda: box.append(stdout.readline()), daemon=True)
         reader.start()
         reader.join(self.startup_timeout)
         if not box or not box[0].strip():
             self._fail("did not report its address")
         return box[0]
 
-    def _wait_healthy(self) -> None:
+    def _wait_healthy(self, url: str) -> None:
+        assert self._proc is not None  # started by start()
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 self._fail("exited")
             try:
-                with urllib.request.urlopen(self.url + "/health", timeout=1) as r:
+                with urllib.request.urlopen(url + "/health", timeout=1) as r:
                     if r.status == 200:
                         return
             except OSError:
                 time.sleep(0.05)
         self._fail("did not answer /health")
 
-    def _fail(self, what: str) -> None:
+    def _fail(self, what: str) -> NoReturn:
         self.stop(timeout=2)
+        assert self._stderr is not None  # opened by start() before the child
         self._stderr.seek(0)
         err = self._stderr.read().decode(errors="replace").strip()
         raise RuntimeError(

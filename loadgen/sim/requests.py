@@ -9,13 +9,20 @@ never after ``max_tokens``; with it, exactly ``max_tokens`` tokens.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import orjson
 
 from .config import SimConfig
 from .sse import ChunkEncoder
 from .text import WordStream, count_chat, count_text
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from aiohttp import web
+
+    from .engine import Seq
 
 
 class BadRequest(Exception):
@@ -75,7 +82,9 @@ class RequestState:
         self.finish_json = orjson.dumps(self.finish_reason)
         self.words = words
         self.encoder = ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
-        self.response = self.seq = self.done = None
+        self.response: web.StreamResponse | None = None
+        self.seq: Seq | None = None
+        self.done: asyncio.Future[None] | None = None
         self.arrival_ns = self.admitted_ns = self.prefill_end_ns = self.finish_ns = 0
         self.chunk_ns: list[int] = []
 
@@ -142,6 +151,10 @@ class RequestState:
         }
 
 
+@overload
+def _int(body: dict, key: str, default: int, lo: int) -> int: ...
+@overload
+def _int(body: dict, key: str, default: None, lo: int) -> int | None: ...
 def _int(body: dict, key: str, default: int | None, lo: int) -> int | None:
     v = body.get(key, default)
     if v is None:

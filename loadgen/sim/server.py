@@ -17,6 +17,7 @@ import asyncio
 import itertools
 import time
 from pathlib import Path
+from typing import IO
 
 import orjson
 from aiohttp import web
@@ -47,7 +48,7 @@ class SimServer:
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._wake = asyncio.Event()
-        self._log = None
+        self._log: IO[bytes] | None = None
         self._runner: web.AppRunner | None = None
         self._pacer: asyncio.Task | None = None
         self._live: set[RequestState] = set()
@@ -74,11 +75,11 @@ class SimServer:
                 web.post("/v1/chat/completions", self._chat),
             ]
         )
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, backlog=1024)
+        runner = self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port, backlog=1024)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # the real port when 0 was asked
+        self.port = runner.addresses[0][1]  # the real port when 0 was asked
         self._pacer = asyncio.create_task(self._pace())
         return self.url
 
@@ -180,16 +181,18 @@ class SimServer:
             )
             await resp.prepare(request)
             if chat:
+                assert st.encoder is not None  # every streaming request has one
                 await resp.write(st.encoder.role())
             st.response = resp
         seq = Seq(st.prompt_tokens, st.output_tokens, st.max_tokens, owner=st)
         st.seq = seq
-        st.done = asyncio.get_running_loop().create_future()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        st.done = done
         self._live.add(st)
         self.engine.submit(seq)
         self._wake.set()
         try:
-            await st.done
+            await done
         finally:
             if st in self._live:  # the handler was cancelled: free the engine's seat
                 self.engine.abort(seq)
@@ -222,11 +225,14 @@ class SimServer:
         st.finish_reason = reason
         if st.stream or reason == "abort":
             self._record(st)
-        if not st.done.done():
-            st.done.set_result(None)
+        done = st.done
+        assert done is not None  # set before st joined _live
+        if not done.done():
+            done.set_result(None)
 
     def _record(self, st: RequestState) -> None:
         st.finish_ns = now_ns()
+        assert st.seq is not None  # set before the request reaches the engine
         rec = st.ground_truth(st.seq.generated)
         m = self.metrics
         m.success[rec["finish_reason"]] = m.success.get(rec["finish_reason"], 0) + 1
@@ -277,6 +283,7 @@ class SimServer:
     async def _ground_truth(self, request: web.Request) -> web.Response:
         if not self.ground_truth_path:
             return _error("no ground_truth_path was configured", 404, "", "NotFoundError")
+        assert self._log is not None  # opened by start() when ground_truth_path is set
         self._log.flush()
         return web.Response(body=self.ground_truth_path.read_bytes(), content_type="application/x-ndjson")
 

@@ -144,8 +144,11 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
         if entry["first_token_ns"] is None:
             entry["first_token_ns"] = t
         k += 1
-    final = {"index": 0, "finish_reason": "length"}
-    final.update({"delta": {}} if chat else {"text": ""})
+    final: dict[str, Any] = {"index": 0, "finish_reason": "length"}
+    if chat:
+        final["delta"] = {}
+    else:
+        final["text"] = ""
     await resp.write(chunk(final))
     if usage_on:
         await resp.write(
@@ -284,21 +287,22 @@ class StreamServer:
 
     def __init__(self, **defaults: Any) -> None:
         self.defaults = defaults
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
     def __enter__(self) -> StreamServer:
         args = [sys.executable, "-m", "loadgen.testing", "--config", json.dumps(self.defaults)]
-        self.proc = subprocess.Popen(
+        proc = self.proc = subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
-        line = self.proc.stdout.readline()
+        assert proc.stdout is not None and proc.stderr is not None  # both are PIPEs
+        line = proc.stdout.readline()
         if not line:
-            raise RuntimeError(f"test server failed to start: {self.proc.stderr.read()}")
+            raise RuntimeError(f"test server failed to start: {proc.stderr.read()}")
         self.url = f"http://127.0.0.1:{json.loads(line)['port']}"
         return self
 
@@ -321,8 +325,10 @@ class StreamServer:
                 self.proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-            self.proc.stdout.close()
-            self.proc.stderr.close()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -61,6 +61,9 @@ class Workload:
             self._prompts = TextPrompts(cfg.seed)
         self.approximate_prompt_lengths: bool = self._prompts.approximate
         n_sys = cfg.prompt.system_prompt_tokens
+        # The same kind as the prompts' build(): text, or token ids for prompt_format token_ids.
+        self._system: str | list[int] | None
+        self._system_tokens: int
         self._system, self._system_tokens = self._prompts.system(n_sys) if n_sys else (None, 0)
         self._blocks: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         # A tokenizer may miss the exact target; remember what it realised for realised().
@@ -95,12 +98,13 @@ class Workload:
         total = self._system_tokens + n_user
         messages = None
         if self.endpoint == "chat":
-            messages = chat_messages(user, self._system)
+            # The chat endpoint takes text prompts only (the config rejects token_ids for it).
+            messages = chat_messages(user, cast("str | None", self._system))
             prompt: str | list[int] = user
         elif self._system is None:
             prompt = user
-        elif isinstance(user, list):
-            prompt = self._system + user
+        elif isinstance(user, list):  # token ids: the system prompt is token ids as well
+            prompt = cast("list[int]", self._system) + user
         else:
             prompt = f"{self._system} {user}"
             if isinstance(self._prompts, TokenizerPrompts):
@@ -141,6 +145,7 @@ def build_schedule(load: LoadConfig, workload: WorkloadConfig) -> np.ndarray | N
     shape = (load.rate, load.arrival, load.burstiness, workload.seed)
     n = None if workload.num_requests is None else workload.num_requests + load.warmup_requests
     if workload.duration_s is None:
+        assert n is not None  # the config requires num_requests or duration_s
         return arrival_offsets_ns(n, *shape)
     offsets = offsets_until(workload.duration_s, *shape)
     return offsets if n is None else offsets[:n]

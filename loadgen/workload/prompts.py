@@ -12,7 +12,7 @@ so n words is close to n tokens (chat templates and a model's BOS add a few more
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
@@ -182,10 +182,17 @@ _POOL = 4096  # distinct pool positions a prompt may start from
 _SPREAD = 2654435761  # Knuth's multiplicative hash spreads consecutive ids over the pool
 
 
-class TokenizerLike(Protocol):
-    """What we need of a ``tokenizers.Tokenizer``."""
+class EncodingLike(Protocol):
+    """What we need of a ``tokenizers.Encoding``."""
 
-    def encode(self, sequence: str, add_special_tokens: bool = ...) -> Any: ...
+    @property
+    def ids(self) -> list[int]: ...
+
+
+class TokenizerLike(Protocol):
+    """What we need of a ``tokenizers.Tokenizer`` (``add_special_tokens`` is passed by name)."""
+
+    def encode(self, sequence: str, *, add_special_tokens: bool = ...) -> EncodingLike: ...
     def decode(self, ids: list[int], skip_special_tokens: bool = ...) -> str: ...
 
 
