@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from loadgen import records as R
 from loadgen.backends import registry
-from loadgen.backends.base import Live
+from loadgen.backends.stream import Live
 from loadgen.backends.transports.base import ConnectFailed, ReadTimedOut, StreamBroken
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, Read, reads, split_at, split_every
 

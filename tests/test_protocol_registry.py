@@ -13,7 +13,8 @@ import pytest
 
 from loadgen import records as R
 from loadgen.backends import registry
-from loadgen.backends.base import BackendOptions, Live, ProbeResult, SSEResponse, StreamingBackend
+from loadgen.backends.base import BackendOptions, ProbeResult, StreamingBackend
+from loadgen.backends.stream import Live, SSEResponse
 from loadgen.backends.transports import TRANSPORTS
 from loadgen.backends.transports.base import Transport
 from loadgen.cli.main import build_parser

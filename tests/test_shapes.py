@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from loadgen.backends.base import Live
+from loadgen.backends.stream import Live
 from loadgen.clock import now_ns
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner.driver import Limits, drive

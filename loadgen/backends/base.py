@@ -13,8 +13,6 @@ and registers itself (``registry.py``); the adapters differ only in what their b
 from __future__ import annotations
 
 import asyncio
-import datetime
-import email.utils
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -24,29 +22,17 @@ from urllib.parse import quote
 import orjson
 
 from loadgen import records as R
-from loadgen.backends.sse import SSEDecoder
+from loadgen.backends.stream import Live, SSEResponse, fail
 from loadgen.backends.transports.base import Transport
 from loadgen.clock import now_ns
 from loadgen.errors import RunError
 from loadgen.redact import redact_url
 from loadgen.server.identity import ServerIdentity
 
-ERROR_BODY_LIMIT = 4096
 # Response headers worth keeping: they name the engine, its version or the proxy in front.
 _SERVER_HEADERS = re.compile(
     r"^(server|via|x-.*(version|engine|backend|model|served|server).*|openai-.*)$", re.I
 )
-_DONE = b"[DONE]"
-
-
-@dataclass(slots=True)
-class Live:
-    """Counters the progress display reads; the hot path only ever adds to them."""
-
-    in_flight: int = 0
-    done: int = 0
-    errors: int = 0
-    tokens: int = 0
 
 
 class ProbeError(RunError):
@@ -133,27 +119,6 @@ def finish_counts(rec: R.RequestRecord, spec: R.RequestSpec) -> None:
         rec.prompt_tokens_source = "usage"
 
 
-def fail(rec: R.RequestRecord, cls: str, message: str, t_ns: int | None = None) -> None:
-    rec.ok = False
-    rec.error_class = cls
-    rec.error_message = message
-    if rec.t_end_ns is None:
-        rec.t_end_ns = t_ns or now_ns()
-
-
-def error_text(body: bytes) -> str:
-    """The message of an error body: OpenAI's {"error": {"message"}}, Triton's {"error": "..."},
-    SGLang's {"message": ...}, or the raw text."""
-    try:
-        obj = orjson.loads(body)
-        err = obj.get("error", obj) if isinstance(obj, dict) else obj
-        if isinstance(err, dict):
-            return str(err.get("message") or err)[:300]
-        return str(err)[:300]
-    except orjson.JSONDecodeError:
-        return body[:300].decode("utf-8", "replace")
-
-
 def merge_extra(body: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """``target.extra_body`` over the defaults; a null value removes a default field (a Triton
     model without the TRT-LLM ensemble's ``bad_words`` input, say)."""
@@ -163,139 +128,6 @@ def merge_extra(body: dict[str, Any], extra: Mapping[str, Any] | None) -> dict[s
         else:
             body[k] = v
     return body
-
-
-class SSEResponse:
-    """Base consumer for the native protocols: status and error bodies, SSE framing and the
-    end-of-stream checks; a subclass reads its protocol's events in ``on_events``.
-
-    ``on_events(t, events)`` gets the data payloads one read completed, stamped with that
-    read's arrival time, and returns False when the stream is beyond use (the record is then
-    failed). ``on_end()`` runs once the body is complete and nothing failed.
-
-    Protocols that end their stream with ``data: [DONE]`` (OpenAI, SGLang) set
-    ``requires_done``: the terminator is taken out before ``on_events`` sees the payloads, and a
-    stream that closed without it fails as ``no_done`` before ``on_end``."""
-
-    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events", "texts", "done")
-    requires_done = False
-
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool = False) -> None:
-        self.rec = rec
-        self.live = live
-        # Each chunk's text, kept only when a local tokenizer will count its tokens afterwards.
-        self.texts: list[str] | None = [] if keep_texts else None
-        self.dec = SSEDecoder()
-        self.error_body: bytes | None = None
-        self.rid: str | None = None
-        self.events = 0  # data payloads seen, token-bearing or not
-        self.done = False  # the [DONE] terminator arrived
-
-    def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
-        rec = self.rec
-        rec.http_status = status
-        rec.t_first_byte_ns = t_ns
-        self.rid = headers.get("x-request-id")
-        if status != 200:
-            self.error_body = b""
-            retry_after = headers.get("retry-after")
-            if retry_after is not None:
-                rec.retry_after_s = retry_after_seconds(retry_after)
-
-    def feed(self, t: int, raw: bytes) -> bool:
-        if self.error_body is not None:
-            self.error_body += raw
-            return len(self.error_body) <= ERROR_BODY_LIMIT
-        events = self.dec.feed(raw)
-        if not events:
-            return True
-        self.events += len(events)
-        if self.requires_done and _DONE in events:
-            events = self._take_done(events)
-        return self._read(t, events)
-
-    def _read(self, t: int, events: list[bytes]) -> bool:
-        # A field of the wrong type ("choices": "abc", "delta": "str", a null count) is a
-        # malformed stream, said once here for every protocol: never a traceback, never `read`.
-        try:
-            return self.on_events(t, events)
-        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-            return self.shape_error(t, events, exc)
-
-    def shape_error(self, t: int, events: list[bytes], exc: Exception) -> bool:
-        sample = events[0][:120] if events else b""
-        fail(
-            self.rec,
-            R.MALFORMED,
-            f"an event of an unexpected shape ({type(exc).__name__}: {str(exc)[:80]}): {sample!r}",
-            t,
-        )
-        return False
-
-    def _take_done(self, events: list[bytes]) -> list[bytes]:
-        self.done = True
-        return [e for e in events if e != _DONE]
-
-    def finish(self, t_end: int) -> None:
-        rec = self.rec
-        if rec.error_class is not None:
-            return
-        rec.t_end_ns = t_end
-        if self.error_body is not None:
-            fail(rec, R.http_error_class(rec.http_status or 0), error_text(self.error_body))
-            return
-        tail = self.dec.flush()
-        if tail:
-            self.events += len(tail)
-            if self.requires_done and _DONE in tail:
-                tail = self._take_done(tail)
-            if not self._read(t_end, tail):
-                return
-        if rec.response_id is None:
-            rec.response_id = self.rid
-        if self.events == 0:
-            sample = self.dec.junk_sample or self.dec.pending[:120]
-            what = f"response is not an SSE stream: {sample!r}" if sample else "the response carried no event"
-            fail(rec, R.MALFORMED, what)
-            return
-        if self.requires_done and not self.done:
-            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
-            return
-        try:
-            self.on_end()
-        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
-            rec.ok = False
-            self.shape_error(t_end, [], exc)
-
-    def chunk(self, t: int, n: int, text: str, reasoning: bool = False) -> None:
-        """Record one token-bearing event: arrival ``t``, ``n`` tokens."""
-        rec = self.rec
-        rec.chunk_times_ns.append(t)
-        rec.chunk_tokens.append(n)
-        self.live.tokens += n
-        if rec.t_first_token_ns is None:
-            rec.t_first_token_ns = t
-        if reasoning:
-            rec.reasoning_times_ns.append(t)
-            rec.reasoning_tokens.append(n)
-        elif rec.t_first_content_ns is None:
-            rec.t_first_content_ns = t
-        if self.texts is not None:
-            self.texts.append(text)
-
-    def on_events(self, t: int, events: list[bytes]) -> bool:
-        raise NotImplementedError
-
-    def on_end(self) -> None:
-        raise NotImplementedError
-
-    def malformed(self, t: int, data: bytes) -> bool:
-        fail(self.rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)
-        return False
-
-    def error_event(self, t: int, data: bytes) -> bool:
-        fail(self.rec, R.SERVER_ERROR_EVENT, error_text(data), t)
-        return False
 
 
 async def get_json(
@@ -463,19 +295,3 @@ class StreamingBackend:
         """The identity in what ``probe`` heard: by default the OpenAI listing's (see
         ``ServerIdentity.from_listing``), under ``engine`` when the protocol names it."""
         return ServerIdentity.from_listing(info, cls.engine)
-
-
-def retry_after_seconds(value: str) -> float | None:
-    """A Retry-After header in seconds: delta-seconds, or an HTTP date counted from now."""
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=datetime.timezone.utc)
-    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())

@@ -16,10 +16,8 @@ import orjson
 from loadgen import records as R
 from loadgen.backends.base import (
     BackendOptions,
-    Live,
     ProbeError,
     ProbeResult,
-    SSEResponse,
     StreamingBackend,
     TargetLike,
     get_json,
@@ -27,6 +25,7 @@ from loadgen.backends.base import (
     unreachable,
 )
 from loadgen.backends.registry import register
+from loadgen.backends.stream import Live, SSEResponse
 from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
 

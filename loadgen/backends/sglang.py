@@ -33,10 +33,8 @@ import orjson
 from loadgen import records as R
 from loadgen.backends.base import (
     BackendOptions,
-    Live,
     ProbeError,
     ProbeResult,
-    SSEResponse,
     StreamingBackend,
     get_json,
     merge_extra,
@@ -44,6 +42,7 @@ from loadgen.backends.base import (
     unreachable,
 )
 from loadgen.backends.registry import register
+from loadgen.backends.stream import Live, SSEResponse
 from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
 

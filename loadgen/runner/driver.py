@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from loadgen.backends.base import Live
+from loadgen.backends.stream import Live
 from loadgen.clock import now_ns
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner.shapes import LoadShape

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.backends.base import Live
+from loadgen.backends.stream import Live
 from loadgen.clock import now_ns
 from loadgen.records import JsonlSink, RequestRecord, SinkError
 from loadgen.result import REQUESTS

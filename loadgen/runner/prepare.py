@@ -21,7 +21,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from loadgen.backends import registry
-from loadgen.backends.base import Live, ProbeError, StreamingBackend
+from loadgen.backends.base import ProbeError, StreamingBackend
+from loadgen.backends.stream import Live
 from loadgen.backends.transports import Transport, TransportOptions, make_transport
 from loadgen.config import Profile
 from loadgen.errors import RunError

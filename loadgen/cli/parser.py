@@ -1,0 +1,245 @@
+"""The command line's arguments: every subcommand, flag and help text, and what the ``run``
+flags change in the profile. Parsing only; ``main.py`` acts on the result."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+# CLI flag -> dotted profile path. Flags are shortcuts; --set reaches every other field.
+FLAG_PATHS = {
+    "url": "target.url",
+    "model": "target.model",
+    "endpoint": "target.endpoint",
+    "api_key_env": "target.api_key_env",
+    "transport": "target.transport",
+    "prompt_format": "target.prompt_format",
+    "timeout": "target.timeout_s",
+    "concurrency": "load.concurrency",
+    "rate": "load.rate",
+    "arrival": "load.arrival",
+    "burstiness": "load.burstiness",
+    "max_concurrency": "load.max_concurrency",
+    "warmup": "load.warmup_requests",
+    "num_requests": "workload.num_requests",
+    "duration": "workload.duration_s",
+    "seed": "workload.seed",
+    "tokenizer": "workload.prompt.tokenizer",
+    "input_tokens": "workload.input_tokens",
+    "output_tokens": "workload.output_tokens",
+    "out": "output.dir",
+    "run_id": "output.run_id",
+    "name": "name",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from loadgen import __version__
+
+    p = argparse.ArgumentParser(prog="loadgen", description="Load-test and benchmark LLM inference servers.")
+    p.add_argument("--version", action="version", version=f"loadgen {__version__}")
+    sub = p.add_subparsers(
+        dest="command",
+        required=True,
+        metavar="COMMAND",
+        help="what to do; `loadgen COMMAND --help` documents each",
+    )
+
+    r = sub.add_parser(
+        "run",
+        help="run a benchmark profile and write reports/<run-id>/",
+        description="Run a benchmark. Flags override the profile; --set reaches any field.",
+    )
+    r.add_argument(
+        "profile",
+        nargs="?",
+        help="profile YAML (a path, or the name of a shipped profile "
+        "such as chat, long-context, code-completion, ci-smoke, quickstart)",
+    )
+    g = r.add_argument_group("target")
+    g.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8000 (omit: built-in simulator)")
+    g.add_argument(
+        "--model",
+        help="model name to request (default: the first model /v1/models lists; "
+        "SGLang: its /get_model_info; Triton: required)",
+    )
+    from loadgen.backends import registry  # the protocols and transports on offer, as registered
+    from loadgen.backends.transports import TRANSPORTS
+
+    protocols = "; ".join(
+        f"{name}: {cls.description}" + (" (needs --model)" if cls.needs_model else "")
+        for name, cls in registry.PROTOCOLS.items()
+    )
+    g.add_argument(
+        "--endpoint", choices=registry.names(), help=f"protocol to drive; {protocols}".replace("%", "%%")
+    )
+    g.add_argument("--api-key-env", help="NAME of the environment variable holding the API key")
+    g.add_argument(
+        "--transport",
+        choices=list(TRANSPORTS),
+        help="HTTP client library (default httptools: the cheapest per token)",
+    )
+    g.add_argument(
+        "--prompt-format",
+        choices=["text", "token_ids"],
+        help="send prompts as text or as token ids (completions or sglang_generate: exact lengths)",
+    )
+    g.add_argument("--timeout", type=float, help="per-request timeout in seconds")
+    g.add_argument(
+        "--sim",
+        metavar="PRESET",
+        help="use the built-in simulator with this preset, e.g. llama3-8b-fp8@h100 (ignores --url)",
+    )
+    g = r.add_argument_group("load")
+    g.add_argument("--concurrency", type=int, help="closed loop: this many requests always in flight")
+    g.add_argument("--rate", type=float, help="open loop: requests per second (clears --concurrency)")
+    g.add_argument("--arrival", choices=["poisson", "constant", "gamma"], help="open-loop arrival process")
+    g.add_argument("--burstiness", type=float, help="gamma shape: 1 = poisson, <1 burstier, >1 smoother")
+    g.add_argument(
+        "--max-concurrency",
+        type=int,
+        help="open loop: cap on requests in flight (waiting for a slot counts as client lag)",
+    )
+    g.add_argument("--warmup", type=int, help="warm-up requests, excluded from statistics")
+    g = r.add_argument_group("workload")
+    g.add_argument("--num-requests", type=int, help="measured requests to send (warm-up comes on top)")
+    g.add_argument("--duration", type=float, help="stop sending after this many seconds")
+    g.add_argument("--input-tokens", type=int, help="fixed prompt length in tokens")
+    g.add_argument("--output-tokens", type=int, help="fixed output length in tokens (max_tokens)")
+    g.add_argument("--seed", type=int, help="seed for lengths, prompts and arrivals")
+    g.add_argument("--tokenizer", help="local tokenizer.json for exact prompt lengths")
+    g = r.add_argument_group("output")
+    g.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PATH=VALUE",
+        help="override any profile field, e.g. --set sla.ttft_ms=700 (repeatable)",
+    )
+    g.add_argument(
+        "--label",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="record a condition such as gpu=H200 or precision=fp8 (repeatable)",
+    )
+    g.add_argument("--name", help="run name (part of the run id)")
+    g.add_argument("--out", help="directory for run folders (default: reports)")
+    g.add_argument("--run-id", help="folder name for this run (default: time-name-random)")
+    g.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    g.add_argument(
+        "--no-report",
+        action="store_true",
+        help="skip report.md/report.html/plots at the end (`loadgen report` makes them later)",
+    )
+    g.add_argument("--fail-on-sla", action="store_true", help="exit 1 when the SLA verdict is fail")
+
+    s = sub.add_parser(
+        "sim",
+        help="serve the built-in GPU-serving simulator",
+        description="Serve the simulator as an OpenAI-compatible server for any client.",
+    )
+    s.add_argument("--preset", default="llama3-8b-fp16@h100", help="<model>-<precision>@<gpu>")
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    s.add_argument("--port", type=int, default=8000, help="port to listen on")
+    s.add_argument("--time-scale", type=float, help="simulated-time pacing factor (see docs/simulator.md)")
+    s.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="any simulator setting, e.g. --set max_num_seqs=64 (repeatable)",
+    )
+    s.add_argument("--ground-truth", help="write the per-request ground-truth log (JSONL) here")
+
+    rp = sub.add_parser(
+        "report",
+        help="write report.md, report.html, plots and CSV/Parquet of a saved run",
+        description="Regenerate a saved run's reports (no server needed): report.md, a "
+        "self-contained report.html, plots/*.png, requests.csv, requests.parquet, and "
+        "cost.json when a GPU price is known.",
+    )
+    rp.add_argument("run_dir", help="a run directory, e.g. reports/<run-id>")
+    rp.add_argument("-o", "--out", help="write the report files here (default: the run directory)")
+    rp.add_argument(
+        "--gpu-hour-cost",
+        type=float,
+        metavar="USD",
+        help="price of one GPU-hour, for $ per million tokens (default: the run's gpu_hour_cost label)",
+    )
+    rp.add_argument(
+        "--gpu-count",
+        type=float,
+        metavar="N",
+        help="GPUs serving the model (default: the run's gpu_count label, else 1)",
+    )
+
+    c = sub.add_parser(
+        "compare",
+        help="compare saved runs side by side (metrics, conditions, CDFs)",
+        description="Compare saved runs (no server needed): every metric side by side "
+        "with its difference relative to the first run, every condition in which the "
+        "runs differ, and overlaid CDFs. Writes compare.md, compare.json and "
+        "cdf_*.png into the output directory.",
+    )
+    c.add_argument("runs", nargs="+", metavar="RUN", help="run directories (the first is the reference)")
+    c.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
+
+    gt = sub.add_parser(
+        "gate",
+        help="fail CI when a run regressed against a baseline beyond noise",
+        description="Check a candidate run against a baseline under a rules file. A rule "
+        "fails only when the whole bootstrap confidence interval lies beyond its bound. "
+        "Exit 0 pass, 1 regression, 2 runs not comparable or bad input.",
+    )
+    gt.add_argument("candidate", metavar="CANDIDATE", help="the run under test (a run directory)")
+    gt.add_argument("--baseline", required=True, metavar="BASE", help="the run to compare against")
+    gt.add_argument(
+        "--rules",
+        metavar="PATH",
+        help="rules YAML (default: the shipped gate.yaml; `loadgen profiles` lists it)",
+    )
+    gt.add_argument("--junit", metavar="PATH", help="write a JUnit XML report here (one testcase per rule)")
+    gt.add_argument(
+        "--markdown",
+        metavar="PATH",
+        help="write the Markdown summary here too (e.g. for $GITHUB_STEP_SUMMARY)",
+    )
+    gt.add_argument("--json", metavar="PATH", help="write the full result as JSON here")
+    gt.add_argument(
+        "--resamples",
+        type=int,
+        metavar="N",
+        help="bootstrap resamples per rule (default: the rules file's, 2000)",
+    )
+    gt.add_argument("--seed", type=int, metavar="N", help="bootstrap seed (default: the rules file's, 0)")
+    gt.add_argument(
+        "--allow-different",
+        action="store_true",
+        help="gate even when the workload, model or endpoint differ (they are still listed)",
+    )
+
+    sub.add_parser(
+        "profiles",
+        help="list the shipped profiles (run one with `loadgen run NAME`)",
+        description="List the profiles installed with loadgen, one line each: the name "
+        "`loadgen run NAME` accepts from any folder, and what the profile models.",
+    )
+    return p
+
+
+def overrides(a: argparse.Namespace) -> dict[str, Any]:
+    """The profile changes the ``run`` flags ask for, as dotted paths (None clears a setting)."""
+    out: dict[str, Any] = {}
+    for flag, path in FLAG_PATHS.items():
+        v = getattr(a, flag, None)
+        if v is not None:
+            out[path] = v
+    if a.rate is not None:
+        out["load.concurrency"] = None
+    elif a.concurrency is not None:
+        out["load.rate"] = None
+    if a.sim is not None:
+        out["target.url"] = None
+        out["sim.preset"] = a.sim
+    return out

@@ -1,0 +1,351 @@
+"""A hostile OpenAI-style streaming server: one fault per mode, down to the bytes on the socket.
+
+The scripted server (``server.py``) is built on aiohttp and can only misbehave as aiohttp lets it.
+This one is a raw asyncio TCP server that writes every HTTP/1.1 byte itself, so it can reset a
+connection mid-event, close it inside a chunk, write one byte at a time, or never accept at all.
+It speaks just enough of the OpenAI API to be benchmarked: ``GET /v1/models`` (a one-model list),
+``POST /v1/chat/completions`` and ``POST /v1/completions`` streaming SSE (``data: {json}`` events
+of ``choices[0].delta.content`` / ``choices[0].text``, a usage chunk when
+``stream_options.include_usage`` asks for one, ``data: [DONE]``), 404 for anything else
+(``/version``, ``/tokenize``, ``/metrics``). Connections are kept alive unless the mode says
+otherwise; streamed bodies use chunked transfer encoding, one SSE event per chunk.
+
+It runs in a background thread with its own event loop::
+
+    with HostileServer("reset_mid_stream") as srv:
+        ...  # point a client at srv.url
+        srv.requests_seen, srv.streams_finished
+
+``requests_seen`` counts every request fully received on the streaming paths (a client that
+silently re-sends makes it grow), ``streams_finished`` every streamed 200 response written to
+its end, ``unanswered`` every request closed on without an answer (``close_without_answer``,
+``dies``); ``errors`` lists anything that went wrong inside the server itself (a bug here, not
+in the client). All are safe to read from any thread. ``python -m loadgen.testing.hostile MODE``
+serves one mode in the foreground, for poking at it by hand.
+
+Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally unless noted):
+
+    ok                    a well-behaved stream (the control case)
+    http_500              500 with an OpenAI-style JSON error body
+    http_429              429 with ``Retry-After: 7`` and a JSON error body
+    reset_mid_stream      a few events, then a TCP reset (RST)
+    stall                 a few events, then silence with the connection held open
+    slow_headers          the status line and headers only after ``headers_delay_s``
+    garbage_lines         200 text/event-stream whose body is lines that are not SSE
+    non_object_json       an event whose JSON is not an object (``data: [1,2]``)
+    no_data_prefix        every event's JSON (and ``[DONE]``) without its ``data:`` prefix
+    not_sse               200 with a plain (non-streaming) JSON completion body
+    no_done               a complete stream that never sends ``data: [DONE]``
+    fin_mid_chunk         a few events, then a chunk header and half its bytes, then FIN
+    invalid_utf8          an event whose JSON carries raw 0xff bytes
+    huge_event            one content event of ``huge_bytes`` (10 MB) of valid JSON, then [DONE]
+    one_byte_writes       every response (``/v1/models`` too) written one byte per write
+    connection_close      ``Connection: close`` on every response (``/v1/models`` too), then close
+    dies                  answers ``die_after`` streaming requests; on the next one it closes
+                          its listening socket and every connection
+    never_accepts         a listening socket (``listen(0)``) whose queue is full and never
+                          accepted: connecting times out
+    error_event           ``data: {"error": {"message": "boom"}}`` mid-stream, then [DONE]
+    object_error_event    ``data: {"object": "error", "message": "boom", "code": 400}`` mid-stream
+                          (older vLLM), then [DONE]
+    no_usage              never a usage chunk, even when asked for one
+    zero_tokens           a valid stream without a single content event, usage of 0 tokens
+    close_without_answer  every 2nd streaming request on a kept-alive connection is read whole,
+                          then the connection is closed without an answer
+    eof_body              200 with neither Content-Length nor chunked: the body ends when the
+                          server closes the connection (valid HTTP/1.1)
+    echo_auth_body        401 whose JSON error message echoes the request's Authorization value
+    echo_auth_header      a normal stream whose responses (``/v1/models`` too) carry
+                          ``x-echo-auth: <Authorization value>``, also inside the response id
+    typed_choices_str     an event with ``"choices": "abc"``
+    typed_delta_str       an event whose ``delta`` is a string (completions: a string choice)
+    typed_usage_null      the usage chunk says ``"completion_tokens": null`` (always sent)
+
+Like the simulator and the scripted server, this module imports nothing from the client side
+(only the standard library), so a bug shared between an encoder and a decoder cannot hide itself.
+What no mode changes (the loop thread, the connections, the HTTP/1.1 bytes) lives in
+``hostile_wire.py`` and the SSE events each mode sends in ``hostile_events.py``; this module holds
+the server, its modes, the routing and the faults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+from loadgen.testing.hostile_events import full_completion, huge_text, stream_events
+from loadgen.testing.hostile_wire import (
+    Conn,
+    Request,
+    ThreadedServer,
+    chunk,
+    dumps,
+    hold_connection,
+    reset_connection,
+    response_head,
+)
+
+MODES: tuple[str, ...] = (
+    "ok",
+    "http_500",
+    "http_429",
+    "reset_mid_stream",
+    "stall",
+    "slow_headers",
+    "garbage_lines",
+    "non_object_json",
+    "no_data_prefix",
+    "not_sse",
+    "no_done",
+    "fin_mid_chunk",
+    "invalid_utf8",
+    "huge_event",
+    "one_byte_writes",
+    "connection_close",
+    "dies",
+    "never_accepts",
+    "error_event",
+    "object_error_event",
+    "no_usage",
+    "zero_tokens",
+    "close_without_answer",
+    "eof_body",
+    "echo_auth_body",
+    "echo_auth_header",
+    "typed_choices_str",
+    "typed_delta_str",
+    "typed_usage_null",
+)
+
+STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions"))
+ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
+RETRY_AFTER_S = 7
+
+
+class HostileServer(ThreadedServer):
+    """One fault, served on 127.0.0.1 from a background thread; see the module docstring.
+
+    Options: ``itl_s`` (pause between events), ``tokens`` (content events per stream; default
+    the request's ``max_tokens``, at most 64), ``reset_after`` / ``stall_after`` (events before
+    the fault), ``headers_delay_s`` (``slow_headers``), ``die_after`` (``dies``), ``huge_bytes``
+    (``huge_event``), ``model`` (the listed model id)."""
+
+    def __init__(
+        self,
+        mode: str,
+        *,
+        itl_s: float = 0.002,
+        tokens: int | None = None,
+        reset_after: int = 3,
+        stall_after: int = 2,
+        headers_delay_s: float = 2.0,
+        die_after: int = 3,
+        huge_bytes: int = 10_000_000,
+        model: str = "hostile-model",
+        host: str = "127.0.0.1",
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+        super().__init__(host, name=f"hostile-{mode}", one_byte=mode == "one_byte_writes")
+        self.mode = mode
+        self.itl_s = itl_s
+        self.tokens = tokens
+        self.reset_after = reset_after
+        self.stall_after = stall_after
+        self.headers_delay_s = headers_delay_s
+        self.die_after = die_after
+        self.huge_bytes = huge_bytes
+        self.model = model
+        self._requests_seen = 0
+        self._streams_finished = 0
+        self._unanswered = 0
+        self._huge: bytes | None = None
+
+    # ------------------------------------------------------------------ what a test reads
+    # (``url`` and ``errors`` too, from ThreadedServer)
+    @property
+    def requests_seen(self) -> int:
+        with self._lock:
+            return self._requests_seen
+
+    @property
+    def streams_finished(self) -> int:
+        with self._lock:
+            return self._streams_finished
+
+    @property
+    def unanswered(self) -> int:
+        with self._lock:
+            return self._unanswered
+
+    def _count(self, what: str) -> int:
+        with self._lock:
+            value: int = getattr(self, what) + 1
+            setattr(self, what, value)
+            return value
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self) -> HostileServer:
+        if self.mode == "never_accepts":
+            self._never_accept()
+            return self
+        self._start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._shutdown()
+
+    # ------------------------------------------------------------------ HTTP
+    def _head(self, status: int, headers: list[tuple[str, str]], req: Request) -> bytes:
+        """The response head: ``headers``, then the ones the mode adds to every response."""
+        headers = list(headers)
+        if self.mode == "echo_auth_header":
+            headers.append(("x-echo-auth", req.headers.get("authorization", "")))
+        if self.mode == "connection_close":
+            headers.append(("Connection", "close"))
+        return response_head(status, headers)
+
+    async def _json(
+        self, conn: Conn, req: Request, status: int, obj: Any, extra: list[tuple[str, str]] | None = None
+    ) -> bool:
+        body = dumps(obj)
+        head = [("Content-Type", "application/json"), ("Content-Length", str(len(body)))]
+        await conn.send(self._head(status, head + (extra or []), req) + body)
+        return self.mode != "connection_close"
+
+    async def _route(self, conn: Conn, req: Request) -> bool:
+        """Answer one request; False closes the connection."""
+        if req.path in STREAM_PATHS and req.method == "POST":
+            self._count("_requests_seen")
+            return await self._stream(conn, req)
+        if req.path == "/v1/models" and req.method == "GET":
+            listing = {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.model,
+                        "object": "model",
+                        "created": 0,
+                        "owned_by": "hostile",
+                        "max_model_len": 32768,
+                    }
+                ],
+            }
+            return await self._json(conn, req, 200, listing)
+        return await self._json(
+            conn,
+            req,
+            404,
+            {"error": {"message": f"no route {req.method} {req.path}", "type": "NotFoundError", "code": 404}},
+        )
+
+    # ------------------------------------------------------------------ the stream and its faults
+    async def _stream(self, conn: Conn, req: Request) -> bool:
+        mode = self.mode
+        conn.streams += 1
+        if mode == "dies" and self.requests_seen > self.die_after:
+            self._count("_unanswered")
+            self._dead = True
+            self._kill_all()
+            return False
+        if mode == "close_without_answer" and conn.streams % 2 == 0:
+            self._count("_unanswered")
+            conn.writer.close()
+            return False
+        try:
+            body = json.loads(req.body)
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            return await self._json(conn, req, 400, {"error": {"message": f"bad JSON body: {exc}"}})
+        auth = req.headers.get("authorization", "")
+        if mode in ("http_500", "http_429"):
+            code = 500 if mode == "http_500" else 429
+            extra = [("Retry-After", str(RETRY_AFTER_S))] if code == 429 else []
+            err = {"message": ERROR_MESSAGES[code], "type": "HostileError", "code": code}
+            return await self._json(conn, req, code, {"error": err}, extra)
+        if mode == "echo_auth_body":
+            err = {
+                "message": f"invalid credentials: {auth!r} is not a valid key",
+                "type": "AuthError",
+                "code": 401,
+            }
+            return await self._json(conn, req, 401, {"error": err})
+
+        chat = req.path.endswith("/chat/completions")
+        n = self.tokens if self.tokens is not None else min(int(body.get("max_tokens") or 4), 64)
+        usage_on = bool((body.get("stream_options") or {}).get("include_usage"))
+        k = self.requests_seen
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-hostile-{k}"
+        if mode == "echo_auth_header":
+            rid += f"-{auth}"
+        base = {
+            "id": rid,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or self.model),
+        }
+        prompt_tokens = len(json.dumps(body.get("messages") if chat else body.get("prompt")).split())
+
+        if mode == "not_sse":
+            return await self._json(conn, req, 200, full_completion(chat, base, n, prompt_tokens))
+
+        if mode == "huge_event" and (self._huge is None or len(self._huge) != self.huge_bytes):
+            self._huge = huge_text(self.huge_bytes)
+        events = stream_events(mode, chat, base, n, usage_on, prompt_tokens, self._huge)
+        close_after = mode in ("eof_body", "connection_close")
+        head = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), ("x-request-id", rid)]
+        if mode != "eof_body":
+            head.append(("Transfer-Encoding", "chunked"))
+
+        def frame(data: bytes) -> bytes:
+            return data if mode == "eof_body" else chunk(data)
+
+        if mode == "slow_headers":
+            await asyncio.sleep(self.headers_delay_s)
+        await conn.send(self._head(200, head, req))
+        for i, ev in enumerate(events):
+            if mode == "reset_mid_stream" and i == self.reset_after:
+                await asyncio.sleep(0.05)  # let the client read what came before
+                reset_connection(conn)
+                return False
+            if mode == "stall" and i == self.stall_after:
+                await hold_connection(conn)
+                return False
+            if mode == "fin_mid_chunk" and i == self.reset_after:
+                await conn.send(b"400\r\n" + ev[:20])  # a 1024-byte chunk, 20 bytes of it
+                await asyncio.sleep(0.02)
+                conn.writer.close()
+                return False
+            await conn.send(frame(ev))
+            if self.itl_s > 0:
+                await asyncio.sleep(self.itl_s)
+        if mode != "eof_body":
+            await conn.send(b"0\r\n\r\n")
+        self._count("_streams_finished")
+        if close_after:
+            conn.writer.close()
+            return False
+        return True
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(
+        prog="python -m loadgen.testing.hostile",
+        description="A hostile OpenAI-style streaming server, one fault per mode.",
+    )
+    p.add_argument("mode", choices=MODES)
+    a = p.parse_args(argv)
+    with HostileServer(a.mode) as srv:
+        print(json.dumps({"url": srv.url, "mode": a.mode}), flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            while True:
+                time.sleep(3600)
+
+
+if __name__ == "__main__":
+    main()
