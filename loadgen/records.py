@@ -121,6 +121,7 @@ class JsonlSink:
         if self.error is not None:
             return
         line = record.to_json() + b"\n"
+        written = 0
         try:
             written = os.write(self._fd, line)
             while written < len(line):  # a short write: the disk filled up mid-line
@@ -131,9 +132,18 @@ class JsonlSink:
             if os.fstat(self._fd).st_nlink == 0:
                 raise OSError(errno.ENOENT, "the file was deleted while the run was writing it")
         except OSError as exc:
+            if 0 < written < len(line):
+                self._untear(written)
             self._fail(exc)
             return
         self.count += 1
+
+    def _untear(self, written: int) -> None:
+        """Cut the part of a line the disk took before it filled up: the file ends whole."""
+        try:
+            os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+        except OSError:
+            pass  # the reader still skips a torn last line, and says so
 
     def _fail(self, exc: OSError) -> None:
         self.error = SinkError(exc.errno, f"cannot write {self.path}: {exc.strerror or exc}")

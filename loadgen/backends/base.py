@@ -142,11 +142,14 @@ async def get_json(
 
 
 def unreachable(transport: Transport, url: str, path: str, exc: BaseException) -> ProbeError:
+    """The probe's first request failed: say how, and what is most likely wrong."""
     cls, msg = transport.classify(exc)
-    return ProbeError(
-        f"cannot reach {redact_url(url)}{path} ({cls}: {msg}); "
-        f"is the server running, and is target.url right?"
-    )
+    if cls == R.READ and url.startswith("http://"):
+        # A TLS port hangs up on a plain-HTTP request without a word: the likeliest cause.
+        hint = "the server hung up without answering: if this port speaks TLS, use https://"
+    else:
+        hint = "is the server running, and is target.url right?"
+    return ProbeError(f"cannot reach {redact_url(url)}{path} ({cls}: {msg}); {hint}")
 
 
 def server_headers(headers: Mapping[str, str]) -> dict[str, str]:

@@ -73,9 +73,12 @@ async def run_async(
         try:
             summary = summarize(prepared, executed)
         except OSError as exc:
+            if not run_dir.is_dir():
+                raise RunError(f"the run folder {run_dir} was removed during the run; its records "
+                               f"went with it") from None
             raise RunError(
                 f"cannot write {run_dir / SUMMARY}: {exc.strerror or exc}; "
-                f"{executed.records_saved} records are in {run_dir / REQUESTS}"
+                f"{executed.records_saved} records were saved in {run_dir / REQUESTS}"
             ) from None
         if executed.sink_error is not None:
             raise RunError(

@@ -74,6 +74,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import ssl
 import time
 from typing import Any
 
@@ -147,10 +148,11 @@ class HostileServer(ThreadedServer):
         huge_bytes: int = 10_000_000,
         model: str = "hostile-model",
         host: str = "127.0.0.1",
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
-        super().__init__(host, name=f"hostile-{mode}", one_byte=mode == "one_byte_writes")
+        super().__init__(host, name=f"hostile-{mode}", one_byte=mode == "one_byte_writes", tls=tls)
         self.mode = mode
         self.itl_s = itl_s
         self.tokens = tokens

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -156,8 +157,11 @@ class ThreadedServer:
     ``_dead`` makes it close every connection without reading a request; ``_kill_all`` closes the
     listener and every connection at once."""
 
-    def __init__(self, host: str, *, name: str, one_byte: bool = False) -> None:
+    def __init__(
+        self, host: str, *, name: str, one_byte: bool = False, tls: ssl.SSLContext | None = None
+    ) -> None:
         self.host = host
+        self._tls = tls  # a server TLS context: https:// on the same port
         self.port = 0
         self._name = name  # the thread's
         self._one_byte = one_byte  # every connection writes one byte per write
@@ -175,7 +179,7 @@ class ThreadedServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self._tls is not None else 'http'}://{self.host}:{self.port}"
 
     @property
     def errors(self) -> list[str]:
@@ -246,7 +250,9 @@ class ThreadedServer:
 
     async def _main(self) -> None:
         self._stop = asyncio.Event()
-        self._server = await asyncio.start_server(self._handle, self.host, 0, backlog=256, limit=MAX_HEAD)
+        self._server = await asyncio.start_server(
+            self._handle, self.host, 0, backlog=256, limit=MAX_HEAD, ssl=self._tls
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         self._ready.set()
         await self._stop.wait()

@@ -256,7 +256,10 @@ class HttptoolsTransport:
                 self._opts.connect_timeout_s,
             )
         except asyncio.TimeoutError:
-            raise ConnectFailed(f"no connection to {where} within {self._opts.connect_timeout_s} s") from None
+            what = f"no connection to {where} within {self._opts.connect_timeout_s} s"
+            if self._ssl is not None:
+                what += " (no TLS connection: if the port is open, it may be plain HTTP; use http://)"
+            raise ConnectFailed(what) from None
         except ConnectionAbortedError as exc:
             if self._ssl is not None and "handshake" in str(exc).lower():
                 raise ConnectFailed(
