@@ -74,8 +74,9 @@ async def run_async(
             summary = summarize(prepared, executed)
         except OSError as exc:
             if not run_dir.is_dir():
-                raise RunError(f"the run folder {run_dir} was removed during the run; its records "
-                               f"went with it") from None
+                raise RunError(
+                    f"the run folder {run_dir} was removed during the run; its records went with it"
+                ) from None
             raise RunError(
                 f"cannot write {run_dir / SUMMARY}: {exc.strerror or exc}; "
                 f"{executed.records_saved} records were saved in {run_dir / REQUESTS}"
