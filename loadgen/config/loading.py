@@ -241,7 +241,9 @@ def load_profile(
         if other not in dict(changes):
             apply_override(data, other, None)
     try:
-        return Profile.model_validate(data)
+        load = data.get("load") if isinstance(data, dict) else None
+        staged = isinstance(load, dict) and bool(load.get("stages") or load.get("sweep"))
+        return Profile.model_validate(data, context={"staged": staged})
     except ValidationError as exc:
         raise ConfigError(render_validation_error(exc, Profile), source=source) from None
 

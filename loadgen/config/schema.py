@@ -11,11 +11,12 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from loadgen.config.base import Int, StrDict, StrictModel, field_msg
 from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
+from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
 from loadgen.config.target import TargetConfig
 
 # What one process can hold: an open-loop schedule is computed up front (8 bytes a request)
@@ -71,7 +72,11 @@ class WorkloadConfig(StrictModel):
     prompt: PromptConfig = PromptConfig()
 
     @model_validator(mode="after")
-    def _has_a_stop(self):
+    def _has_a_stop(self, info: ValidationInfo):
+        # A staged run stops each stage on its own length (load.stages / load.sweep); the loader
+        # says so in the validation context, since this section cannot see the load section.
+        if (info.context or {}).get("staged"):
+            return self
         if self.num_requests is None and self.duration_s is None:
             raise ValueError(
                 "set num_requests or duration_s (or both: the run stops at whichever comes first)"
@@ -80,7 +85,8 @@ class WorkloadConfig(StrictModel):
 
 
 class LoadConfig(StrictModel):
-    """Closed loop (``concurrency`` slots) or open loop (``rate`` requests/s), never both."""
+    """Closed loop (``concurrency`` slots) or open loop (``rate`` requests/s), never both; or
+    several load levels in turn (``stages``, or a ``sweep`` of one knob): see stages.py."""
 
     concurrency: Int | None = Field(None, ge=1)
     rate: float | None = Field(None, gt=0, le=1e6)
@@ -88,6 +94,8 @@ class LoadConfig(StrictModel):
     burstiness: float = Field(1.0, gt=0, le=1e6)
     max_concurrency: Int | None = Field(None, ge=1)
     warmup_requests: Int = Field(0, ge=0, le=MAX_REQUESTS)
+    stages: tuple[StageConfig, ...] = Field((), max_length=MAX_STAGES)
+    sweep: SweepConfig | None = None
 
     @field_validator("concurrency", "max_concurrency")
     @classmethod
@@ -100,6 +108,8 @@ class LoadConfig(StrictModel):
             "closed loop: `load.concurrency: 8` or --concurrency 8; open loop: "
             "`load.rate: 4.0` (requests/s) or --rate 4"
         )
+        if self.stages or self.sweep is not None:
+            return self._staged()
         if self.concurrency is None and self.rate is None:
             raise ValueError(f"set exactly one of concurrency or rate ({how})")
         if self.concurrency is not None and self.rate is not None:
@@ -110,6 +120,25 @@ class LoadConfig(StrictModel):
                 f"only applies to arrival: gamma (arrival is "
                 f"{self.arrival!r}); remove it or set arrival: gamma",
             )
+        return self
+
+    def _staged(self):
+        if self.stages and self.sweep is not None:
+            raise ValueError("stages and sweep are both set; give one list of load levels")
+        which = "stages" if self.stages else "sweep"
+        for knob in ("concurrency", "rate", "max_concurrency"):
+            if getattr(self, knob) is not None:
+                raise field_msg(
+                    knob,
+                    f"is set together with load.{which}; a staged run takes its "
+                    f"load levels from load.{which} only",
+                )
+        levels = [s.concurrency for s in self.stages] + [s.max_concurrency for s in self.stages]
+        if self.sweep is not None and self.sweep.concurrency is not None:
+            levels += self.sweep.values()
+        for level in levels:
+            if level is not None:
+                _within_fd_limit(int(level))
         return self
 
 

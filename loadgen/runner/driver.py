@@ -40,6 +40,8 @@ class Limits:
     num_requests: int | None = None
     duration_s: float | None = None
     warmup_requests: int = 0
+    first_id: int = 0  # a later stage's requests are numbered after the earlier stages'
+    ramp_s: float = 0.0  # requests scheduled before this much of the stage are warm-up
 
 
 @dataclass(slots=True)
@@ -67,7 +69,11 @@ class _Dispatch:
         self._specs, self._backend, self._limits, self._stage = specs, backend, limits, stage
         self._emit, self._res = emit, res
         total = None if limits.num_requests is None else limits.num_requests + limits.warmup_requests
-        self._ids: Iterator[int] = iter(range(total) if total is not None else itertools.count())
+        first = limits.first_id
+        self._ids: Iterator[int] = iter(
+            range(first, first + total) if total is not None else itertools.count(first)
+        )
+        self._ramp_end_ns = res.started_ns + int(limits.ramp_s * 1e9)
         self._end_ns = None if limits.duration_s is None else res.started_ns + int(limits.duration_s * 1e9)
         self.in_flight: set[asyncio.Task[None]] = set()
 
@@ -92,7 +98,8 @@ class _Dispatch:
             spec = self._specs.request(i)
         rec = RequestRecord(
             id=i,
-            warmup=i < self._limits.warmup_requests,
+            # Warm-up: the stage's first warmup_requests, and whatever its ramp scheduled.
+            warmup=i - self._limits.first_id < self._limits.warmup_requests or t_sched_ns < self._ramp_end_ns,
             t_sched_ns=t_sched_ns,
             t_send_ns=0,
             requested_output_tokens=spec.output_tokens,

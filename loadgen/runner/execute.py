@@ -22,6 +22,7 @@ from loadgen.clock import now_ns
 from loadgen.records import JsonlSink, RequestRecord, SinkError
 from loadgen.result import REQUESTS
 from loadgen.runner.driver import DriveResult, drive
+from loadgen.runner.plan import FixedPlan, StageOutcome, StagePlan, shape_for
 from loadgen.runner.prepare import Prepared
 from loadgen.server.scraper import ServerMetricsScraper, ServerSeries
 
@@ -47,6 +48,7 @@ class Executed:
     server_series: ServerSeries | None
     sink_error: SinkError | None
     records_saved: int
+    stages: list[StageOutcome]
 
 
 async def execute(
@@ -54,8 +56,10 @@ async def execute(
     stop: asyncio.Event | None,
     on_progress: Callable[[Progress], None] | None,
     status: Callable[[str], None],
+    plan: StagePlan | None = None,
 ) -> Executed:
-    """Run the load of ``p``; closes its transport."""
+    """Run the load of ``p``, stage after stage as ``plan`` (default: the profile's stages)
+    says; closes its transport."""
     profile = p.profile
     stop = stop or asyncio.Event()
     scraper = None
@@ -77,7 +81,7 @@ async def execute(
             gc.collect()
             gc.freeze()
             try:
-                result = await drive(p.specs, p.backend, p.shape, p.limits, on_record=keep, stop=stop)
+                outcomes = await _run_stages(p, plan or FixedPlan(p.stages), keep, stop, status)
             finally:
                 gc.unfreeze()
                 if ticker is not None and on_progress is not None:
@@ -87,12 +91,52 @@ async def execute(
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
         ended_at = dt.datetime.now(dt.timezone.utc)
+        result = _joined(outcomes)
         series = await scraper.stop(expected_requests=sum(1 for r in result.records if r.ok))
     finally:
         if scraper is not None:
             await scraper.aclose()
         await p.transport.aclose()
-    return Executed(result, cpu_s, started_at, ended_at, series, sink.error, sink.count)
+    return Executed(result, cpu_s, started_at, ended_at, series, sink.error, sink.count, outcomes)
+
+
+async def _run_stages(
+    p: Prepared,
+    plan: StagePlan,
+    keep: Callable[[RequestRecord], None],
+    stop: asyncio.Event,
+    status: Callable[[str], None],
+) -> list[StageOutcome]:
+    """Each stage in turn on the one transport and sink; a stage starts once the last one's
+    requests have all finished, and its request ids follow the last one's."""
+    outcomes: list[StageOutcome] = []
+    first_id, previous = 0, None
+    seed = p.profile.workload.seed
+    while not stop.is_set() and (stage := plan.next_stage(outcomes)) is not None:
+        if len(p.stages) > 1 or stage.index > 0:
+            status(f"stage {stage.index}: {stage.name}")
+        shape, limits = shape_for(stage, previous, first_id, seed)
+        result = await drive(p.specs, p.backend, shape, limits, on_record=keep, stop=stop, stage=stage.index)
+        outcomes.append(StageOutcome(stage, result))
+        first_id = max((r.id for r in result.records), default=first_id - 1) + 1
+        previous = stage
+        if result.interrupted:
+            break
+    return outcomes
+
+
+def _joined(outcomes: list[StageOutcome]) -> DriveResult:
+    """The stages' results as one run's: every record, from the first start to the last end."""
+    if not outcomes:
+        t = now_ns()
+        return DriveResult([], t, t, False)
+    first, last = outcomes[0].result, outcomes[-1].result
+    joined = DriveResult([], first.started_ns, last.ended_ns, any(o.result.interrupted for o in outcomes))
+    for o in outcomes:
+        joined.records.extend(o.result.records)
+        joined.wake_late_ns.extend(o.result.wake_late_ns)
+        joined.loop_lag_ns.extend(o.result.loop_lag_ns)
+    return joined
 
 
 def _start_ticker(

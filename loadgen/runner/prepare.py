@@ -25,13 +25,14 @@ from loadgen.backends.base import ProbeError, StreamingBackend
 from loadgen.backends.stream import Live
 from loadgen.backends.transports import Transport, TransportOptions, make_transport
 from loadgen.config import Profile
+from loadgen.config.stages import Stage, resolve_stages
 from loadgen.errors import RunError
 from loadgen.redact import Scrubber
 from loadgen.result import GROUND_TRUTH
-from loadgen.runner.driver import Limits, SpecSource
-from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
+from loadgen.runner.driver import SpecSource
+from loadgen.runner.plan import pool_size
 from loadgen.server import fit, identity
-from loadgen.workload import Workload, build_schedule
+from loadgen.workload import Workload
 
 _NAME_IN_ID = 48  # characters of the profile name kept in a generated run id
 
@@ -60,8 +61,7 @@ class Prepared:
     workload: Workload
     specs: SpecSource
     prompt_fit: dict[str, Any]
-    shape: LoadShape
-    limits: Limits
+    stages: list[Stage]  # the profile's load levels (one for a single-stage run)
     total: int | None  # requests the run will send, when known in advance
 
 
@@ -88,7 +88,7 @@ def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[s
         headers=headers,
         # Closed loop or capped open loop: exactly as many connections as requests in flight.
         # Uncapped open loop: no cap, or the pool would silently queue (coordinated omission).
-        max_connections=load.concurrency or load.max_concurrency,
+        max_connections=pool_size(resolve_stages(load, profile.workload)),
         connect_timeout_s=t.connect_timeout_s,
         read_timeout_s=t.read_timeout_s,
         ca_bundle=t.ca_bundle,
@@ -109,26 +109,10 @@ async def prepare(profile: Profile, run_dir: Path, target: Target, status: Calla
         except ProbeError as exc:
             raise RunError(target.scrubber.scrub(str(exc))) from None
         workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
-        schedule = build_schedule(load, profile.workload)
         live = Live()
         backend = backend_cls.for_target(t, probe.model, transport, live, _token_counter(workload))
-        shape: LoadShape = (
-            ClosedLoop(load.concurrency)
-            if load.concurrency is not None
-            else OpenLoop(() if schedule is None else schedule, load.max_concurrency)
-        )
-        limits = Limits(
-            num_requests=profile.workload.num_requests,
-            duration_s=profile.workload.duration_s,
-            warmup_requests=load.warmup_requests,
-        )
-        total = (
-            None
-            if profile.workload.num_requests is None
-            else profile.workload.num_requests + load.warmup_requests
-        )
-        if schedule is not None:
-            total = len(schedule) if total is None else min(total, len(schedule))
+        stages = resolve_stages(load, profile.workload)
+        total = planned_total(stages)
         specs, prompt_fit = await fit.fit_for_profile(
             profile, transport, probe.model, workload, total, status
         )
@@ -149,10 +133,15 @@ async def prepare(profile: Profile, run_dir: Path, target: Target, status: Calla
         workload,
         specs,
         prompt_fit,
-        shape,
-        limits,
+        stages,
         total,
     )
+
+
+def planned_total(stages: list[Stage]) -> int | None:
+    """Requests the stages will send, when every stage has a count (None otherwise)."""
+    counts = [None if s.num_requests is None else s.num_requests + s.warmup_requests for s in stages]
+    return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
 def make_run_dir(profile: Profile) -> Path:

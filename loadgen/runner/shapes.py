@@ -72,18 +72,25 @@ class ClosedLoop:
     """``concurrency`` slots, each sending its next request as soon as its last one ended."""
 
     concurrency: int
+    # A linear ramp: slots beyond ``ramp_from`` open one by one over ``ramp_s`` instead of all at
+    # once (the driver marks what a ramp sends as warm-up).
+    ramp_s: float = 0.0
+    ramp_from: int = 0
 
     async def run(self, d: Dispatcher) -> None:
         ids = d.request_ids()  # shared: each slot takes the next id
+        n, first = self.concurrency, min(self.ramp_from, self.concurrency)
 
-        async def slot() -> None:
+        async def slot(k: int) -> None:
+            if self.ramp_s > 0 and k >= first:
+                await sleep_until(d.started_ns + int(self.ramp_s * 1e9 * (k - first) / (n - first)))
             for i in ids:
                 t = now_ns()
                 if d.past_end(t):
                     return
                 await d.send(i, t)
 
-        await asyncio.gather(*(slot() for _ in range(self.concurrency)))
+        await asyncio.gather(*(slot(k) for k in range(n)))
 
 
 @dataclass(frozen=True, slots=True)

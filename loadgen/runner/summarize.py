@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from loadgen.analysis import metrics
+from loadgen.analysis import curve, metrics
 from loadgen.records import RequestRecord
 from loadgen.redact import redact_profile, redact_url
 from loadgen.result import SCHEMA_VERSION, write_summary
 from loadgen.runner import conditions, health
 from loadgen.runner.execute import Executed
+from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
 from loadgen.server.scraper import attach as attach_server_metrics
 from loadgen.workload import Workload
@@ -45,12 +46,31 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     summary.update(metrics.summarize(records, sla=profile.sla))
     if reason is not None and summary["sla"]["verdict"] != "none":
         summary["sla"]["verdict"] = "incomplete"
+    if len(p.stages) > 1:
+        summary["stages"] = [_stage(o, profile) for o in ex.stages]
+        summary["curve"] = curve.curve(summary["stages"])
     summary["client"] = health.assess(ex.result, ex.cpu_s, records, capped=bool(profile.load.max_concurrency))
     if ex.server_series is not None:
         attach_server_metrics(summary, p.run_dir, ex.server_series, records)
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
+
+
+def _stage(o: StageOutcome, profile: Any) -> dict[str, Any]:
+    """One stage's own summary: on its own measured window (its warm-up and ramp excluded)."""
+    s = o.stage
+    block: dict[str, Any] = {
+        "index": s.index,
+        "name": s.name,
+        "load": s.load(),
+        "interrupted": o.result.interrupted,
+    }
+    block.update(metrics.summarize(o.result.records, sla=profile.sla))
+    if o.result.interrupted and block["sla"]["verdict"] != "none":
+        block["sla"]["verdict"] = "incomplete"
+    block["steady_state"] = curve.steady_state(o.result.records)
+    return block
 
 
 def incomplete_reason(ex: Executed) -> str | None:

@@ -14,6 +14,7 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen.config import LoadConfig, WorkloadConfig
+from loadgen.config.stages import Stage
 from loadgen.records import RequestSpec
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.lengths import describe, sample_lengths
@@ -149,3 +150,40 @@ def build_schedule(load: LoadConfig, workload: WorkloadConfig) -> np.ndarray | N
         return arrival_offsets_ns(n, *shape)
     offsets = offsets_until(workload.duration_s, *shape)
     return offsets if n is None else offsets[:n]
+
+
+def stage_schedule(stage: Stage, seed: int, ramp_from: float = 0.0) -> np.ndarray | None:
+    """Open-loop send offsets (ns from the stage's start) for one stage; None for closed loop.
+
+    Stage 0 draws exactly the single-stage schedule of ``seed``; later stages draw their own
+    stream. With a ramp of R seconds the rate moves linearly from ``ramp_from`` (the previous
+    stage's rate, 0 for the first) to the stage's rate over R: the constant-rate arrivals are
+    carried along the ramp's cumulative intensity (the arrival at offset o of the constant
+    process becomes the ramped process's arrival with the same expected count), so the arrival
+    process keeps its shape and only its pace changes.
+    """
+    if stage.rate is None:
+        return None
+    stream = seed if stage.index == 0 else (seed * 1_000_003 + stage.index) % (1 << 63)
+    rate, ramp = stage.rate, stage.ramp_s
+    shape = (rate, stage.arrival, stage.burstiness, stream)
+    n = None if stage.num_requests is None else stage.num_requests + stage.warmup_requests
+    # The ramp carries (ramp_from + rate) / 2 * R requests, which the constant process
+    # reaches at o_R; the stage's duration in constant-process time is shorter by R - o_R.
+    o_ramp = ramp * (ramp_from + rate) / (2 * rate)
+    if stage.duration_s is None:
+        assert n is not None  # a stage needs num_requests or duration_s
+        offsets = arrival_offsets_ns(n, *shape)
+    else:
+        offsets = offsets_until(max(stage.duration_s - ramp + o_ramp, 0.0), *shape)
+        offsets = offsets if n is None else offsets[:n]
+    if ramp <= 0:
+        return offsets
+    o = offsets / 1e9
+    a, b = (rate - ramp_from) / (2 * ramp), ramp_from  # intensity t -> b t + a t^2 on [0, R]
+    if a == 0:  # ramping to the rate it already has: nothing moves
+        t_ramp = o
+    else:  # solve b t + a t^2 = rate * o for t (the root in [0, R])
+        t_ramp = (-b + np.sqrt(np.maximum(b * b + 4 * a * rate * o, 0.0))) / (2 * a)
+    t = np.where(o <= o_ramp, t_ramp, ramp + (o - o_ramp))
+    return np.rint(t * 1e9).astype(np.int64)

@@ -1,0 +1,145 @@
+"""Many load levels read as one curve: per-stage steady state, the latency-throughput curve, its
+knee, and the last level that met the SLA. Pure: records and stage summaries in, JSON out.
+
+Steady state (the rule): a stage's dispatch window (its first to its last measured send) is
+cut in thirds; the stage is steady when
+its completion rate and its mean in-flight count in the last third are each within
+``STEADY_TOLERANCE`` of the first third's (a queue still filling, or a server still warming,
+shows as a trend), and it has at least ``STEADY_MIN_REQUESTS`` measured requests. A stage that
+is not steady is "too short (or too unstable) to mean anything", and the report says so.
+
+The knee (the rule): between consecutive stages, the latency's elasticity to throughput is
+``d log(p99 TTFT) / d log(throughput)``. Below the knee, more load buys throughput at little
+latency cost (elasticity well under 1); past it, latency grows faster than throughput
+(elasticity > ``KNEE_ELASTICITY``), or throughput stops growing while latency still does. The
+knee is the last stage before the first step that crosses that line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from loadgen.analysis.metrics import mean_concurrency
+from loadgen.records import RequestRecord
+
+STEADY_TOLERANCE = 0.2
+STEADY_MIN_REQUESTS = 12
+KNEE_ELASTICITY = 1.0
+# The curve's latency columns: distribution metrics and the stats kept of each.
+CURVE_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
+CURVE_STATS = ("p50", "p90", "p99")
+
+
+def steady_state(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """Whether a stage's measured requests ran in a steady state (see the module's rule)."""
+    measured = [r for r in records if not r.warmup and r.t_end_ns is not None]
+    out: dict[str, Any] = {
+        "steady": False,
+        "throughput_change": None,
+        "in_flight_change": None,
+        "reason": None,
+    }
+    if len(measured) < STEADY_MIN_REQUESTS:
+        out["reason"] = f"{len(measured)} measured requests (fewer than {STEADY_MIN_REQUESTS})"
+        return out
+    # The window is the measured requests' dispatch window (first to last send: the drain after
+    # the last send is not load); what the server was doing in it is every request of the
+    # stage, warm-up included, since those were in flight too.
+    start, stop = min(r.t_send_ns for r in measured), max(r.t_send_ns for r in measured)
+    finished = [r for r in records if r.t_end_ns is not None]
+    send = np.array([r.t_send_ns for r in finished], dtype=np.int64)
+    end = np.array([r.t_end_ns for r in finished], dtype=np.int64)
+    third = (stop - start) // 3
+    if third <= 0:
+        out["reason"] = "the window has no length"
+        return out
+    first, last = (start, start + third), (stop - third, stop)
+
+    def done(w: tuple[int, int]) -> int:
+        return int(((end >= w[0]) & (end < w[1])).sum())
+
+    def change(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None or a == 0 else (b - a) / a
+
+    tput = change(done(first), done(last))
+    conc = change(mean_concurrency(send, end, *first), mean_concurrency(send, end, *last))
+    out.update(throughput_change=tput, in_flight_change=conc)
+    unstable = [
+        name
+        for name, c in (("completion rate", tput), ("requests in flight", conc))
+        if c is None or abs(c) > STEADY_TOLERANCE
+    ]
+    out["steady"] = not unstable
+    if unstable:
+        out["reason"] = (
+            f"{' and '.join(unstable)} changed by more than {STEADY_TOLERANCE:.0%} "
+            f"from the first to the last third of the window"
+        )
+    return out
+
+
+def curve(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The latency-throughput curve of per-stage summaries (each with ``index``, ``name``,
+    ``load``, ``counts``, ``metrics``, ``sla``, ``steady_state``), its knee and the last stage
+    that met the SLA."""
+    knob = "concurrency" if all(s["load"].get("concurrency") is not None for s in stages) else "rate"
+    points = []
+    for s in stages:
+        m, load = s["metrics"], s["load"]
+        goodput = m.get("goodput") or {}
+        point: dict[str, Any] = {
+            "stage": s["index"],
+            "name": s["name"],
+            "offered": load.get("concurrency") if load.get("concurrency") is not None else load.get("rate"),
+            "offered_kind": "concurrency" if load.get("concurrency") is not None else "rate",
+            "throughput_rps": m.get("request_throughput_rps"),
+            "output_tokens_per_s": m.get("output_tokens_per_s"),
+            "goodput_rps": goodput.get("requests_per_s"),
+            "attained_fraction": goodput.get("attained_fraction"),
+            "mean_concurrency": m.get("mean_concurrency"),
+            "error_rate": s["counts"].get("error_rate"),
+            "sla_verdict": s["sla"].get("verdict"),
+            "steady": s["steady_state"]["steady"],
+        }
+        for name in CURVE_METRICS:
+            dist = m.get(name) or {}
+            point[name] = {k: dist.get(k) for k in CURVE_STATS}
+        points.append(point)
+    met = [p["stage"] for p in points if p["sla_verdict"] == "pass"]
+    return {
+        "x": knob,
+        "points": points,
+        "knee": knee(points),
+        "last_stage_meeting_sla": met[-1] if met else None,
+        "rules": {
+            "steady_state": f"completion rate and in-flight within {STEADY_TOLERANCE:.0%} "
+            f"from the first to the last third of the window",
+            "knee": f"the last stage before p99 TTFT grows faster than throughput "
+            f"(elasticity > {KNEE_ELASTICITY:g})",
+        },
+    }
+
+
+def knee(points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The knee of the curve (see the module's rule), or None when latency never outgrew
+    throughput over the stages measured."""
+    for a, b in zip(points, points[1:]):
+        t0, t1 = a["throughput_rps"], b["throughput_rps"]
+        l0, l1 = (a["ttft_ms"] or {}).get("p99"), (b["ttft_ms"] or {}).get("p99")
+        if t0 is None or t1 is None or l0 is None or l1 is None or min(t0, t1, l0, l1) <= 0:
+            continue
+        d_lat, d_tput = math.log(l1 / l0), math.log(t1 / t0)
+        elasticity = math.inf if d_tput <= 0 else d_lat / d_tput
+        if d_lat > 0 and elasticity > KNEE_ELASTICITY:
+            return {
+                "stage": a["stage"],
+                "name": a["name"],
+                "offered": a["offered"],
+                "throughput_rps": t0,
+                "next_elasticity": None if math.isinf(elasticity) else elasticity,
+            }
+    return None

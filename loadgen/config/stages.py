@@ -1,0 +1,230 @@
+"""Load stages: a run that measures several load levels, one after another, in one process.
+
+A profile either gives one load level (``load.concurrency`` or ``load.rate``, as always) or a
+list of levels: ``load.stages`` (each its own level, arrival process, length and ramp) or
+``load.sweep`` (one knob over a list of values: ``concurrency: [1, 2, 4]``, or ``rate:
+"2..20:10"`` for 10 values linearly from 2 to 20, ``"1..256:x2"`` for a geometric series).
+``resolve_stages`` turns any of the three into the one list the runner executes.
+
+A ramp (``ramp_s``) raises the load linearly from the previous stage's level (0 for the first)
+into the stage; requests sent during it are recorded as warm-up, so they never count in the
+stage's statistics, and the stage's window starts after it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from loadgen.config.base import Int, StrictModel, field_msg
+
+MAX_STAGES = 200
+_SERIES = re.compile(
+    r"^\s*(?P<lo>[0-9.]+)\s*\.\.\s*(?P<hi>[0-9.]+)\s*(?::\s*(?P<x>x)?\s*(?P<n>[0-9.]+))?\s*$"
+)
+SERIES_GRAMMAR = (
+    "a list ([1, 2, 4]) or 'LO..HI:N' (N values, linear) or 'LO..HI:xF' (geometric, factor F), "
+    "e.g. '2..20:10' or '1..256:x2'"
+)
+
+
+class StageConfig(StrictModel):
+    """One load level: closed loop (``concurrency``) or open loop (``rate``), for a duration or
+    a request count (whichever ends first), with an optional ramp into it."""
+
+    name: str | None = Field(None, max_length=100)
+    concurrency: Int | None = Field(None, ge=1)
+    rate: float | None = Field(None, gt=0, le=1e6)
+    arrival: Literal["poisson", "constant", "gamma"] = "poisson"
+    burstiness: float = Field(1.0, gt=0, le=1e6)
+    max_concurrency: Int | None = Field(None, ge=1)
+    duration_s: float | None = Field(None, gt=0, le=30 * 86_400)
+    num_requests: Int | None = Field(None, ge=1, le=10_000_000)
+    ramp_s: float = Field(0.0, ge=0, le=86_400)
+    warmup_requests: Int = Field(0, ge=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _one_level_and_a_stop(self):
+        if (self.concurrency is None) == (self.rate is None):
+            raise ValueError("a stage sets exactly one of concurrency or rate")
+        if self.duration_s is None and self.num_requests is None:
+            raise ValueError("a stage needs duration_s or num_requests (or both)")
+        return self
+
+
+class SweepConfig(StrictModel):
+    """One knob swept over values, each value a stage of the same length."""
+
+    concurrency: list[int] | str | None = None
+    rate: list[float] | str | None = None
+    arrival: Literal["poisson", "constant", "gamma"] = "poisson"
+    burstiness: float = Field(1.0, gt=0, le=1e6)
+    stage_duration_s: float | None = Field(None, gt=0, le=86_400)
+    stage_requests: Int | None = Field(None, ge=1, le=10_000_000)
+    ramp_s: float = Field(0.0, ge=0, le=86_400)
+
+    @field_validator("concurrency", "rate", mode="before")
+    @classmethod
+    def _no_bool(cls, v: Any) -> Any:
+        if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
+            raise ValueError(f"expected {SERIES_GRAMMAR}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_knob_and_a_length(self):
+        if (self.concurrency is None) == (self.rate is None):
+            raise ValueError("a sweep sets exactly one of concurrency or rate")
+        if self.stage_duration_s is None and self.stage_requests is None:
+            raise ValueError("a sweep needs stage_duration_s or stage_requests (or both)")
+        values = self.values()  # raises on a bad series
+        knob = "concurrency" if self.concurrency is not None else "rate"
+        if not values:
+            raise field_msg(knob, f"the series is empty; {SERIES_GRAMMAR}")
+        if len(values) > MAX_STAGES:
+            raise field_msg(knob, f"{len(values)} values; a run holds at most {MAX_STAGES} stages")
+        return self
+
+    def values(self) -> list[float]:
+        """The swept values, in order (integers for concurrency)."""
+        knob = "concurrency" if self.concurrency is not None else "rate"
+        raw = self.concurrency if self.concurrency is not None else self.rate
+        values = parse_series(raw, knob)
+        if knob == "concurrency":
+            if any(v < 1 or v != int(v) for v in values):
+                raise field_msg(knob, "concurrency values must be whole numbers >= 1")
+            return [int(v) for v in values]
+        if any(v <= 0 for v in values):
+            raise field_msg(knob, "rates must be > 0")
+        return values
+
+
+def parse_series(raw: Any, knob: str) -> list[float]:
+    """``[1, 2, 4]`` as given; ``'2..20:10'`` -> 10 values linearly; ``'1..256:x2'`` -> 1, 2, ...,
+    256 (factor 2); ``'2..8'`` -> 2, 8."""
+    if isinstance(raw, list):
+        return [float(v) for v in raw]
+    m = _SERIES.match(str(raw))
+    if not m:
+        raise field_msg(knob, f"cannot read {str(raw)[:40]!r}; {SERIES_GRAMMAR}")
+    lo, hi = float(m["lo"]), float(m["hi"])
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi < lo or lo <= 0:
+        raise field_msg(knob, f"{raw!r}: need 0 < LO <= HI")
+    if m["n"] is None:
+        return [lo, hi] if hi > lo else [lo]
+    n = float(m["n"])
+    if m["x"]:
+        if n <= 1:
+            raise field_msg(knob, f"{raw!r}: the factor must be > 1")
+        out = [lo]
+        while out[-1] * n <= hi * (1 + 1e-9) and len(out) <= MAX_STAGES:
+            out.append(out[-1] * n)
+        return out
+    if n < 1 or n != int(n) or n > MAX_STAGES:
+        raise field_msg(knob, f"{raw!r}: N must be a whole number from 1 to {MAX_STAGES}")
+    if n == 1:
+        return [lo]
+    step = (hi - lo) / (n - 1)
+    return [round(lo + i * step, 9) for i in range(int(n))]
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One load level as the runner executes it."""
+
+    index: int
+    name: str
+    concurrency: int | None
+    rate: float | None
+    arrival: str
+    burstiness: float
+    max_concurrency: int | None
+    duration_s: float | None
+    num_requests: int | None
+    ramp_s: float
+    warmup_requests: int
+
+    @property
+    def level(self) -> float:
+        """The offered load: concurrency (closed loop) or requests/s (open loop)."""
+        return float(self.concurrency if self.concurrency is not None else self.rate or 0.0)
+
+    def load(self) -> dict[str, Any]:
+        """The stage's load as summary.json states it."""
+        return {
+            "concurrency": self.concurrency,
+            "rate": self.rate,
+            "arrival": self.arrival,
+            "burstiness": self.burstiness,
+            "max_concurrency": self.max_concurrency,
+            "duration_s": self.duration_s,
+            "num_requests": self.num_requests,
+            "ramp_s": self.ramp_s,
+            "warmup_requests": self.warmup_requests,
+        }
+
+
+def _named(index: int, concurrency: int | None, rate: float | None) -> str:
+    return f"c={concurrency}" if concurrency is not None else f"rate={rate:g}"
+
+
+def resolve_stages(load: Any, workload: Any) -> list[Stage]:
+    """The stages a profile runs: its ``load.stages``, its ``load.sweep`` expanded, or its one
+    load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count)."""
+    if load.stages:
+        return [
+            Stage(
+                i,
+                s.name or _named(i, s.concurrency, s.rate),
+                s.concurrency,
+                s.rate,
+                s.arrival,
+                s.burstiness,
+                s.max_concurrency,
+                s.duration_s,
+                s.num_requests,
+                s.ramp_s,
+                s.warmup_requests,
+            )
+            for i, s in enumerate(load.stages)
+        ]
+    if load.sweep is not None:
+        sw = load.sweep
+        closed = sw.concurrency is not None
+        out = []
+        for i, v in enumerate(sw.values()):
+            c, r = (int(v), None) if closed else (None, float(v))
+            out.append(
+                Stage(
+                    i,
+                    _named(i, c, r),
+                    c,
+                    r,
+                    sw.arrival,
+                    sw.burstiness,
+                    None,
+                    sw.stage_duration_s,
+                    sw.stage_requests,
+                    sw.ramp_s,
+                    0,
+                )
+            )
+        return out
+    return [
+        Stage(
+            0,
+            _named(0, load.concurrency, load.rate),
+            load.concurrency,
+            load.rate,
+            load.arrival,
+            load.burstiness,
+            load.max_concurrency,
+            workload.duration_s,
+            workload.num_requests,
+            0.0,
+            load.warmup_requests,
+        )
+    ]

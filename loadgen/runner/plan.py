@@ -1,0 +1,73 @@
+"""Which stage runs next, and how: the plan of a multi-stage run.
+
+A plan is asked for the next stage after each one ends, with every outcome so far, so a plan
+can be a fixed list (``FixedPlan``: a profile's stages or sweep) or decide as it goes (the
+capacity search brackets and bisects on what it measured). ``shape_for`` turns one stage into
+the load shape and the limits the driver runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from loadgen.config.stages import Stage
+from loadgen.runner.driver import DriveResult, Limits
+from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
+from loadgen.workload import stage_schedule
+
+
+@dataclass(slots=True)
+class StageOutcome:
+    """A stage as it ran: what was asked, and the driver's result (its records included)."""
+
+    stage: Stage
+    result: DriveResult
+
+
+class StagePlan(Protocol):
+    def next_stage(self, done: Sequence[StageOutcome]) -> Stage | None:
+        """The stage to run after ``done``, or None when the run is over."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FixedPlan:
+    """The stages in order, whatever they measure."""
+
+    stages: Sequence[Stage]
+
+    def next_stage(self, done: Sequence[StageOutcome]) -> Stage | None:
+        return self.stages[len(done)] if len(done) < len(self.stages) else None
+
+
+def shape_for(stage: Stage, previous: Stage | None, first_id: int, seed: int) -> tuple[LoadShape, Limits]:
+    """The load shape and limits of ``stage``; a ramp starts from ``previous``'s level when
+    it is of the same kind (concurrency after concurrency, rate after rate), else from 0."""
+    limits = Limits(
+        num_requests=stage.num_requests,
+        duration_s=stage.duration_s,
+        warmup_requests=stage.warmup_requests,
+        first_id=first_id,
+        ramp_s=stage.ramp_s,
+    )
+    if stage.concurrency is not None:
+        ramp_from = previous.concurrency if previous is not None and previous.concurrency else 0
+        return ClosedLoop(stage.concurrency, ramp_s=stage.ramp_s, ramp_from=ramp_from), limits
+    rate_from = previous.rate if previous is not None and previous.rate else 0.0
+    schedule = stage_schedule(stage, seed, rate_from)
+    assert schedule is not None  # an open-loop stage has a rate
+    return OpenLoop(schedule, stage.max_concurrency), limits
+
+
+def pool_size(stages: Sequence[Stage]) -> int | None:
+    """Connections the run needs at most: the largest concurrency or in-flight cap; None (no
+    cap) when any open-loop stage is uncapped, since a capped pool would queue silently."""
+    sizes = []
+    for s in stages:
+        size = s.concurrency if s.concurrency is not None else s.max_concurrency
+        if size is None:
+            return None
+        sizes.append(size)
+    return max(sizes) if sizes else None
