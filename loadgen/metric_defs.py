@@ -60,6 +60,10 @@ class MetricDef:
     compare: bool = True  # rows in compare's table (distributions: TABLE_STATS rows, a CDF plot)
     console: bool = False  # distributions: a row of the console's latency table
     report: str | None = None  # the report table it is a row of: "latency", "throughput", "goodput"
+    # A distribution that equals this other one when every request went out on time (a closed
+    # loop, a client that kept up): the console's and the report's tables show it only when it
+    # differs (``table_shows``), so a run without send lag does not show the same figures twice.
+    same_as: str | None = None
 
     @property
     def plot_title(self) -> str:
@@ -138,6 +142,30 @@ METRICS: tuple[MetricDef, ...] = (
         digits=2,
         console=True,
         compare=False,
+    ),
+    # Measured from the intended send time (wrk2's correction of coordinated omission): the time
+    # a request waited to be sent (client_lag_ms) counts, as it does for the user who asked then.
+    _dist(
+        "ttft_from_sched_ms",
+        "TTFT from schedule",
+        "ok_requests",
+        "time to first token from the scheduled send: first token-bearing chunk minus t_sched",
+        title="TTFT from the scheduled send",
+        console=True,
+        report="latency",
+        compare=False,
+        same_as="ttft_ms",
+    ),
+    _dist(
+        "e2e_from_sched_ms",
+        "E2E from schedule",
+        "ok_requests",
+        "end of stream minus scheduled send",
+        title="E2E latency from the scheduled send",
+        console=True,
+        report="latency",
+        compare=False,
+        same_as="e2e_ms",
     ),
     _run(
         "request_throughput_rps",
@@ -242,6 +270,33 @@ def get(name: str) -> MetricDef:
         return BY_NAME[name]
     except KeyError:
         raise KeyError(f"unknown metric {name!r}; valid: {', '.join(NAMES)}") from None
+
+
+# Two distributions match when no stat of TABLE_STATS differs by more than both 1 % and 0.1 ms
+# (the console's resolution).
+SAME_WITHIN_FRACTION, SAME_WITHIN_MS = 0.01, 0.1
+
+
+def table_shows(summary: Mapping[str, Any], d: MetricDef) -> bool:
+    """Whether the console's and the report's tables show ``d`` (where its flags put it) for
+    ``summary``: always, unless it has a ``same_as``; then only when it is in the summary (an
+    older one lacks it) and does not match that one (see ``SAME_WITHIN_FRACTION``). Equality is
+    not exact even in a closed loop: a slot stamps ``t_sched`` and the request's send a fraction
+    of a millisecond apart (building and encoding the request), which moves no stat visibly; a
+    client that sent late moves the stats by its lateness."""
+    if d.same_as is None:
+        return True
+    mine, theirs = lookup(summary, d.name), lookup(summary, d.same_as) or {}
+    if not isinstance(mine, dict):
+        return False
+    for stat in TABLE_STATS:
+        a, b = mine.get(stat), theirs.get(stat)
+        if a is None or b is None:
+            if a is not b:
+                return True
+        elif abs(a - b) > max(SAME_WITHIN_FRACTION * abs(b), SAME_WITHIN_MS):
+            return True
+    return False
 
 
 def lookup(summary: Mapping[str, Any], name: str, stat: str | None = None) -> Any:

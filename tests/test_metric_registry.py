@@ -9,7 +9,7 @@ metrics the registry says, on a summary of three tiny literal records.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ from loadgen.cli.console import summary_table
 from loadgen.config import SlaRule, load_profile
 from loadgen.records import RequestRecord
 from loadgen.report import compare as compare_report
-from loadgen.report.sections import latency_table, sla_section, throughput_section
+from loadgen.report.sections import latency_section, latency_table, sla_section, throughput_section
 
 MS = 1_000_000
 RUNS = Path(__file__).parent / "fixtures" / "runs"
@@ -120,7 +120,13 @@ class TestRegistry:
             "tpot_ms",
             "e2e_ms",
             "client_lag_ms",
+            "ttft_from_sched_ms",
+            "e2e_from_sched_ms",
         ]
+        assert {d.name: d.same_as for d in md.DISTRIBUTIONS if d.same_as} == {
+            "ttft_from_sched_ms": "ttft_ms",
+            "e2e_from_sched_ms": "e2e_ms",
+        }
         assert {d.name: d.path for d in md.RUN_SCALARS} == {
             "request_throughput_rps": ("metrics", "request_throughput_rps"),
             "input_tokens_per_s": ("metrics", "input_tokens_per_s"),
@@ -138,6 +144,7 @@ class TestRegistry:
             assert d.path == ("metrics", d.name) and d.unit == "ms" and d.samples is not None
         for d in md.RUN_SCALARS:
             assert d.samples is None and d.report in (None, "throughput", "goodput")
+            assert d.same_as is None
 
     def test_get_and_lookup(self):
         assert md.get("ttft_ms").label == "TTFT"
@@ -146,6 +153,29 @@ class TestRegistry:
         assert md.lookup(SUMMARY, "error_rate") == 1 / 3
         assert md.lookup(SUMMARY, "ttft_ms", "max") == 40.0
         assert md.lookup({}, "goodput_rps") is None
+
+    def test_table_shows_a_twin_only_where_it_differs(self):
+        """A distribution with ``same_as`` is shown when some table stat differs by more than
+        both 1 % and 0.1 ms; never when the summary lacks it; others always."""
+        ttft = md.get("ttft_from_sched_ms")
+        assert md.table_shows(SUMMARY, ttft) and md.table_shows(SUMMARY, md.get("e2e_from_sched_ms"))
+        assert md.table_shows({}, md.get("ttft_ms"))
+        base = {"count": 3, **{s: 100.0 for s in md.TABLE_STATS}}
+
+        def shows(**twin: float | None) -> bool:
+            return md.table_shows(
+                {"metrics": {"ttft_ms": base, "ttft_from_sched_ms": {**base, **twin}}}, ttft
+            )
+
+        assert not shows()  # a closed loop: equal
+        assert not shows(p99=101.0) and shows(p99=101.01)  # 1 % of 100 ms
+        assert not shows(mean=100.05)  # a slot's microseconds, under any table's resolution
+        assert shows(p50=None)
+        assert not md.table_shows({"metrics": {"ttft_ms": base}}, ttft)  # an older summary
+        small = {"count": 3, **{s: 2.0 for s in md.TABLE_STATS}}
+        for p90, shown in ((2.09, False), (2.11, True)):  # 4.5 % but under 0.1 ms; then over both
+            twin = {**small, "p90": p90}
+            assert md.table_shows({"metrics": {"ttft_ms": small, "ttft_from_sched_ms": twin}}, ttft) == shown
 
 
 class TestProfileRules:
@@ -220,12 +250,14 @@ class TestSummary:
     def test_values(self):
         """Each distribution summarizes what its ``samples`` says (ok requests; client lag: all)."""
         m = SUMMARY["metrics"]
-        assert [m[k]["count"] for k in md.NAMES[:7]] == [2, 2, 4, 8, 2, 2, 3]
+        assert [m[k]["count"] for k in md.NAMES[:9]] == [2, 2, 4, 8, 2, 2, 3, 2, 2]
         assert m["ttft_ms"]["mean"] == 34.5 and m["ttfb_ms"]["max"] == 28.0
         assert m["itl_ms"]["max"] == 16.0 and m["itl_per_token_ms"]["min"] == 10 / 3
         assert m["client_lag_ms"]["max"] == 2.0 and m["e2e_ms"]["min"] == 54.0
+        # from t_sched: sent 1 and 2 ms late, so TTFT 29, 40 -> 30, 42 and E2E 54, 68 -> 55, 70
+        assert m["ttft_from_sched_ms"]["mean"] == 36.0 and m["e2e_from_sched_ms"]["min"] == 55.0
         samples = distribution_samples(RECORDS)
-        assert list(samples) == list(md.NAMES[:7])
+        assert list(samples) == list(md.NAMES[:9])
         for name, values in samples.items():
             assert distribution(values) == m[name]
 
@@ -340,7 +372,17 @@ class TestShown:
         assert (
             list(table.columns[0].cells)
             == [d.label for d in shown]
-            == ["TTFT", "TTFB", "ITL (per chunk)", "ITL (per token)", "TPOT", "E2E", "client lag"]
+            == [
+                "TTFT",
+                "TTFB",
+                "ITL (per chunk)",
+                "ITL (per token)",
+                "TPOT",
+                "E2E",
+                "client lag",
+                "TTFT from schedule",
+                "E2E from schedule",
+            ]
         )
         means = list(table.columns[2].cells)
         for d, cell in zip(shown, means):
@@ -365,6 +407,23 @@ class TestShown:
             *(d.label for d in md.RUN_SCALARS if d.report == "goodput"),
         ]
         assert good.rows[-1] == ("requests that met every SLO", "66.7%")
+
+    def test_from_schedule_rows_only_where_they_differ(self):
+        """Sent on time (closed loop), TTFT and E2E from schedule equal TTFT and E2E: neither
+        the console nor the report shows them twice. Sent late, both show them, and the report
+        says what they include."""
+        on_time = summarize([replace(r, t_sched_ns=r.t_send_ns) for r in RECORDS])
+        twins = {d.label for d in md.DISTRIBUTIONS if d.same_as}
+        assert twins == {"TTFT from schedule", "E2E from schedule"}
+        for summary, shown in ((on_time, False), (SUMMARY, True)):
+            console_rows = set(summary_table(summary).columns[0].cells)
+            report_rows = {r[0] for r in latency_table(summary).rows}
+            text = latency_section(summary).blocks[1].text
+            assert console_rows & twins == report_rows & twins == (twins if shown else set())
+            assert ("include the time the request waited to be sent" in text) == shown
+        assert {r[0] for r in latency_table(on_time).rows} == {
+            d.label for d in md.DISTRIBUTIONS if d.report == "latency"
+        } - twins
 
     def test_every_metric_is_shown(self):
         """Each metric is a row of the console's or the report's tables, except the error rate

@@ -156,7 +156,15 @@ class TestRequestFrame:
         assert "chunk_times_ns" not in cols and "chunk_tokens" not in cols
         assert "n_chunks" not in cols
         assert {"id", "ok", "error_class", "t_end_ns", "output_tokens", "token_source"} <= set(cols)
-        assert cols[-5:] == ["ttft_ms", "ttfb_ms", "e2e_ms", "tpot_ms", "client_lag_ms"]
+        assert cols[-7:] == [
+            "ttft_ms",
+            "ttfb_ms",
+            "e2e_ms",
+            "tpot_ms",
+            "client_lag_ms",
+            "ttft_from_sched_ms",
+            "e2e_from_sched_ms",
+        ]
 
     def test_one_token_request_has_no_tpot(self):
         """TPOT is undefined for fewer than 2 output tokens."""
@@ -179,6 +187,88 @@ class TestRequestFrame:
         """No records: an empty frame with the same columns."""
         frame = request_frame([])
         assert len(frame) == 0 and "ttft_ms" in frame.columns
+
+
+class TestFromSchedule:
+    """TTFT and E2E measured from the intended send time (t_sched), wrk2's correction of
+    coordinated omission: the time a request waited to be sent counts."""
+
+    def test_a_request_sent_30_ms_late(self):
+        """Scheduled at 1000 s, sent 30 ms late: from schedule = from send + 30 ms, exactly."""
+        base = 1_000_000 * MS  # a perf_counter_ns-sized clock: the subtraction stays exact
+        r = RequestRecord(
+            id=0,
+            warmup=False,
+            t_sched_ns=base,
+            t_send_ns=base + 30 * MS,
+            requested_output_tokens=3,
+            requested_prompt_tokens=10,
+            ok=True,
+            t_first_byte_ns=base + 110 * MS,
+            t_first_token_ns=base + 130 * MS,
+            t_first_content_ns=base + 150 * MS,  # after reasoning: TTFT uses the first token
+            t_end_ns=base + 195 * MS,
+            chunk_times_ns=[base + 130 * MS, base + 150 * MS, base + 190 * MS],
+            chunk_tokens=[1, 1, 1],
+            output_tokens=3,
+        )
+        row = request_frame([r]).iloc[0]
+        assert row["client_lag_ms"] == 30.0
+        assert row["ttft_ms"] == 100.0 and row["ttft_from_sched_ms"] == 130.0
+        assert row["e2e_ms"] == 165.0 and row["e2e_from_sched_ms"] == 195.0
+        assert row["ttft_from_sched_ms"] == row["ttft_ms"] + 30
+        assert row["e2e_from_sched_ms"] == row["e2e_ms"] + 30
+
+    def test_summary_of_late_requests(self):
+        """Lags 0, 30 and 60 ms on TTFTs of 100, 110, 120 ms: from schedule 100, 140, 180."""
+        records = [
+            ok_record(id=i, send_ms=1000 * i + 30 * i, sched_ms=1000 * i, ttft_ms=100 + 10 * i)
+            for i in range(3)
+        ]
+        m = summarize(records)["metrics"]
+        assert m["ttft_ms"]["min"] == 100.0 and m["ttft_ms"]["max"] == 120.0
+        assert m["ttft_from_sched_ms"] == distribution([100.0, 140.0, 180.0])
+        assert m["ttft_from_sched_ms"]["p50"] == 140.0 and m["ttft_from_sched_ms"]["mean"] == 140.0
+        assert m["e2e_ms"] == distribution([135.0, 145.0, 155.0])
+        assert m["e2e_from_sched_ms"] == distribution([135.0, 175.0, 215.0])
+
+    def test_closed_loop_equals_send_based(self):
+        """t_sched == t_send (a slot sends at once): the same distributions, to the bit."""
+        records = [
+            ok_record(id=i, send_ms=7 * i, ttft_ms=100 + 3 * i, gaps_ms=(i + 1,), tokens=(1, 1))
+            for i in range(5)
+        ]
+        m = summarize(records)["metrics"]
+        assert m["ttft_from_sched_ms"] == m["ttft_ms"] and m["ttft_ms"]["count"] == 5
+        assert m["e2e_from_sched_ms"] == m["e2e_ms"] and m["e2e_ms"]["count"] == 5
+
+    def test_ok_measured_requests_only(self):
+        """Like TTFT and E2E: a failure has no E2E (a streamed one keeps its TTFT in the frame),
+        and failed and warm-up requests are left out of the distributions."""
+        streamed = ok_record(id=1, send_ms=10, sched_ms=0, ok=False, error_class="read")
+        records = [
+            ok_record(id=0, send_ms=5, sched_ms=0),
+            streamed,
+            failed_record(id=2),
+            ok_record(id=3, send_ms=50, sched_ms=0, warmup=True),
+        ]
+        frame = request_frame(records)
+        assert frame["ttft_from_sched_ms"].tolist()[:2] == [105.0, 110.0]
+        assert math.isnan(frame["e2e_from_sched_ms"].iloc[1])
+        assert math.isnan(frame["ttft_from_sched_ms"].iloc[2])  # failed before any token
+        assert math.isnan(frame["e2e_from_sched_ms"].iloc[2])
+        m = summarize(records)["metrics"]
+        assert m["ttft_from_sched_ms"] == distribution([105.0])
+        assert m["e2e_from_sched_ms"] == distribution([140.0])
+
+    def test_sla_rule_on_latency_from_schedule(self):
+        """A rule on the from-schedule TTFT catches the wait a send-based rule does not see."""
+        records = [ok_record(id=i, send_ms=100 * i + 50, sched_ms=100 * i) for i in range(4)]
+        rules = [Rule("ttft_ms", "p99", "<", 120), Rule("ttft_from_sched_ms", "p99", "<", 120)]
+        block = summarize(records, sla=Sla(rules=rules))["sla"]
+        assert [d["passed"] for d in block["details"]] == [True, False]
+        assert block["details"][1]["value"] == 150.0
+        assert block["verdict"] == "fail"
 
 
 class TestItl:

@@ -57,6 +57,8 @@ CSV_COLUMNS = [
     "e2e_ms",
     "tpot_ms",
     "client_lag_ms",
+    "ttft_from_sched_ms",
+    "e2e_from_sched_ms",
 ]
 
 

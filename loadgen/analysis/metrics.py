@@ -30,7 +30,15 @@ _NULLABLE_INT = frozenset(
     f.name for f in dataclasses.fields(RequestRecord) if str(f.type).replace(" ", "") == "int|None"
 )
 # The columns request_frame derives, in its order: the per-request distributions of the registry.
-DERIVED_COLUMNS: tuple[str, ...] = ("ttft_ms", "ttfb_ms", "e2e_ms", "tpot_ms", "client_lag_ms")
+DERIVED_COLUMNS: tuple[str, ...] = (
+    "ttft_ms",
+    "ttfb_ms",
+    "e2e_ms",
+    "tpot_ms",
+    "client_lag_ms",
+    "ttft_from_sched_ms",
+    "e2e_from_sched_ms",
+)
 # The registry's gap-sample kinds, in the order itl_values returns them.
 GAP_SAMPLES: tuple[str, ...] = ("chunk_gaps", "token_gaps")
 
@@ -68,7 +76,9 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
     timestamp exists (a failed request that streamed a while keeps its TTFT; filter on ``ok``);
     ``e2e_ms``: ``t_end - t_send`` for ok requests only (for a failure it would be time to
     failure, not latency); ``tpot_ms``: ``(last chunk - first token) / (output_tokens - 1)``
-    for ok requests with ``output_tokens >= 2``; ``client_lag_ms``: ``t_send - t_sched``.
+    for ok requests with ``output_tokens >= 2``; ``client_lag_ms``: ``t_send - t_sched``;
+    ``ttft_from_sched_ms`` / ``e2e_from_sched_ms``: TTFT and E2E from ``t_sched`` instead of
+    ``t_send`` (the same requests; each is its send-based twin plus ``client_lag_ms``).
     """
     cols: dict[str, Any] = {}
     for name in SCALAR_FIELDS:
@@ -89,6 +99,7 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
     frame["warmup"] = frame["warmup"].astype(bool)
 
     send = frame["t_send_ns"].to_numpy()
+    sched = frame["t_sched_ns"].to_numpy()
     ok = frame["ok"].to_numpy()
     first, has_first = _ints(frame["t_first_token_ns"])
     byte, has_byte = _ints(frame["t_first_byte_ns"])
@@ -102,7 +113,9 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
     frame["e2e_ms"] = np.where(ok & has_end, (end - send) / 1e6, np.nan)
     tpot_ok = ok & has_first & has_last & has_out & (out >= 2)
     frame["tpot_ms"] = np.where(tpot_ok, (last - first) / 1e6 / np.maximum(out - 1, 1), np.nan)
-    frame["client_lag_ms"] = (send - frame["t_sched_ns"].to_numpy()) / 1e6
+    frame["client_lag_ms"] = (send - sched) / 1e6
+    frame["ttft_from_sched_ms"] = np.where(has_first, (first - sched) / 1e6, np.nan)
+    frame["e2e_from_sched_ms"] = np.where(ok & has_end, (end - sched) / 1e6, np.nan)
     return frame
 
 

@@ -106,8 +106,12 @@ def sla_section(summary: dict) -> Section:
 
 
 def latency_table(summary: dict) -> Table:
+    """A row per distribution of the registry's latency table; the ones measured from the
+    scheduled send only where they differ from their send-based twins (``table_shows``)."""
     rows = []
     for label, key in LATENCY_ROWS:
+        if not metric_defs.table_shows(summary, metric_defs.get(key)):
+            continue
         d = metric_defs.lookup(summary, key) or {}
         rows.append((label, str(d.get("count", 0)), *(num(d.get(s)) for s in LATENCY_STATS)))
     header = ("metric (ms)", "n", *(s.replace("_", ".") for s in LATENCY_STATS))
@@ -125,18 +129,23 @@ def scalar_rows(summary: dict, table: str) -> tuple[tuple[str, str], ...]:
 
 
 def latency_section(summary: dict) -> Section:
-    return Section(
-        "Latency",
-        (
-            latency_table(summary),
-            Text(
-                "Measured ok requests, warm-up excluded. TTFT: first token-bearing event minus send; TTFB: "
-                "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
-                "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
-                "end of stream minus send."
-            ),
-        ),
+    table = latency_table(summary)
+    text = (
+        "Measured ok requests, warm-up excluded. TTFT: first token-bearing event minus send; TTFB: "
+        "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
+        "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
+        "end of stream minus send."
     )
+    from_sched = {label for label, key in LATENCY_ROWS if metric_defs.get(key).same_as}
+    if any(row[0] in from_sched for row in table.rows):
+        text += (
+            ' The rows "from schedule" are measured from the time the schedule wanted the request '
+            "sent instead of its send, so they include the time the request waited to be sent (client "
+            "lag: the coordinated omission the send-based figures leave out); each is shown only when "
+            f"it differs from its send-based row (some figure by more than "
+            f"{metric_defs.SAME_WITHIN_FRACTION:.0%} and {metric_defs.SAME_WITHIN_MS:g} ms)."
+        )
+    return Section("Latency", (table, Text(text)))
 
 
 def throughput_section(summary: dict) -> Section:
