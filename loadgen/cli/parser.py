@@ -4,7 +4,10 @@ flags change in the profile. Parsing only; ``main.py`` acts on the result."""
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
+
+from loadgen.errors import ConfigError
 
 # CLI flag -> dotted profile path. Flags are shortcuts; --set reaches every other field.
 FLAG_PATHS = {
@@ -101,6 +104,25 @@ def build_parser() -> argparse.ArgumentParser:
         help="open loop: cap on requests in flight (waiting for a slot counts as client lag)",
     )
     g.add_argument("--warmup", type=int, help="warm-up requests, excluded from statistics")
+    g.add_argument(
+        "--sweep",
+        metavar="KNOB=VALUES",
+        help="run one stage per value: concurrency=1,2,4,8 "
+        "or rate=2..20:10 (10 values, linear) or concurrency=1..256:x2 (geometric)",
+    )
+    g.add_argument(
+        "--stage-duration",
+        type=duration,
+        metavar="TIME",
+        help="length of each sweep stage, e.g. 30s or 2m (default: the workload's duration or request count)",
+    )
+    g.add_argument(
+        "--ramp",
+        type=duration,
+        metavar="TIME",
+        help="ramp each sweep stage's load up "
+        "linearly over this long (its requests count as warm-up), e.g. 10s",
+    )
     g = r.add_argument_group("workload")
     g.add_argument("--num-requests", type=int, help="measured requests to send (warm-up comes on top)")
     g.add_argument("--duration", type=float, help="stop sending after this many seconds")
@@ -242,4 +264,40 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
     if a.sim is not None:
         out["target.url"] = None
         out["sim.preset"] = a.sim
+    if a.sweep is not None:
+        knob, sep, values = a.sweep.partition("=")
+        if not sep or knob.strip() not in ("concurrency", "rate"):
+            raise ConfigError(
+                f"--sweep {a.sweep!r}: expected concurrency=VALUES or rate=VALUES, e.g. "
+                f"--sweep concurrency=1,2,4,8 or --sweep rate=2..20:10",
+                what="flags",
+            )
+        series: Any = values.strip()
+        if "," in series:
+            series = [v.strip() for v in series.split(",") if v.strip()]
+        sweep: dict[str, Any] = {knob.strip(): series}
+        if a.stage_duration is not None:
+            sweep["stage_duration_s"] = a.stage_duration
+        if a.ramp is not None:
+            sweep["ramp_s"] = a.ramp
+        out.update(
+            {"load.sweep": sweep, "load.concurrency": None, "load.rate": None, "load.max_concurrency": None}
+        )
+    elif a.stage_duration is not None or a.ramp is not None:
+        raise ConfigError(
+            "--stage-duration and --ramp shape the stages of a --sweep; add --sweep "
+            "(or set load.sweep in the profile and use --set load.sweep.ramp_s=...)",
+            what="flags",
+        )
     return out
+
+
+_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from '30', '30s', '500ms', '2m' or '1h' (argparse reports a ValueError cleanly)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|min|m|h)?\s*", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (e.g. 30s, 500ms, 2m)")
+    return float(m[1]) * _UNITS[m[2] or "s"]

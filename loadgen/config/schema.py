@@ -133,6 +133,10 @@ class LoadConfig(StrictModel):
                     f"is set together with load.{which}; a staged run takes its "
                     f"load levels from load.{which} only",
                 )
+        if self.stages and self.warmup_requests:
+            raise field_msg(
+                "warmup_requests", "is set together with load.stages; give each stage its own warmup_requests"
+            )
         levels = [s.concurrency for s in self.stages] + [s.max_concurrency for s in self.stages]
         if self.sweep is not None and self.sweep.concurrency is not None:
             levels += self.sweep.values()
@@ -185,6 +189,18 @@ class Profile(StrictModel):
     output: OutputConfig = OutputConfig()
     sim: dict[str, Any] = {}
     server_metrics: ServerMetricsConfig = ServerMetricsConfig()
+
+    @model_validator(mode="after")
+    def _sweep_stages_have_a_length(self):
+        sw, work = self.load.sweep, self.workload
+        no_length = sw is not None and sw.stage_duration_s is None and sw.stage_requests is None
+        if no_length and work.duration_s is None and work.num_requests is None:
+            raise field_msg(
+                "load",
+                "sweep: set stage_duration_s or stage_requests (--stage-duration), "
+                "or workload.duration_s / num_requests for every stage",
+            )
+        return self
 
     @model_validator(mode="after")
     def _schedule_fits(self):

@@ -57,7 +57,9 @@ class StageConfig(StrictModel):
 
 
 class SweepConfig(StrictModel):
-    """One knob swept over values, each value a stage of the same length."""
+    """One knob swept over values, each value a stage of the same length: ``stage_duration_s``
+    and/or ``stage_requests``, by default the workload's ``duration_s`` / ``num_requests``; each
+    stage begins with ``load.warmup_requests`` warm-up requests and its ramp."""
 
     concurrency: list[int] | str | None = None
     rate: list[float] | str | None = None
@@ -78,8 +80,6 @@ class SweepConfig(StrictModel):
     def _one_knob_and_a_length(self):
         if (self.concurrency is None) == (self.rate is None):
             raise ValueError("a sweep sets exactly one of concurrency or rate")
-        if self.stage_duration_s is None and self.stage_requests is None:
-            raise ValueError("a sweep needs stage_duration_s or stage_requests (or both)")
         values = self.values()  # raises on a bad series
         knob = "concurrency" if self.concurrency is not None else "rate"
         if not values:
@@ -194,6 +194,9 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
     if load.sweep is not None:
         sw = load.sweep
         closed = sw.concurrency is not None
+        duration, count = sw.stage_duration_s, sw.stage_requests
+        if duration is None and count is None:  # each stage as long as the workload says
+            duration, count = workload.duration_s, workload.num_requests
         out = []
         for i, v in enumerate(sw.values()):
             c, r = (int(v), None) if closed else (None, float(v))
@@ -206,10 +209,10 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
                     sw.arrival,
                     sw.burstiness,
                     None,
-                    sw.stage_duration_s,
-                    sw.stage_requests,
+                    duration,
+                    count,
                     sw.ramp_s,
-                    0,
+                    load.warmup_requests,
                 )
             )
         return out
