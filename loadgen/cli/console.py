@@ -90,6 +90,57 @@ def summary_table(summary: dict) -> Table:
     return t
 
 
+def stage_table(summary: dict) -> Table:
+    """One row per stage of a multi-stage run: its load, throughput, latency tails and verdict."""
+    t = Table(title="stages", title_justify="left", show_edge=False, pad_edge=False)
+    for col in (
+        "stage",
+        "sent",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p99",
+        "goodput",
+        "SLA",
+        "steady",
+    ):
+        t.add_column(col, justify="left" if col in ("stage", "SLA", "steady") else "right")
+    for st in summary["stages"]:
+        m = st["metrics"]
+        t.add_row(
+            st["name"],
+            str(st["counts"]["sent"]),
+            _fmt(m.get("request_throughput_rps"), 2),
+            _fmt(m.get("output_tokens_per_s"), 0),
+            _fmt(m["ttft_ms"].get("p50")),
+            _fmt(m["ttft_ms"].get("p99")),
+            _fmt(m["tpot_ms"].get("p99"), 2),
+            _fmt((m.get("goodput") or {}).get("requests_per_s"), 2),
+            st["sla"]["verdict"],
+            "yes" if st["steady_state"]["steady"] else "no",
+        )
+    return t
+
+
+def _print_curve(con: Console, curve: dict) -> None:
+    knee = curve.get("knee")
+    con.print(
+        "knee    "
+        + (
+            f"{knee['name']} ({_fmt(knee['throughput_rps'], 2)} req/s): past it, p99 TTFT "
+            f"grows faster than throughput"
+            if knee
+            else "none: latency never outgrew throughput"
+        )
+    )
+    last = curve.get("last_stage_meeting_sla")
+    names = {p["stage"]: p["name"] for p in curve["points"]}
+    con.print(
+        "SLA     " + (f"last stage meeting it: {names[last]}" if last is not None else "no stage met it")
+    )
+
+
 def _scalar(summary: dict, name: str) -> str:
     """A run scalar of the registry at its console precision."""
     return _fmt(metric_defs.lookup(summary, name), metric_defs.get(name).digits)
@@ -101,12 +152,16 @@ def print_summary(result: Any, file: Any = None) -> None:
     c, m, cond = s["counts"], s["metrics"], s["conditions"]
     tgt = cond["target"]
     load = cond["load"]
-    shape = (
-        f"closed loop, concurrency {load['concurrency']}"
-        if load.get("concurrency")
-        else f"open loop, {load['rate']} req/s {load['arrival']}"
-        + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else "")
-    )
+    stages = s.get("stages") or []
+    if stages:
+        shape = f"{len(stages)} stages: {', '.join(st['name'] for st in stages)}"
+    else:
+        shape = (
+            f"closed loop, concurrency {load['concurrency']}"
+            if load.get("concurrency")
+            else f"open loop, {load['rate']} req/s {load['arrival']}"
+            + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else "")
+        )
     con.print(
         f"[bold]run {s['run_id']}[/bold]"
         + ("" if s.get("complete", True) else f"  [yellow]INCOMPLETE: {s.get('incomplete_reason')}[/yellow]")
@@ -129,6 +184,9 @@ def print_summary(result: Any, file: Any = None) -> None:
             f"later (Retry-After, up to {backoff['max_s']:g} s)"
         )
     con.print(summary_table(s))
+    if stages:
+        con.print(stage_table(s))
+        _print_curve(con, s["curve"])
     con.print(
         f"throughput  {_scalar(s, 'request_throughput_rps')} req/s   "
         f"input {_scalar(s, 'input_tokens_per_s')} tok/s   "
