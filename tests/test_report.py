@@ -98,9 +98,11 @@ class TestMarkdown:
         assert "| requests/s | 28.19 |" in lines
 
     def test_sections_come_in_order_conditions_first(self, base_a):
-        """Conditions, SLA, latency, throughput, errors, client, server, Little's law, cost, plots."""
+        """The headline, then conditions, SLA, latency, throughput, errors, client, server,
+        Little's law, cost, plots."""
         heads = [ln for ln in (base_a / "report.md").read_text().splitlines() if ln.startswith("## ")]
         assert heads == [
+            "## At a glance",
             "## Conditions",
             "## SLA and goodput",
             "## Latency",

@@ -61,6 +61,7 @@ def write_report(
     pyarrow (Parquet) is missing.
     """
     from loadgen.report.blocks import Image
+    from loadgen.report.curve import render_curve_plots
     from loadgen.report.html import render_html
     from loadgen.report.markdown import render_markdown
     from loadgen.report.plots import render_plots
@@ -85,7 +86,8 @@ def write_report(
 
     images = []
     server = server_plot(summary, records, load_rows(run_dir))
-    for plot in render_plots(summary, records) + ([server] if server is not None else []):
+    curve_plots = render_curve_plots(summary)  # a multi-stage run's curves (none for one stage)
+    for plot in render_plots(summary, records) + curve_plots + ([server] if server is not None else []):
         rel = f"{PLOTS_DIR}/{plot.name}.png"
         put(rel, plot.png)
         images.append(Image(rel, plot.title, plot.caption, plot.png))

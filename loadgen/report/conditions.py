@@ -27,7 +27,7 @@ def conditions_section(summary: dict) -> Section:
         ("model", str(tgt.get("model"))),
         *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator"), tgt.get("endpoint")),
         ("load", load_shape(cond.get("load") or {})),
-        ("requests", _requests(workload)),
+        ("requests", _requests(workload, cond.get("load") or {})),
         ("seed", str(cond.get("seed"))),
         ("labels", ", ".join(f"{k}={v}" for k, v in (cond.get("labels") or {}).items()) or "none"),
         ("client", _client(client)),
@@ -122,6 +122,15 @@ def metrics_labels_text(labels: dict) -> str:
 
 
 def load_shape(load: dict) -> str:
+    sweep, stages = load.get("sweep"), load.get("stages")
+    if sweep:
+        knob = "concurrency" if sweep.get("concurrency") is not None else "rate"
+        length = ", ".join(
+            f"{k} {sweep[k]}" for k in ("stage_duration_s", "stage_requests", "ramp_s") if sweep.get(k)
+        )
+        return f"sweep of {knob} {sweep[knob]}" + (f" ({length})" if length else "") + "; see Load stages"
+    if stages:
+        return f"{len(stages)} stages; see Load stages"
     warm = f"; {load.get('warmup_requests', 0)} warm-up requests (excluded)"
     if load.get("concurrency"):
         return f"closed loop, concurrency {load['concurrency']}{warm}"
@@ -183,7 +192,9 @@ def _dist(d: dict | None) -> str:
     return " / ".join(num(d.get(k), 1) for k in ("mean", "p50", "p99", "max"))
 
 
-def _requests(workload: dict) -> str:
+def _requests(workload: dict, load: dict) -> str:
+    if load.get("sweep") or load.get("stages"):
+        return "per stage; see Load stages"
     n, dur = workload.get("num_requests"), workload.get("duration_s")
     parts = ([f"{n} measured requests"] if n is not None else []) + ([f"for at most {dur} s"] if dur else [])
     return ", ".join(parts) or "-"

@@ -203,6 +203,18 @@ def _no_data(ax: Axes) -> None:
     ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color=_LINE)
 
 
+def new_figure(figsize: tuple[float, float] = (6.4, 3.8)) -> Figure:
+    """An empty figure in the report's style, on its own Agg canvas (for the other plot modules)."""
+    fig = Figure(figsize=figsize, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def to_png(fig: Figure) -> bytes:
+    """A figure as PNG bytes, as every report plot is saved (no Software stamp)."""
+    return _png(fig)
+
+
 def _png(fig: Figure) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})

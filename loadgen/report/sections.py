@@ -13,6 +13,8 @@ from loadgen import metric_defs
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
 from loadgen.report.conditions import conditions_section
 from loadgen.report.cost import COST_LABEL, COUNT_LABEL, FORMULA
+from loadgen.report.curve import is_curve_plot, stages_sections
+from loadgen.report.headline import headline_section, main_plot
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
 
@@ -25,12 +27,16 @@ LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe
 
 
 def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
+    # The headline first (every report), then alerts; a multi-stage run's stages after its SLA.
     alerts = top_alerts(summary)
-    out = [Section("Alerts", tuple(alerts))] if alerts else []
+    out = [headline_section(summary, plots)]
+    out += [Section("Alerts", tuple(alerts))] if alerts else []
     server_plots = tuple(p for p in plots if p.file.endswith(f"/{SERVER_PLOT}.png"))
+    curve_plots = tuple(p for p in plots if is_curve_plot(p))
     out += [
         conditions_section(summary),
         sla_section(summary),
+        *stages_sections(summary, curve_plots),
         latency_section(summary),
         throughput_section(summary),
         errors_section(summary),
@@ -39,7 +45,8 @@ def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> 
         littles_law_section(summary),
         cost_section(cost),
     ]
-    out.append(Section("Plots", tuple(p for p in plots if p not in server_plots)))
+    shown = (*server_plots, *curve_plots, main_plot(summary, plots))
+    out.append(Section("Plots", tuple(p for p in plots if p not in shown)))
     return out
 
 

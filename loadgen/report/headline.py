@@ -1,0 +1,159 @@
+"""The report's headline, first in every report: what a reader takes in at a glance before any
+condition table. The SLA verdict, the few numbers that answer the run's question (TTFT p50 and
+p99, TPOT p50, output tokens/s, goodput and the share of requests that met every SLO; for a
+multi-stage run also the stages, the knee, the last stage meeting the SLA and the capacity
+when the summary has one), and the main plot: the TTFT CDF of a single stage, throughput
+against TTFT of several. Numbers are read from ``summary.json`` as the other sections do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
+from loadgen.report.curve import MAIN_PLOT, is_multi_stage, offered, point_of, stage_label
+
+TITLE = "At a glance"
+SINGLE_MAIN_PLOT = "cdf_ttft"
+HEADER = (
+    "measured over",
+    "TTFT p50 (ms)",
+    "TTFT p99 (ms)",
+    "TPOT p50 (ms)",
+    "requests/s",
+    "output tokens/s",
+    "goodput (req/s)",
+    "met every SLO",
+)
+
+
+def main_plot(summary: Mapping[str, Any], plots: Sequence[Image]) -> Image | None:
+    """The headline's plot among the report's plots, or None when it was not drawn."""
+    stem = MAIN_PLOT if is_multi_stage(summary) else SINGLE_MAIN_PLOT
+    return next((p for p in plots if p.file.rsplit("/", 1)[-1] == f"{stem}.png"), None)
+
+
+def headline_section(summary: Mapping[str, Any], plots: Sequence[Image] = ()) -> Section:
+    blocks: list = [verdict_alert(summary), numbers_table(summary)]
+    if is_multi_stage(summary):
+        blocks.append(Text(stages_sentence(summary)))
+    else:
+        c = summary.get("counts") or {}
+        blocks.append(
+            Text(
+                f"{c.get('sent', 0)} measured requests ({c.get('ok', 0)} ok, {c.get('failed', 0)} failed) "
+                f"over {num((summary.get('window') or {}).get('seconds'))} s; the sections below give the "
+                "conditions and every figure."
+            )
+        )
+    image = main_plot(summary, plots)
+    if image is not None:
+        blocks.append(image)
+    return Section(TITLE, tuple(blocks))
+
+
+def verdict_alert(summary: Mapping[str, Any]) -> Alert:
+    sla = summary.get("sla") or {}
+    verdict = sla.get("verdict") or "none"
+    if verdict == "none":
+        alert = Alert("warning", "SLA: NONE", "no run-level rule was set (sla.rules).")
+    elif verdict == "incomplete":
+        reason = summary.get("incomplete_reason") or "the run stopped early"
+        alert = Alert("warning", "SLA: INCOMPLETE", f"{reason}; no verdict is given.")
+    elif verdict == "pass":
+        alert = Alert("ok", "SLA: PASS", f"every rule met: {', '.join(sla.get('rules') or [])}.")
+    else:
+        failed = [
+            d["rule"] + (" (no data)" if d.get("value") is None else f" (measured {d['value']:.4g})")
+            for d in sla.get("details") or []
+            if not d.get("passed")
+        ]
+        alert = Alert("error", f"SLA: {str(verdict).upper()}", f"failed: {'; '.join(failed)}.")
+    if is_multi_stage(summary) and verdict != "none":
+        points = summary["curve"]["points"]
+        met = sum(p.get("sla_verdict") == "pass" for p in points)
+        text = (
+            f"{alert.text} The verdict pools all {len(points)} stages; {met} of {len(points)} met it alone."
+        )
+        alert = Alert(alert.level, alert.title, text)
+    return alert
+
+
+def numbers_table(summary: Mapping[str, Any]) -> Table:
+    """The run's figures in one row; a multi-stage run adds the knee's and the last stage
+    meeting the SLA's, each on its own window."""
+    m = summary.get("metrics") or {}
+    goodput = m.get("goodput") or {}
+    multi = is_multi_stage(summary)
+    rows = [
+        (
+            f"all {len(summary['stages'])} stages pooled" if multi else "the run",
+            num((m.get("ttft_ms") or {}).get("p50")),
+            num((m.get("ttft_ms") or {}).get("p99")),
+            num((m.get("tpot_ms") or {}).get("p50")),
+            num(m.get("request_throughput_rps")),
+            num(m.get("output_tokens_per_s")),
+            num(goodput.get("requests_per_s")),
+            pct(goodput.get("attained_fraction")),
+        )
+    ]
+    if multi:
+        c = summary["curve"]
+        for what, stage in (
+            ("knee", (c.get("knee") or {}).get("stage")),
+            ("last meeting SLA", c.get("last_stage_meeting_sla")),
+        ):
+            p = point_of(summary, stage)
+            if p is not None:
+                rows.append(
+                    (
+                        f"{what}: {stage_label(p)}",
+                        num((p.get("ttft_ms") or {}).get("p50")),
+                        num((p.get("ttft_ms") or {}).get("p99")),
+                        num((p.get("tpot_ms") or {}).get("p50")),
+                        num(p.get("throughput_rps")),
+                        num(p.get("output_tokens_per_s")),
+                        num(p.get("goodput_rps")),
+                        pct(p.get("attained_fraction")),
+                    )
+                )
+    return Table(HEADER, tuple(rows), "l" + "r" * (len(HEADER) - 1))
+
+
+def stages_sentence(summary: Mapping[str, Any]) -> str:
+    c = summary["curve"]
+    points = c["points"]
+    parts = [f"{len(points)} load stages, {offered(points[0])} to {offered(points[-1])}."]
+    k = point_of(summary, (c.get("knee") or {}).get("stage"))
+    parts.append(
+        f"Knee: {stage_label(k)} at {num(k.get('throughput_rps'))} req/s."
+        if k is not None
+        else "No knee: p99 TTFT never grew faster than throughput."
+    )
+    met = point_of(summary, c.get("last_stage_meeting_sla"))
+    if met is not None:
+        tput = num(met.get("throughput_rps"))
+        parts.append(f"Last stage meeting the SLA: {stage_label(met)} at {tput} req/s.")
+    elif any(p.get("sla_verdict") not in (None, "none") for p in points):
+        parts.append("No stage met the SLA.")
+    parts.append(capacity_sentence(summary.get("capacity")))
+    return " ".join(p for p in parts if p)
+
+
+def capacity_sentence(capacity: Any) -> str:
+    """The run's capacity (``summary["capacity"]``) with its 95% interval; "" when absent."""
+    if not isinstance(capacity, Mapping):
+        return ""
+    rps = capacity.get("capacity_rps")
+    if rps is None:
+        reason = capacity.get("reason") or capacity.get("stopped_because")
+        return "Capacity: not determined" + (f" ({reason})." if reason else ".")
+    ci = capacity.get("ci95")
+    interval = (
+        f" (95% CI {num(ci[0])} to {num(ci[1])})"
+        if isinstance(ci, Sequence) and len(ci) == 2 and None not in ci
+        else ""
+    )
+    method = capacity.get("method")
+    return f"Capacity: {num(rps)} req/s{interval}" + (f", by {method}." if method else ".")
