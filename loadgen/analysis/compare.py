@@ -35,6 +35,7 @@ import orjson
 import pandas as pd
 
 from loadgen import metric_defs
+from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
 from loadgen.errors import ConfigError
 from loadgen.result import load_records, load_summary
 
@@ -130,7 +131,8 @@ class Comparison:
     """The result of ``compare``: usable from a notebook (``table``, ``relative`` are DataFrames
     indexed by row labels such as ``"ttft_ms p99"``, one column per run) and rendered by
     ``loadgen.report.compare`` into compare.md, compare.json and CDF plots (its ``markdown``
-    is the text a notebook can display)."""
+    is the text a notebook can display). ``curves`` is set when any run is multi-stage: the
+    runs' latency-throughput curves and capacity at the SLA (``analysis.compare_curves``)."""
 
     names: tuple[str, ...]
     paths: tuple[Path, ...]
@@ -139,6 +141,7 @@ class Comparison:
     relative: pd.DataFrame  # (value - first run's) / first run's; NaN where undefined
     conditions: tuple[ConditionDiff, ...]
     warnings: tuple[str, ...]
+    curves: CurveComparison | None = None
 
     @property
     def differing_fields(self) -> list[str]:
@@ -184,6 +187,8 @@ class Comparison:
                 row: {n: clean(self.relative.at[row, n]) for n in self.names[1:]}
                 for row in self.relative.index
             },
+            # multi-stage runs only: a single-stage comparison's JSON is as it always was
+            **({"curves": self.curves.to_dict()} if self.curves is not None else {}),
         }
 
     def to_json(self) -> bytes:
@@ -219,6 +224,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
         relative,
         tuple(diff),
         tuple(_warnings(names, summaries, diff)),
+        curve_comparison(names, summaries, {d.field: d.values for d in diff}),
     )
 
 

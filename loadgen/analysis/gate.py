@@ -6,14 +6,16 @@ can explain never fails the build; a point estimate beyond the bound whose inter
 reaches inside it passes, flagged "within noise". Exit codes (``GateResult.exit_code``):
 0 every rule passed, 1 a regression, 2 the runs are not comparable (see ``GATE_FIELDS``) or
 a rule could not be evaluated on the baseline. Bad input (an unreadable run, an unknown
-schema version, an invalid rules file) raises ``ConfigError`` or ``ResultError``.
+schema version, an invalid rules file, a rule naming a stage the runs do not have) raises
+``ConfigError`` or ``ResultError``. Rules on one stage of a multi-stage run (``stage:``) and on
+``capacity_rps`` are described in ``loadgen.analysis.gate_stages``.
 """
 
 from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -23,11 +25,13 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
+from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
 from loadgen.config.messages import render_validation_error, yaml_error_problem
 from loadgen.errors import ConfigError
+from loadgen.records import RequestRecord
 from loadgen.result import load_records, load_summary
 
 # Condition fields that must match for a gate to mean anything: what was asked (workload shape,
@@ -54,10 +58,13 @@ class GateRule(StrictModel):
     """One bound on one statistic. Exactly one of the bounds is set:
     ``max_regression`` (relative, "10%" or 0.10: worse by at most that much; worse means higher
     for latencies and error rate, lower for throughputs and goodput), ``min_ratio`` /
-    ``max_ratio`` (candidate / baseline), ``max`` / ``min`` (absolute, on the candidate)."""
+    ``max_ratio`` (candidate / baseline), ``max`` / ``min`` (absolute, on the candidate).
+    ``stage`` (an index or a name) limits the rule to that stage of a multi-stage run;
+    ``metric: capacity_rps`` bounds ``summary.capacity`` (see ``gate_stages``)."""
 
     metric: str
     stat: str | None = None
+    stage: int | str | None = None
     max_regression: float | None = Field(None, ge=0)
     min_ratio: float | None = Field(None, gt=0)
     max_ratio: float | None = Field(None, gt=0)
@@ -76,10 +83,41 @@ class GateRule(StrictModel):
             raise ValueError(f"{v!r} is ambiguous; write a percentage ('{v:g}%') or a fraction ({v / 100:g})")
         return v
 
+    @field_validator("stage", mode="before")
+    @classmethod
+    def _stage(cls, v: Any) -> Any:
+        good = 'a stage index (0, 1, ...) or a stage name in quotes, such as "c=8"'
+        if v is None:
+            return v
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise ValueError(f"expected {good}, got {str(v).lower() if isinstance(v, bool) else repr(v)}")
+        if isinstance(v, int) and v < 0:
+            raise ValueError(f"{v} is not a stage index; expected {good}")
+        if isinstance(v, str) and not v.strip():
+            raise ValueError(f"an empty name; expected {good}")
+        return v
+
     @model_validator(mode="after")
     def _valid(self):
+        if self.metric == gs.CAPACITY:
+            if self.stat is not None:
+                raise ValueError(f"@stat: {gs.CAPACITY} is a run-level number and takes no stat; drop stat")
+            if self.stage is not None:
+                raise ValueError(
+                    f"@stage: {gs.CAPACITY} is the whole run's capacity (summary.capacity); drop stage"
+                )
+        else:
+            self._valid_metric()
+        set_ = [b for b in BOUNDS if getattr(self, b) is not None]
+        if len(set_) != 1:
+            raise ValueError(
+                f"set exactly one bound of {', '.join(BOUNDS)} (got {', '.join(set_) or 'none'})"
+            )
+        return self
+
+    def _valid_metric(self) -> None:
         d = metric_defs.BY_NAME.get(self.metric)
-        valid = ", ".join(g.name for g in metric_defs.GATED)
+        valid = ", ".join([*(g.name for g in metric_defs.GATED), gs.CAPACITY])
         if d is None:
             raise ValueError(f"@metric: unknown metric {self.metric!r}; valid: {valid}")
         if not d.gate:
@@ -94,12 +132,6 @@ class GateRule(StrictModel):
                 )
         elif self.stat is not None:
             raise ValueError(f"@stat: {self.metric} is a run-level number and takes no stat")
-        set_ = [b for b in BOUNDS if getattr(self, b) is not None]
-        if len(set_) != 1:
-            raise ValueError(
-                f"set exactly one bound of {', '.join(BOUNDS)} (got {', '.join(set_) or 'none'})"
-            )
-        return self
 
     @property
     def bound(self) -> str:
@@ -113,13 +145,15 @@ class GateRule(StrictModel):
         head = f"{self.stat} {self.metric}" if self.stat else self.metric
         value = getattr(self, self.bound)
         shown = f"{value * 100:g}%" if self.bound == "max_regression" else f"{value:g}"
-        return f"{head} {self.bound} {shown}"
+        at = "" if self.stage is None else f" at stage {gs.stage_ref(self.stage)}"
+        return f"{head} {self.bound} {shown}{at}"
 
     def limit(self) -> tuple[str, float]:
         """The bound on the estimate (a ratio for relative rules): ("<=" | ">=", value)."""
         v = float(getattr(self, self.bound))
         if self.bound == "max_regression":
-            return (">=", 1 - v) if metric_defs.get(self.metric).higher_is_better else ("<=", 1 + v)
+            better = self.metric == gs.CAPACITY or metric_defs.get(self.metric).higher_is_better
+            return (">=", 1 - v) if better else ("<=", 1 + v)
         return {"min_ratio": (">=", v), "max_ratio": ("<=", v), "max": ("<=", v), "min": (">=", v)}[
             self.bound
         ]
@@ -162,6 +196,17 @@ class RuleResult:
     interval: bs.Interval | None  # of candidate/baseline (relative rules) or of candidate
     within_noise: bool  # the estimate is beyond the bound but the interval is not wholly
     message: str
+    stage: tuple[int, str] | None = None  # (index, name) in the candidate of a stage rule's stage
+
+    @property
+    def label(self) -> str:
+        """The rule as shown: its text, a stage rule's stage by index and name."""
+        if self.stage is None:
+            return self.rule.text()
+        return (
+            self.rule.model_copy(update={"stage": None}).text()
+            + f" at stage {self.stage[0]} ({self.stage[1]})"
+        )
 
 
 @dataclass(frozen=True)
@@ -208,6 +253,7 @@ def gate(
     allow_different: bool = False,
 ) -> GateResult:
     """Check ``candidate`` against ``baseline`` under ``rules`` (a GateRules or a YAML path)."""
+    source = None if isinstance(rules, GateRules) else str(rules)
     if not isinstance(rules, GateRules):
         rules = load_rules(rules)
     cfg = rules.bootstrap
@@ -229,16 +275,55 @@ def gate(
         seed=seed,
         condition_differences=tuple(d.field for d in diff),
     )
+    stages = gs.resolve_stages([(r.stage, r.text()) for r in rules.rules], cand_s, base_s, source)
     if blocking and not allow_different:
         return GateResult(results=(), not_comparable=blocking, **common)
-    cand = bs.RunSamples.from_run(load_records(candidate), cand_s)
-    base = bs.RunSamples.from_run(load_records(baseline), base_s)
-    results = tuple(_check(r, cand, base, resamples, cfg.confidence, seed) for r in rules.rules)
-    return GateResult(results=results, allowed_differences=blocking, **common)
+    runs = {"candidate": (candidate, cand_s), "baseline": (baseline, base_s)}
+    records: dict[str, list[RequestRecord]] = {}
+    cache: dict[tuple[str, int | None], bs.RunSamples] = {}
+
+    def samples(role: str, stage: int | None) -> bs.RunSamples:
+        if (role, stage) not in cache:
+            path, summary = runs[role]
+            recs = records[role] = records.get(role) or load_records(path)
+            if stage is not None:
+                recs, summary = [r for r in recs if r.stage == stage], gs.stage_summary(summary, stage)
+            cache[role, stage] = bs.RunSamples.from_run(recs, summary)
+        return cache[role, stage]
+
+    results = []
+    for rule, st in zip(rules.rules, stages):
+        if rule.metric == gs.CAPACITY:
+            results.append(_check_capacity(rule, cand_s, base_s))
+            continue
+        c_idx, b_idx = (None, None) if st is None else (st[0][0], st[1][0])
+        where = "" if st is None else f" in stage {st[0][0]} ({st[0][1]})"
+        res = _check(
+            rule,
+            samples("candidate", c_idx),
+            samples("baseline", b_idx),
+            resamples,
+            cfg.confidence,
+            seed,
+            where,
+        )
+        results.append(res if st is None else replace(res, stage=st[0]))
+    return GateResult(results=tuple(results), allowed_differences=blocking, **common)
+
+
+def _check_capacity(rule: GateRule, cand_s: dict, base_s: dict) -> RuleResult:
+    """A ``capacity_rps`` rule: the runs' summary.capacity, no bootstrap (see ``gate_stages``)."""
+    return RuleResult(rule, *gs.check_capacity(rule.relative, *rule.limit(), cand_s, base_s))
 
 
 def _check(
-    rule: GateRule, cand: bs.RunSamples, base: bs.RunSamples, resamples: int, confidence: float, seed: int
+    rule: GateRule,
+    cand: bs.RunSamples,
+    base: bs.RunSamples,
+    resamples: int,
+    confidence: float,
+    seed: int,
+    where: str = "",
 ) -> RuleResult:
     # One generator per rule, seeded by the rule's text: a rule's interval does not change
     # when other rules are added, removed or reordered.
@@ -253,7 +338,7 @@ def _check(
             *shown,
             None,
             False,
-            f"the baseline has no {rule.metric} data: cannot compare against it",
+            f"the baseline has no {rule.metric} data{where}: cannot compare against it",
         )
     if np.isnan(c_val):
         return RuleResult(
@@ -262,7 +347,7 @@ def _check(
             *shown,
             None,
             False,
-            f"the candidate has no {rule.metric} data (no successful requests?)",
+            f"the candidate has no {rule.metric} data{where} (no successful requests?)",
         )
     iv = bs.bootstrap(
         cand,

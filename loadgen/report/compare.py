@@ -1,4 +1,5 @@
-"""Render a Comparison: compare.md, compare.json and overlaid CDF plots (matplotlib, Agg).
+"""Render a Comparison: compare.md, compare.json and overlaid CDF plots (matplotlib, Agg); for
+multi-stage runs also the capacity table and the overlaid load curves (``report.compare_curves``).
 
 Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot state), so this works
 headless and from several threads, and a notebook can show them directly.
@@ -14,6 +15,7 @@ import numpy as np
 
 from loadgen import metric_defs
 from loadgen.analysis.compare import LATENCIES, Comparison
+from loadgen.report import compare_curves
 
 
 def _title(metric: str) -> str:
@@ -75,7 +77,10 @@ def markdown(cmp: Comparison) -> str:
             *(fmt_rel(cmp.relative.at[row, n]) for n in names[1:]),
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "## Conditions that differ", ""]
+    lines.append("")
+    if cmp.curves is not None:
+        lines += compare_curves.capacity_lines(cmp.curves)
+    lines += ["## Conditions that differ", ""]
     if cmp.conditions:
         lines += ["| field | " + " | ".join(map(_cell, names)) + " |", "|" + "---|" * (len(names) + 1)]
         for d in cmp.conditions:
@@ -92,6 +97,8 @@ def markdown(cmp: Comparison) -> str:
         "",
     ]
     lines += [f"![{_title(m)} CDF](cdf_{m}.png)" for m in LATENCIES]
+    if cmp.curves is not None:
+        lines += compare_curves.curve_image_lines(cmp.curves)
     return "\n".join(lines) + "\n"
 
 
@@ -119,7 +126,8 @@ def cdf_figures(cmp: Comparison) -> dict[str, Any]:
 
 
 def write(cmp: Comparison, out_dir: str | Path) -> list[Path]:
-    """Write compare.md, compare.json and cdf_<metric>.png into ``out_dir``; returns the paths."""
+    """Write compare.md, compare.json and cdf_<metric>.png (and, for multi-stage runs,
+    curve_<metric>.png) into ``out_dir``; returns the paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -127,6 +135,8 @@ def write(cmp: Comparison, out_dir: str | Path) -> list[Path]:
         path = out / f"cdf_{metric}.png"
         fig.savefig(path)
         written.append(path)
+    if cmp.curves is not None:
+        written += compare_curves.write_curves(cmp.curves, out)
     (out / "compare.md").write_text(markdown(cmp))
     (out / "compare.json").write_bytes(cmp.to_json())
     return [out / "compare.md", out / "compare.json", *written]

@@ -1,4 +1,8 @@
-"""Render a GateResult: Markdown for a CI step summary, JUnit XML (one testcase per rule), JSON."""
+"""Render a GateResult: Markdown for a CI step summary, JUnit XML (one testcase per rule), JSON.
+
+A stage rule is shown with its stage by index and name (``RuleResult.label``); a
+``capacity_rps`` rule's interval is the capacities' 95% CIs, not a bootstrap, and its table
+row is followed by a line saying what was compared."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from loadgen.analysis.gate import GateResult, RuleResult
+from loadgen.analysis.gate_stages import CAPACITY
 from loadgen.report.compare import fmt
 
 _ICON = {"pass": "✅ pass", "fail": "❌ FAIL", "error": "⚠️ error"}
@@ -25,6 +30,8 @@ def _cells(r: RuleResult) -> tuple[str, str, str]:
     iv = r.interval
     if r.rule.relative:
         bound = f"{sign} {_pct(limit)}"
+        if iv is None and r.baseline and r.candidate is not None and r.rule.metric == CAPACITY:
+            return _pct(r.candidate / r.baseline), "—", bound  # no ci95 on both: point values
         if iv is None:
             return "—", "—", bound
         return _pct(iv.estimate), f"[{_pct(iv.low)}, {_pct(iv.high)}]", bound
@@ -73,11 +80,25 @@ def markdown(res: GateResult) -> str:
         if not r.rule.relative:
             est = "—"
         lines.append(
-            f"| {_ICON[r.status]} | `{r.rule.text()}` | {fmt(r.baseline)} | "
+            f"| {_ICON[r.status]} | `{r.label}` | {fmt(r.baseline)} | "
             f"{fmt(r.candidate)} | {est} | {ci} | {bound} | {note} |"
         )
     failed = sum(r.status != "pass" for r in res.results)
     lines += ["", f"{len(res.results) - failed} of {len(res.results)} rules passed."]
+    if any(r.stage is not None for r in res.results):
+        lines += [
+            "",
+            "A rule with a stage resamples that stage's requests only, over that stage's own "
+            "window and load.",
+        ]
+    capacity = [r for r in res.results if r.rule.metric == CAPACITY]
+    if capacity:
+        lines += [
+            "",
+            "`capacity_rps` rules (summary.capacity, not resampled; CI = the capacities' 95% CIs):",
+            "",
+        ]
+        lines += [f"- `{r.label}`: {r.message}" for r in capacity]
     return "\n".join(lines) + "\n"
 
 
@@ -113,7 +134,7 @@ def junit_xml(res: GateResult) -> str:
         )
         err.text = "\n".join(res.not_comparable)
     for r in cases:
-        case = ET.SubElement(suite, "testcase", name=r.rule.text(), classname="loadgen.gate", time="0")
+        case = ET.SubElement(suite, "testcase", name=r.label, classname="loadgen.gate", time="0")
         if r.status == "fail":
             el = ET.SubElement(case, "failure", type="Regression", message=r.message)
             el.text = _detail(r)
@@ -148,8 +169,10 @@ def to_dict(res: GateResult) -> dict[str, Any]:
         "rules": [
             {
                 "rule": r.rule.text(),
+                "label": r.label,
                 "metric": r.rule.metric,
                 "stat": r.rule.stat,
+                "stage": None if r.stage is None else {"index": r.stage[0], "name": r.stage[1]},
                 "bound": r.rule.bound,
                 "limit": list(r.rule.limit()),
                 "status": r.status,
