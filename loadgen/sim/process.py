@@ -8,6 +8,7 @@ reads it (so port 0 works), then polls ``/health``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -99,7 +100,9 @@ class SimProcess:
         pkg_root = str(Path(__file__).resolve().parents[2])  # importable even when not installed
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env)
+        self._proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env, preexec_fn=_die_with_parent
+        )
         line = self._read_announcement()
         url: str = orjson.loads(line)["url"]
         self.url = url
@@ -161,3 +164,16 @@ class SimProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def _die_with_parent() -> None:
+    """In the simulator's process, before it starts: ask Linux to end it when the process that
+    started it dies, however that happens (a kill -9 of loadgen must not leave a server behind)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
