@@ -222,3 +222,22 @@ class TestCapacityRules:
         d = gate_report.to_dict(res)["rules"][0]
         assert (d["metric"], d["stage"], d["candidate"], d["baseline"]) == ("capacity_rps", None, 8.0, 10.0)
         assert json.dumps(d)  # serialisable
+
+
+def test_an_incomplete_run_is_not_gated(tmp_path):
+    """A run stopped before its limits describes a shorter run than asked for: the gate refuses
+    it (exit 2 through the CLI) instead of judging it."""
+    import json
+    import shutil
+
+    from loadgen import gate
+    from loadgen.errors import ResultError
+
+    runs = Path(__file__).parent / "fixtures" / "runs"
+    cand = Path(shutil.copytree(runs / "base-b", tmp_path / "cand"))
+    summary = json.loads((cand / "summary.json").read_text())
+    summary.update(complete=False, incomplete_reason="stopped before its limits (Ctrl-C or SIGTERM)")
+    (cand / "summary.json").write_text(json.dumps(summary))
+    rules = Path(__file__).parent.parent / "profiles" / "gate.yaml"
+    with pytest.raises(ResultError, match=r"candidate run .* is incomplete \(stopped before its limits"):
+        gate(cand, runs / "base-a", rules)

@@ -30,7 +30,7 @@ from loadgen.analysis.compare import condition_diff, matches
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
 from loadgen.config.messages import render_validation_error, yaml_error_problem
-from loadgen.errors import ConfigError
+from loadgen.errors import ConfigError, ResultError
 from loadgen.records import RequestRecord
 from loadgen.result import load_records, load_summary
 
@@ -263,6 +263,12 @@ def gate(
         raise ConfigError([f"resamples: must be >= 100, got {resamples}"], what="gate rules")
     cand_s, base_s = load_summary(candidate), load_summary(baseline)
     names = (cand_s.get("run_id") or Path(candidate).name, base_s.get("run_id") or Path(baseline).name)
+    for role, s, name in (("candidate", cand_s, names[0]), ("baseline", base_s, names[1])):
+        if s.get("complete") is False:  # its numbers describe a shorter run than was asked for
+            raise ResultError(
+                f"the {role} run {name} is incomplete ({s.get('incomplete_reason')}); "
+                f"gate complete runs only: run it again to the end"
+            )
     diff = condition_diff([base_s.get("conditions") or {}, cand_s.get("conditions") or {}])
     blocking = tuple(
         d.field for d in diff if matches(d.field, GATE_FIELDS) and not matches(d.field, RUN_LENGTH_FIELDS)
