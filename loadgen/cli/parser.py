@@ -241,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="gate even when the workload, model or endpoint differ (they are still listed)",
     )
 
+    _add_capacity(sub, r)
+
     sub.add_parser(
         "profiles",
         help="list the shipped profiles (run one with `loadgen run NAME`)",
@@ -301,3 +303,97 @@ def duration(text: str) -> float:
     if not m:
         raise ValueError(f"not a duration: {text!r} (e.g. 30s, 500ms, 2m)")
     return float(m[1]) * _UNITS[m[2] or "s"]
+
+
+def _add_capacity(sub: Any, run: argparse.ArgumentParser) -> None:
+    """``loadgen capacity``: the target flags of ``run`` plus the search's own."""
+    cp = sub.add_parser(
+        "capacity",
+        help="find the highest request rate at which a fraction A of requests meet every SLO",
+        description="Search the capacity: the highest open-loop (Poisson) request rate at which at "
+        "least --attainment of requests meet every per-request SLO (DistServe's goodput). Brackets "
+        "by doubling, bisects to --precision, re-measures the boundary; one run folder with every "
+        "stage, capacity.json and summary.json's `capacity`. Exit 0 found, 1 no rate met the SLOs, "
+        "2 bad input or the target could not be reached, 130 interrupted.",
+    )
+    cp.add_argument("profile", nargs="?", help="profile YAML or a shipped profile's name (its workload)")
+    borrowed = ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id")
+    for action in (x for x in run._actions if set(x.option_strings) & set(borrowed)):
+        cp.add_argument(action.option_strings[-1], type=action.type, metavar=action.metavar, help=action.help)
+    cp.add_argument(
+        "--set", action="append", default=[], metavar="PATH=VALUE", help="override any profile field"
+    )
+    cp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="record a condition")
+    cp.add_argument(
+        "--sla",
+        type=parse_sla,
+        metavar="SLOS",
+        help="per-request SLOs, a bound every request must meet: 'ttft_ms<700, tpot_ms<50' (metrics "
+        "ttft_ms, tpot_ms, e2e_ms). A stat as in 'p99 ttft_ms<700' is accepted and dropped: the metric "
+        "and bound become the SLO and --attainment says how many requests must meet it. Replaces "
+        "the profile's sla.ttft_ms/tpot_ms/e2e_ms (default: those)",
+    )
+    cp.add_argument("--attainment", type=float, default=0.99, metavar="A", help="fraction (default 0.99)")
+    cp.add_argument(
+        "--gpu-hour-cost", type=float, metavar="USD", help="price of one GPU-hour, for $ / 1M tokens"
+    )
+    cp.add_argument("--gpu-count", type=float, metavar="N", help="GPUs serving the model (default 1)")
+    g = cp.add_argument_group("search")
+    g.add_argument(
+        "--stage-duration",
+        dest="capacity_stage_s",
+        type=duration,
+        default=15.0,
+        metavar="S",
+        help="measured length of each stage (default 15s; at least 20 requests)",
+    )
+    g.add_argument(
+        "--stage-warmup",
+        type=duration,
+        default=5.0,
+        metavar="S",
+        help="warm-up at the stage's rate before it is measured (default 5s; a few end-to-end latencies)",
+    )
+    g.add_argument(
+        "--start-rate", type=float, metavar="R", help="first rate (default: the profile's, else 1)"
+    )
+    g.add_argument("--max-rate", type=float, metavar="R", help="never offer more than R req/s")
+    g.add_argument("--precision", type=float, default=0.05, help="stop when hi/lo - 1 <= this (default 0.05)")
+    g.add_argument("--max-stages", type=int, default=14, metavar="N", help="stage budget (default 14)")
+    # Every other flag of `run` is unset here, so `overrides` reads this namespace as it reads run's.
+    mine = {x.dest for x in cp._actions}
+    cp.set_defaults(**{x.dest: None for x in run._actions if x.dest not in mine})
+
+
+_SLO = re.compile(
+    r"(?:(?P<stat>[a-z][a-z0-9_.]*)\s+)?(?P<metric>[a-z][a-z0-9_]*)\s*(?:<=|<)\s*(?P<bound>[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)"
+)
+
+
+def parse_sla(text: str) -> dict[str, float]:
+    """``--sla "p99 ttft_ms<700, p99 tpot_ms<50"`` -> ``{"ttft_ms": 700.0, "tpot_ms": 50.0}``.
+
+    Each item is a per-request SLO, a bound every request must meet (``ttft_ms<700`` sets
+    sla.ttft_ms = 700). A leading stat (``p99``) is accepted and dropped: how many requests must
+    meet the bound is the attainment target, not part of the SLO."""
+    from loadgen import metric_defs
+    from loadgen.analysis.sla import SLO_FIELDS
+
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in re.split(r"[,;]", text))):
+        m = _SLO.fullmatch(part.lower())
+        if m is None or m["metric"] not in SLO_FIELDS:
+            raise argparse.ArgumentTypeError(
+                f"{part!r}: expected '[stat] metric < bound' with metric one of {', '.join(SLO_FIELDS)}, "
+                "e.g. 'ttft_ms<700' or 'p99 tpot_ms<50'"
+            )
+        stat, bound = m["stat"], float(m["bound"])
+        if stat is not None and stat.replace(".", "_") not in metric_defs.RULE_STATS:
+            valid = ", ".join(metric_defs.RULE_STATS)
+            raise argparse.ArgumentTypeError(f"{part!r}: unknown stat; valid: {valid}")
+        if not bound > 0 or m["metric"] in out:
+            raise argparse.ArgumentTypeError(f"{part!r}: each metric once, with a bound > 0")
+        out[m["metric"]] = bound
+    if not out:
+        raise argparse.ArgumentTypeError("no SLO given; e.g. --sla 'ttft_ms<700, tpot_ms<50'")
+    return out

@@ -124,7 +124,11 @@ def _table(table: Table) -> str:
 
 def _figure(image: Image) -> str:
     data = base64.b64encode(image.png).decode("ascii")
-    wide = ' class="wide"' if image.file.endswith(("per_second.png", "server_view.png", "curve_ttft.png")) else ""
+    wide = (
+        ' class="wide"'
+        if image.file.endswith(("per_second.png", "server_view.png", "curve_ttft.png"))
+        else ""
+    )
     return (
         f'<figure{wide}><img alt="{escape(image.title)}" src="data:image/png;base64,{data}">'
         f"<figcaption>{escape(image.caption)}</figcaption></figure>"

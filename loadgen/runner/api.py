@@ -22,6 +22,7 @@ from loadgen.errors import RunError
 from loadgen.redact import redact_url
 from loadgen.result import REQUESTS, SUMMARY, RunResult
 from loadgen.runner.execute import Progress, execute
+from loadgen.runner.plan import StagePlan
 from loadgen.runner.prepare import make_run_dir, prepare, start_simulator, target_for
 from loadgen.runner.summarize import summarize
 
@@ -51,11 +52,13 @@ async def run_async(
     stop: asyncio.Event | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     on_status: Callable[[str], None] | None = None,
+    plan: StagePlan | None = None,
 ) -> RunResult:
     """Run the profile's load against its target (or the built-in simulator when it names no
     URL); records stream to ``requests.jsonl`` as they finish and ``summary.json`` is written
     at the end, also when ``stop`` is set midway (in-flight requests are then cancelled; the
-    summary says the run is incomplete)."""
+    summary says the run is incomplete). ``plan`` (default: the profile's stages) decides the
+    stages as they go, e.g. the capacity search; the summary then describes the stages it ran."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
     status = on_status or (lambda _msg: None)
@@ -69,7 +72,9 @@ async def run_async(
         target = target_for(profile, url, api_key, sim_info)
         prepared = await prepare(profile, run_dir, target, status)
         status(f"running {profile.name}: {redact_url(target.url)} {prepared.model}")
-        executed = await execute(prepared, stop, on_progress, status)
+        executed = await execute(prepared, stop, on_progress, status, plan)
+        if plan is not None:
+            prepared.stages = [o.stage for o in executed.stages]
         try:
             summary = summarize(prepared, executed)
         except OSError as exc:
