@@ -7,6 +7,7 @@ under conditions nobody asked for, so every section rejects what it does not kno
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
@@ -45,3 +46,10 @@ def _scalars_to_str(v: Any) -> Any:
 
 
 StrDict = Annotated[dict[str, str], BeforeValidator(_scalars_to_str)]
+
+
+def existing_file(v: str | None, what: str) -> str | None:
+    """``v`` if it names a file (or is None); else an error that says which file is wanted."""
+    if v is not None and not Path(v).is_file():
+        raise ValueError(f"no such file: {v!r} (give {what})")
+    return v

@@ -8,12 +8,11 @@ here; errors name the YAML path and what would have been valid.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from loadgen.config.base import Int, StrDict, StrictModel, field_msg
+from loadgen.config.base import Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
@@ -58,9 +57,7 @@ class PromptConfig(StrictModel):
     @field_validator("tokenizer")
     @classmethod
     def _exists(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).is_file():
-            raise ValueError(f"no such file: {v!r} (give the path to a local tokenizer.json)")
-        return v
+        return existing_file(v, "the path to a local tokenizer.json")
 
 
 class WorkloadConfig(StrictModel):

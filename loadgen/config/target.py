@@ -9,7 +9,6 @@ wire), the protocol and transport must be registered ones.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -17,7 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from loadgen.backends import registry
 from loadgen.backends.transports import TRANSPORTS
-from loadgen.config.base import StrDict, StrictModel, field_msg
+from loadgen.config.base import StrDict, StrictModel, existing_file, field_msg
 
 # RFC 9110 token characters: what a header name may be made of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -85,9 +84,7 @@ class TargetConfig(StrictModel):
     @field_validator("ca_bundle")
     @classmethod
     def _bundle_exists(cls, v: str | None) -> str | None:
-        if v is not None and not Path(v).is_file():
-            raise ValueError(f"no such file: {v!r} (give a PEM file of CA certificates)")
-        return v
+        return existing_file(v, "a PEM file of CA certificates")
 
     @field_validator("endpoint")
     @classmethod
