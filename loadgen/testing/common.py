@@ -23,6 +23,23 @@ class Log:
     def __init__(self) -> None:
         self.entries: dict[str, dict] = {}
 
+    def open(self, rid: str, recv_ns: int, request: Any, prompt_tokens: int) -> dict[str, Any]:
+        """The entry of a response about to stream: when it was received, from which client
+        port, and the lists its events are logged into."""
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        entry: dict[str, Any] = {
+            "id": rid,
+            "recv_ns": recv_ns,
+            "peer_port": peer[1] if peer else None,
+            "chunk_ns": [],
+            "chunk_tokens": [],
+            "first_token_ns": None,
+            "end_ns": None,
+            "prompt_tokens": prompt_tokens,
+        }
+        self.entries[rid] = entry
+        return entry
+
 
 def event(obj: dict) -> bytes:
     """One SSE event carrying ``obj`` as compact JSON."""

@@ -112,17 +112,7 @@ async def _play(
         headers={"Content-Type": "text/event-stream; charset=utf-8", "x-request-id": rid}
     )
     await resp.prepare(request)
-    peer = request.transport.get_extra_info("peername") if request.transport else None
-    entry = log.entries[rid] = {
-        "id": rid,
-        "recv_ns": recv_ns,
-        "peer_port": peer[1] if peer else None,
-        "chunk_ns": [],
-        "chunk_tokens": [],
-        "first_token_ns": None,
-        "end_ns": None,
-        "prompt_tokens": prompt_tokens,
-    }
+    entry = log.open(rid, recv_ns, request, prompt_tokens)
 
     async def end(data: bytes = b"") -> Any:
         if data:

@@ -63,17 +63,7 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
 
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-request-id": rid})
     await resp.prepare(request)
-    peer = request.transport.get_extra_info("peername") if request.transport else None
-    entry = log.entries[rid] = {
-        "id": rid,
-        "recv_ns": recv_ns,
-        "peer_port": peer[1] if peer else None,
-        "chunk_ns": [],
-        "chunk_tokens": [],
-        "first_token_ns": None,
-        "end_ns": None,
-        "prompt_tokens": prompt_tokens,
-    }
+    entry = log.open(rid, recv_ns, request, prompt_tokens)
     if fail_kind == "garbage":
         await resp.write(b"this is not an event stream\n\n")
         await resp.write_eof()
