@@ -207,6 +207,7 @@ def loadgen_run(
     input_tokens: int,
     output_tokens: int,
     out_dir: str,
+    workers: int = 1,
 ) -> tuple[list[Observed], dict, list]:
     p = load_profile(
         None,
@@ -220,6 +221,7 @@ def loadgen_run(
             "workload.output_tokens": output_tokens,
             "output.dir": out_dir,
             "output.progress": False,
+            "client.workers": workers,
         },
     )
     res = run_loop(api.run_async(p), loop)
@@ -269,7 +271,9 @@ def fidelity(a: argparse.Namespace) -> None:
         # Warm-up (discarded): imports, server code paths, the kernel's socket buffers.
         ref(warm)
         for t in transports:
-            loadgen_run(srv.url, t, a.loop, warm, a.concurrency, a.input_tokens, a.output_tokens, out)
+            loadgen_run(
+                srv.url, t, a.loop, warm, a.concurrency, a.input_tokens, a.output_tokens, out, a.workers
+            )
         for _ in range(a.repeats):
             for c in clients:
                 srv.clear_log()
@@ -285,6 +289,7 @@ def fidelity(a: argparse.Namespace) -> None:
                         a.input_tokens,
                         a.output_tokens,
                         out,
+                        a.workers,
                     )[0]
                 ft, ch = trails(obs, srv.log())
                 rows[c].append((stats(ft), stats(ch), float(min(ch.min(), ft.min()))))
@@ -292,6 +297,7 @@ def fidelity(a: argparse.Namespace) -> None:
     print(
         f"fidelity: StreamServer ttft {a.ttft_ms:g} ms, itl {a.itl_ms:g} ms, concurrency "
         f"{a.concurrency}, {a.requests} requests x {a.output_tokens} tokens, loop {a.loop}, "
+        f"loadgen workers {a.workers}, "
         f"{a.repeats} repeats (reference and loadgen alternating)"
     )
     print("trail = client read timestamp - server send timestamp, ms")
@@ -376,6 +382,7 @@ def main() -> None:
     )
     ap.add_argument("--repeats", type=int, default=3, help="alternating reference/loadgen rounds")
     ap.add_argument("--concurrency", type=int, default=8, help="closed-loop slots")
+    ap.add_argument("--workers", type=int, default=1, help="loadgen worker processes (fidelity mode)")
     ap.add_argument("--requests", type=int, default=200, help="requests per run")
     ap.add_argument("--ttft-ms", type=float, default=50.0, help="server delay to the first token")
     ap.add_argument("--itl-ms", type=float, default=10.0, help="server delay between tokens")

@@ -28,6 +28,7 @@ NO_DONE = "no_done"  # the stream closed cleanly but never sent its terminator
 SERVER_ERROR_EVENT = "server_error_event"  # an in-stream {"error": ...} event
 CANCELLED = "cancelled"  # the run stopped (Ctrl-C, duration) while the request was in flight
 CLIENT = "client"  # a bug or resource limit on our side; never hidden, always counted
+WORKER_LOST = "worker_lost"  # the worker process sending it died while it was in flight
 
 
 def http_error_class(status: int) -> str:
@@ -115,12 +116,17 @@ class JsonlSink:
         )
         self._on_error = on_error
         self.count = 0  # records written whole
+        self.offset = os.fstat(self._fd).st_size  # bytes in the file: where the next line starts
         self.error: SinkError | None = None
 
     def write(self, record: RequestRecord) -> None:
+        self.write_line(record.to_json() + b"\n")
+
+    def write_line(self, line: bytes, records: int = 1) -> None:
+        """Whole JSON lines, newlines included (worker processes serialised them): one record's,
+        or ``records`` lines that arrived together, in one write."""
         if self.error is not None:
             return
-        line = record.to_json() + b"\n"
         written = 0
         try:
             written = os.write(self._fd, line)
@@ -136,7 +142,8 @@ class JsonlSink:
                 self._untear(written)
             self._fail(exc)
             return
-        self.count += 1
+        self.count += records
+        self.offset += len(line)
 
     def _untear(self, written: int) -> None:
         """Cut the part of a line the disk took before it filled up: the file ends whole."""

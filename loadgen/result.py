@@ -7,12 +7,13 @@ renamed bumps ``SCHEMA_VERSION`` and ``load_summary`` refuses versions it does n
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from loadgen.analysis.table import RecordTable
 from loadgen.errors import ResultError
 from loadgen.records import ReadReport, RequestRecord, read_records
 
@@ -22,20 +23,49 @@ REQUESTS = "requests.jsonl"
 GROUND_TRUTH = "ground_truth.jsonl"
 
 
-@dataclass(slots=True)
 class RunResult:
-    run_dir: Path
-    summary: dict
-    records: list[RequestRecord]
+    """A finished run: its folder and summary. Its records are not held by the run (a long
+    run's do not fit in memory as Python objects): ``table`` reads them from the folder's
+    requests.jsonl as a ``RecordTable`` (a few bytes a chunk) when first asked for, and
+    ``records`` rebuilds them from it; both are kept once read. ``records``, when given (the
+    older three-argument form), are used instead of the file."""
+
+    __slots__ = ("_records", "_table", "run_dir", "summary")
+
+    def __init__(
+        self, run_dir: str | Path, summary: dict, records: Iterable[RequestRecord] | None = None
+    ) -> None:
+        self.run_dir = Path(run_dir)
+        self.summary = summary
+        self._records = None if records is None else list(records)
+        self._table: RecordTable | None = None
+
+    def __repr__(self) -> str:
+        return f"RunResult(run_dir={str(self.run_dir)!r}, run_id={self.summary.get('run_id')!r})"
 
     @property
     def run_id(self) -> str:
         return self.summary["run_id"]
 
+    @property
+    def table(self) -> RecordTable:
+        if self._table is None:
+            self._table = (
+                load_table(self.run_dir) if self._records is None else RecordTable.from_records(self._records)
+            )
+        return self._table
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        if self._records is None:
+            self._records = self.table.to_records()
+        return self._records
+
     def frame(self) -> Any:
+        """``metrics.request_frame`` of the run's records: one row per request."""
         from loadgen.analysis.metrics import request_frame
 
-        return request_frame(self.records)
+        return request_frame(self.table)
 
 
 def write_summary(run_dir: Path, summary: dict) -> Path:
@@ -76,22 +106,43 @@ class SkippedLinesWarning(UserWarning):
     """A saved run's requests.jsonl had lines that do not parse (a killed run's torn last line)."""
 
 
-def load_records(path: str | Path, report: ReadReport | None = None) -> list[RequestRecord]:
-    """Every record of a saved run. Unparseable lines are skipped, counted in ``report`` and
-    announced with a ``SkippedLinesWarning`` naming how many, never silently."""
+def _requests(path: str | Path) -> Path:
     p = _run_dir(path) / REQUESTS
     if not p.exists():
         raise ResultError(f"{p} is missing")
-    report = report if report is not None else ReadReport()
-    records = list(read_records(p, report))
+    return p
+
+
+def _warn_skipped(p: Path, report: ReadReport) -> None:
     if report.skipped_lines:
         warnings.warn(
             f"{p}: {report.skipped_lines} line(s) do not parse and were skipped (first: line "
             f"{report.first_skipped}); a run killed mid-write leaves one torn last line",
             SkippedLinesWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
+
+
+def load_records(path: str | Path, report: ReadReport | None = None) -> list[RequestRecord]:
+    """Every record of a saved run. Unparseable lines are skipped, counted in ``report`` and
+    announced with a ``SkippedLinesWarning`` naming how many, never silently. A long run's
+    records take gigabytes as Python objects: ``load_table`` reads the same in a few bytes a
+    chunk, and is what every analysis reads."""
+    p = _requests(path)
+    report = report if report is not None else ReadReport()
+    records = list(read_records(p, report))
+    _warn_skipped(p, report)
     return records
+
+
+def load_table(path: str | Path, report: ReadReport | None = None) -> RecordTable:
+    """The records of a saved run as a ``RecordTable``, read a block at a time (never all of
+    them as Python objects). Skipped lines are counted and warned about as by ``load_records``."""
+    p = _requests(path)
+    report = report if report is not None else ReadReport()
+    table = RecordTable.from_file(p, report)
+    _warn_skipped(p, report)
+    return table
 
 
 def load_run(path: str | Path) -> Any:
@@ -101,6 +152,6 @@ def load_run(path: str | Path) -> Any:
     from loadgen.analysis.metrics import request_frame
 
     report = ReadReport()
-    frame = request_frame(load_records(path, report))
+    frame = request_frame(load_table(path, report))
     frame.attrs["skipped_lines"] = report.skipped_lines
     return frame

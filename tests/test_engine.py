@@ -484,7 +484,7 @@ class TestNoFullCollectionDuringLoad:
         import gc
         import time as _time
 
-        from loadgen.runner import driver, execute
+        from loadgen.runner import driver, fleet
 
         pauses, start, window = [], {}, {}
 
@@ -502,7 +502,7 @@ class TestNoFullCollectionDuringLoad:
             finally:
                 window["open"] = False
 
-        monkeypatch.setattr(execute, "drive", watched)
+        monkeypatch.setattr(fleet, "drive", watched)
         gc.callbacks.append(on_gc)
         try:
             res = run(

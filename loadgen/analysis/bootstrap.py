@@ -28,9 +28,10 @@ import numpy as np
 
 from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
-from loadgen.analysis.metrics import GAP_SAMPLES, itl_values, request_frame
+from loadgen.analysis.gaps import GapSamples
+from loadgen.analysis.metrics import GAP_SAMPLES, Records, as_table, request_frame
 from loadgen.metric_defs import PERCENTILES
-from loadgen.records import CANCELLED, RequestRecord
+from loadgen.records import CANCELLED
 
 # What the bootstrap resamples: the registry's metrics with ``gate`` set, and their stats.
 STATS: tuple[str, ...] = metric_defs.GATE_STATS
@@ -51,18 +52,25 @@ class RunSamples:
     per_request: dict[str, np.ndarray]  # ok, failed, good, prompt_tokens, output_tokens, ...
 
     @classmethod
-    def from_run(cls, records: list[RequestRecord], summary: dict) -> RunSamples:
-        measured = [r for r in records if not r.warmup]
+    def from_run(cls, records: Records, summary: dict) -> RunSamples:
+        """The samples of a run's records (a ``RecordTable`` or records) and its summary."""
+        table = as_table(records)
+        measured = table.select(~table.column("warmup"))
         frame = request_frame(measured)
         ok = frame["ok"].to_numpy(dtype=bool)
         failed = ~ok & (frame["error_class"] != CANCELLED).to_numpy()
         owners, values = {}, {}
-        per_record = [dict(zip(GAP_SAMPLES, itl_values([r]))) for r in measured]
+        gaps = GapSamples(measured, ok)  # a request owns each of its gaps (its row in measured)
+        itl, gap_owner = gaps.to_ms(), gaps.owners()
+        if gaps.one_token_each:
+            per_token, token_owner = itl, gap_owner
+        else:
+            n = gaps.tokens()
+            per_token, token_owner = np.repeat(itl / n, n), np.repeat(gap_owner, n)
+        by_kind = dict(zip(GAP_SAMPLES, ((gap_owner, itl), (token_owner, per_token))))
         for d in metric_defs.DISTRIBUTIONS:
-            if d.samples in GAP_SAMPLES:  # a request owns each of its gaps
-                parts = [p[d.samples] for p in per_record]
-                owners[d.name] = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
-                values[d.name] = np.concatenate(parts) if parts else np.empty(0)
+            if d.samples in by_kind:
+                owners[d.name], values[d.name] = by_kind[d.samples]
             else:  # one value per request: ok requests, or all measured ones
                 col = frame[d.name].to_numpy(dtype=float)
                 keep = ~np.isnan(col) & (ok if d.samples == "ok_requests" else True)

@@ -37,7 +37,7 @@ import pandas as pd
 from loadgen import metric_defs
 from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
 from loadgen.errors import ConfigError
-from loadgen.result import load_records, load_summary
+from loadgen.result import load_summary, load_table
 
 IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
 SHADOWED: dict[str, str] = {
@@ -160,7 +160,7 @@ class Comparison:
 
         out: dict[str, dict[str, np.ndarray]] = {m: {} for m in LATENCIES}
         for name, path in zip(self.names, self.paths):
-            samples = distribution_samples(load_records(path))
+            samples = distribution_samples(load_table(path))
             for m in LATENCIES:
                 col = np.asarray(samples[m], dtype=float)
                 out[m][name] = col[~np.isnan(col)]

@@ -21,10 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import numpy as np
-
-from loadgen.analysis.metrics import mean_concurrency
-from loadgen.records import RequestRecord
+from loadgen.analysis.metrics import Records, as_table, mean_concurrency
 
 STEADY_TOLERANCE = 0.2
 STEADY_MIN_REQUESTS = 12
@@ -34,9 +31,12 @@ CURVE_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
 CURVE_STATS = ("p50", "p90", "p99")
 
 
-def steady_state(records: Sequence[RequestRecord]) -> dict[str, Any]:
+def steady_state(records: Records) -> dict[str, Any]:
     """Whether a stage's measured requests ran in a steady state (see the module's rule)."""
-    measured = [r for r in records if not r.warmup and r.t_end_ns is not None]
+    t = as_table(records)
+    send_all = t.column("t_send_ns")
+    end_all, finished = t.ints("t_end_ns")
+    measured = send_all[~t.column("warmup") & finished]
     out: dict[str, Any] = {
         "steady": False,
         "throughput_change": None,
@@ -49,10 +49,8 @@ def steady_state(records: Sequence[RequestRecord]) -> dict[str, Any]:
     # The window is the measured requests' dispatch window (first to last send: the drain after
     # the last send is not load); what the server was doing in it is every request of the
     # stage, warm-up included, since those were in flight too.
-    start, stop = min(r.t_send_ns for r in measured), max(r.t_send_ns for r in measured)
-    finished = [r for r in records if r.t_end_ns is not None]
-    send = np.array([r.t_send_ns for r in finished], dtype=np.int64)
-    end = np.array([r.t_end_ns for r in finished], dtype=np.int64)
+    start, stop = int(measured.min()), int(measured.max())
+    send, end = send_all[finished], end_all[finished]
     third = (stop - start) // 3
     if third <= 0:
         out["reason"] = "the window has no length"

@@ -27,12 +27,12 @@ from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
+from loadgen.analysis.table import RecordTable
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
 from loadgen.config.messages import render_validation_error, yaml_error_problem
 from loadgen.errors import ConfigError, ResultError
-from loadgen.records import RequestRecord
-from loadgen.result import load_records, load_summary
+from loadgen.result import load_summary, load_table
 
 # Condition fields that must match for a gate to mean anything: what was asked (workload shape,
 # lengths, load, seed), of which model, on which endpoint, and the per-request SLOs goodput
@@ -285,16 +285,19 @@ def gate(
     if blocking and not allow_different:
         return GateResult(results=(), not_comparable=blocking, **common)
     runs = {"candidate": (candidate, cand_s), "baseline": (baseline, base_s)}
-    records: dict[str, list[RequestRecord]] = {}
+    tables: dict[str, RecordTable] = {}
     cache: dict[tuple[str, int | None], bs.RunSamples] = {}
 
     def samples(role: str, stage: int | None) -> bs.RunSamples:
         if (role, stage) not in cache:
             path, summary = runs[role]
-            recs = records[role] = records.get(role) or load_records(path)
+            if role not in tables:
+                tables[role] = load_table(path)
+            table = tables[role]
             if stage is not None:
-                recs, summary = [r for r in recs if r.stage == stage], gs.stage_summary(summary, stage)
-            cache[role, stage] = bs.RunSamples.from_run(recs, summary)
+                table = table.select(table.column("stage") == stage)
+                summary = gs.stage_summary(summary, stage)
+            cache[role, stage] = bs.RunSamples.from_run(table, summary)
         return cache[role, stage]
 
     results = []

@@ -5,12 +5,16 @@ dropped: they appear in the counts, the error rate, the in-flight concurrency an
 attained fraction, but not in the latency distributions (which cover ok requests only).
 Everything returned by ``summarize``/``distribution``/``client_limits`` is plain JSON:
 python ints, floats and None (never NaN).
+
+Every function that takes records takes a ``RecordTable`` (``analysis.table``: a run's records as
+columns, a few bytes a chunk) or a sequence of ``RequestRecord`` (turned into one by
+``as_table``), and computes from columns: a long run's summary never holds its records, nor its
+inter-token gaps as floats (``analysis.gaps``).
 """
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -19,16 +23,29 @@ import pandas as pd
 
 from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
+from loadgen.analysis.gaps import SMALL, GapSamples, stream_stats
+from loadgen.analysis.table import KINDS, SCALAR_FIELDS, RecordTable, as_table
 from loadgen.metric_defs import PERCENTILES, STATS
 from loadgen.records import CANCELLED, RequestRecord
 
-# Raw record fields that are scalars (list fields such as chunk_times_ns are not columns).
-SCALAR_FIELDS: tuple[str, ...] = tuple(
-    f.name for f in dataclasses.fields(RequestRecord) if f.default_factory is not list
-)
-_NULLABLE_INT = frozenset(
-    f.name for f in dataclasses.fields(RequestRecord) if str(f.type).replace(" ", "") == "int|None"
-)
+__all__ = [
+    "DERIVED_COLUMNS",
+    "GAP_SAMPLES",
+    "SCALAR_FIELDS",
+    "Records",
+    "as_table",
+    "client_limits",
+    "distribution",
+    "distribution_samples",
+    "itl_values",
+    "mean_concurrency",
+    "request_frame",
+    "summarize",
+]
+
+# What the functions below take: a table, or records (SCALAR_FIELDS: the record fields that are
+# scalars; list fields such as chunk_times_ns are not columns).
+Records = RecordTable | Sequence[RequestRecord]
 # The columns request_frame derives, in its order: the per-request distributions of the registry.
 DERIVED_COLUMNS: tuple[str, ...] = (
     "ttft_ms",
@@ -50,24 +67,46 @@ def distribution(values: Any) -> dict:
     numpy's default linear interpolation between closest ranks (``np.percentile(...,
     method="linear")``: p50 of 1..100 is 50.5, p99 is 99.01); ``std`` is the population
     standard deviation (ddof=0). No values: ``count`` 0 and ``None`` for every other stat.
+    ``values`` may be ``GapSamples``: past ``gaps.SMALL`` of them they are summarized in
+    passes over blocks (same percentiles; mean and std to the last bits), never materialised.
+    An array makes one private copy (percentiles partition it in place), never several.
     """
+    if isinstance(values, GapSamples) and values.size > SMALL:
+        s = stream_stats(values, list(PERCENTILES.values()))
+        out = {"count": s["count"], **{k: _float(s[k]) for k in ("mean", "std", "min")}}
+        out.update({k: _float(v) for k, v in zip(PERCENTILES, s["percentiles"])})
+        out["max"] = _float(s["max"])
+        return out
     arr = np.asarray(values, dtype=np.float64).ravel()
-    arr = arr[~np.isnan(arr)]
+    nan = np.isnan(arr)
+    arr = arr[~nan] if nan.any() else arr.copy()
+    del nan
     if arr.size == 0:
         return {"count": 0, **{k: None for k in STATS[1:]}}
-    pct = np.percentile(arr, list(PERCENTILES.values()), method="linear")
+    mean = arr.mean()
     out = {
         "count": int(arr.size),
-        "mean": _float(arr.mean()),
-        "std": _float(arr.std()),
+        "mean": _float(mean),
+        "std": _float(arr.std() if arr.size <= SMALL else _blocked_std(arr, float(mean))),
         "min": _float(arr.min()),
     }
+    pct = np.percentile(arr, list(PERCENTILES.values()), method="linear", overwrite_input=True)
     out.update({k: _float(v) for k, v in zip(PERCENTILES, pct)})
     out["max"] = _float(arr.max())
     return out
 
 
-def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
+def _blocked_std(arr: np.ndarray, mean: float) -> float:
+    """Population std of a long array, a block at a time (``arr.std()`` makes two full copies)."""
+    step = 1 << 20
+    parts = []
+    for i in range(0, arr.size, step):
+        d = arr[i : i + step] - mean
+        parts.append(float(d @ d))
+    return math.sqrt(math.fsum(parts) / arr.size)
+
+
+def request_frame(records: Records) -> pd.DataFrame:
     """One row per record: every scalar record field, plus derived latencies in ms.
 
     Nullable integer fields (``t_end_ns``, ``output_tokens``, ...) are pandas ``Int64`` so
@@ -80,46 +119,51 @@ def request_frame(records: Sequence[RequestRecord]) -> pd.DataFrame:
     ``ttft_from_sched_ms`` / ``e2e_from_sched_ms``: TTFT and E2E from ``t_sched`` instead of
     ``t_send`` (the same requests; each is its send-based twin plus ``client_lag_ms``).
     """
+    t = as_table(records)
     cols: dict[str, Any] = {}
     for name in SCALAR_FIELDS:
-        raw = [getattr(r, name) for r in records]
-        cols[name] = _nullable_int(raw) if name in _NULLABLE_INT else raw
+        kind, values = KINDS[name], t.column(name)
+        if kind == "nint":  # pandas Int64: nanosecond timestamps keep full precision
+            cols[name] = pd.arrays.IntegerArray(values, ~t.present(name))
+        elif kind == "str":  # a list, so pandas infers the dtype it always did (str, or object)
+            cols[name] = values.tolist()
+        elif kind == "float" and np.isnan(values).all():  # all missing: object, as from a list
+            cols[name] = np.full(len(values), None, dtype=object)
+        else:
+            cols[name] = values
     frame = pd.DataFrame(cols)
-    for name in (
-        "id",
-        "t_sched_ns",
-        "t_send_ns",
-        "requested_output_tokens",
-        "requested_prompt_tokens",
-        "worker",
-        "stage",
-    ):
-        frame[name] = frame[name].astype(np.int64)
-    frame["ok"] = frame["ok"].astype(bool)
-    frame["warmup"] = frame["warmup"].astype(bool)
-
-    send = frame["t_send_ns"].to_numpy()
-    sched = frame["t_sched_ns"].to_numpy()
-    ok = frame["ok"].to_numpy()
-    first, has_first = _ints(frame["t_first_token_ns"])
-    byte, has_byte = _ints(frame["t_first_byte_ns"])
-    end, has_end = _ints(frame["t_end_ns"])
-    out, has_out = _ints(frame["output_tokens"])
-    last_raw = [r.chunk_times_ns[-1] if r.chunk_times_ns else None for r in records]
-    last, has_last = _ints(_nullable_int(last_raw))
-
-    frame["ttft_ms"] = np.where(has_first, (first - send) / 1e6, np.nan)
-    frame["ttfb_ms"] = np.where(has_byte, (byte - send) / 1e6, np.nan)
-    frame["e2e_ms"] = np.where(ok & has_end, (end - send) / 1e6, np.nan)
-    tpot_ok = ok & has_first & has_last & has_out & (out >= 2)
-    frame["tpot_ms"] = np.where(tpot_ok, (last - first) / 1e6 / np.maximum(out - 1, 1), np.nan)
-    frame["client_lag_ms"] = (send - sched) / 1e6
-    frame["ttft_from_sched_ms"] = np.where(has_first, (first - sched) / 1e6, np.nan)
-    frame["e2e_from_sched_ms"] = np.where(ok & has_end, (end - sched) / 1e6, np.nan)
+    for name, values in derived_columns(t).items():
+        frame[name] = values
     return frame
 
 
-def itl_values(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray]:
+def derived_columns(records: Records) -> dict[str, np.ndarray]:
+    """``request_frame``'s derived columns (``DERIVED_COLUMNS``) as float64 arrays, one value per
+    row: what the summary reads, without building a frame of the run."""
+    t = as_table(records)
+    send = t.column("t_send_ns")
+    sched = t.column("t_sched_ns")
+    ok = t.column("ok")
+    first, has_first = t.ints("t_first_token_ns")
+    byte, has_byte = t.ints("t_first_byte_ns")
+    end, has_end = t.ints("t_end_ns")
+    out, has_out = t.ints("output_tokens")
+    last, has_last = t.ints("t_last_chunk_ns")
+    tpot_ok = ok & has_first & has_last & has_out & (out >= 2)
+    cols = {
+        "ttft_ms": np.where(has_first, (first - send) / 1e6, np.nan),
+        "ttfb_ms": np.where(has_byte, (byte - send) / 1e6, np.nan),
+        "e2e_ms": np.where(ok & has_end, (end - send) / 1e6, np.nan),
+        "tpot_ms": np.where(tpot_ok, (last - first) / 1e6 / np.maximum(out - 1, 1), np.nan),
+        "client_lag_ms": (send - sched) / 1e6,
+        "ttft_from_sched_ms": np.where(has_first, (first - sched) / 1e6, np.nan),
+        "e2e_from_sched_ms": np.where(ok & has_end, (end - sched) / 1e6, np.nan),
+    }
+    assert tuple(cols) == DERIVED_COLUMNS
+    return cols
+
+
+def itl_values(records: Records) -> tuple[np.ndarray, np.ndarray]:
     """Inter-token latencies in ms, pooled over ok, non-warm-up requests: ``(itl, per_token)``.
 
     ``itl``: one sample per gap between consecutive content chunks of a request
@@ -129,51 +173,45 @@ def itl_values(records: Sequence[RequestRecord]) -> tuple[np.ndarray, np.ndarray
     carrying [1, 1, 3] tokens give ``itl`` = [10, 10] and ``per_token`` = [10, 3.33, 3.33,
     3.33]. The first chunk's tokens have no gap (that is TTFT). A chunk counted as 0 tokens
     is treated as 1; a request whose ``chunk_tokens`` does not match its chunks counts one
-    token per chunk.
+    token per chunk. When every chunk carried one token, ``per_token`` is ``itl`` itself.
     """
-    eligible = [r for r in records if r.ok and not r.warmup and len(r.chunk_times_ns) >= 2]
-    if not eligible:
-        empty = np.empty(0, dtype=np.float64)
-        return empty, empty.copy()
-    lengths = np.fromiter((len(r.chunk_times_ns) for r in eligible), np.int64, len(eligible))
-    total = int(lengths.sum())
-    times = np.fromiter(itertools.chain.from_iterable(r.chunk_times_ns for r in eligible), np.int64, total)
-    tokens = np.fromiter(
-        itertools.chain.from_iterable(
-            r.chunk_tokens
-            if len(r.chunk_tokens) == len(r.chunk_times_ns)
-            else itertools.repeat(1, len(r.chunk_times_ns))
-            for r in eligible
-        ),
-        np.int64,
-        total,
-    )
-    keep = np.ones(total - 1, dtype=bool)
-    keep[np.cumsum(lengths)[:-1] - 1] = False  # the "gap" from one request's last chunk to the next's first
-    itl = np.diff(times)[keep] / 1e6
-    n = np.maximum(tokens[1:][keep], 1)
+    t = as_table(records)
+    gaps = GapSamples(t, t.column("ok") & ~t.column("warmup"))
+    itl = gaps.to_ms()
+    if gaps.one_token_each:
+        return itl, itl
+    n = gaps.tokens()
     return itl, np.repeat(itl / n, n)
 
 
-def distribution_samples(
-    records: Sequence[RequestRecord], frame: pd.DataFrame | None = None
-) -> dict[str, np.ndarray]:
+def distribution_samples(records: Records, frame: Any = None) -> dict[str, Any]:
     """{metric: the values its distribution summarizes (ms)} for every distribution of the
     registry, in its order, as its ``samples`` says: a ``request_frame`` column over ok or all
-    measured requests, or the chunk gaps of ``itl_values``. Warm-up excluded; may hold NaN.
-    ``frame``: ``request_frame(records)`` when already built."""
-    frame = request_frame(records) if frame is None else frame
-    measured = frame[~frame["warmup"].to_numpy()]
-    rows = {"measured_requests": measured, "ok_requests": measured[measured["ok"].to_numpy()]}
-    gaps = dict(zip(GAP_SAMPLES, itl_values(records)))
-    out: dict[str, np.ndarray] = {}
+    measured requests (an array, may hold NaN), or the gaps of ``itl_values`` as
+    ``gaps.GapSamples`` (``np.asarray`` materialises them; ``distribution`` does not). Warm-up
+    excluded. ``frame``: ``request_frame(records)`` or ``derived_columns(records)`` when
+    already built (only the derived columns are read; without either they are computed from
+    the table, with no frame at all)."""
+    t = as_table(records)
+    cols = derived_columns(t) if frame is None else {k: np.asarray(frame[k]) for k in DERIVED_COLUMNS}
+    return _samples(t, cols)
+
+
+def _samples(t: RecordTable, cols: dict[str, np.ndarray]) -> dict[str, Any]:
+    measured = ~t.column("warmup")
+    eligible = t.column("ok") & measured
+    rows = {"measured_requests": measured, "ok_requests": eligible}
+    chunk = GapSamples(t, eligible)
+    token = chunk if chunk.one_token_each else GapSamples(t, eligible, per_token=True)
+    gaps = dict(zip(GAP_SAMPLES, (chunk, token)))
+    out: dict[str, Any] = {}
     for d in metric_defs.DISTRIBUTIONS:
         kind = d.samples
         if kind in gaps:
             out[d.name] = gaps[kind]
         else:
             assert kind is not None, f"distribution {d.name} names no samples"  # metric_defs._dist sets it
-            out[d.name] = rows[kind][d.name].to_numpy()
+            out[d.name] = cols[d.name][rows[kind]]
     return out
 
 
@@ -192,7 +230,7 @@ def mean_concurrency(
     return float(np.clip(overlap, 0, None).sum() / span)
 
 
-def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
+def summarize(records: Records, *, sla: Any = None) -> dict:
     """The run summary: ``{"counts", "window", "metrics", "sla"}`` (see docs/design.md, "Result files").
 
     counts cover measured (non-warm-up) requests: ``sent``, ``ok``, ``failed`` (not ok, not
@@ -210,36 +248,39 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
     when the run was in a steady state, so a ratio far from 1 flags a run too short or too
     unsteady for its averages to describe it.
     """
-    frame = request_frame(records)
-    m = frame[~frame["warmup"].to_numpy()]
-    ok = m["ok"].to_numpy()
-    cancelled = ~ok & (m["error_class"] == CANCELLED).to_numpy()
+    table = as_table(records)
+    keep = ~table.column("warmup")  # the measured requests: every count and statistic below
+    ok = table.column("ok")[keep]
+    errors_col = table.column("error_class")[keep]
+    cancelled = ~ok & (errors_col == CANCELLED)
     failed = ~ok & ~cancelled
     n_ok, n_failed = int(ok.sum()), int(failed.sum())
+    out_all = _filled(table, "output_tokens")[keep]
 
-    errors = m.loc[~ok, "error_class"].fillna("unknown").value_counts()
+    errors = pd.Series(errors_col[~ok], dtype=object).fillna("unknown").value_counts()
     counts = {
-        "sent": len(m),
+        "sent": int(keep.sum()),
         "ok": n_ok,
         "failed": n_failed,
         "cancelled": int(cancelled.sum()),
-        "warmup": int(len(frame) - len(m)),
+        "warmup": int(len(table) - keep.sum()),
         "errors_by_class": {k: int(v) for k, v in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))},
         "error_rate": _ratio(n_failed, n_ok + n_failed),
         # A stream that ended normally without a single token is "ok" to HTTP but not an answer:
         # counted apart, so it never passes for a fast response unnoticed.
-        "anomalies": {"zero_output_tokens": int((ok & (m["output_tokens"].fillna(0).to_numpy() == 0)).sum())},
+        "anomalies": {"zero_output_tokens": int((ok & (out_all == 0)).sum())},
         # The server asked the client to back off (429/503 with Retry-After): how often, how long.
-        "retry_after": _retry_after(m["retry_after_s"]),
+        "retry_after": _retry_after(table.column("retry_after_s")[keep]),
     }
 
-    send = m["t_send_ns"].to_numpy()
-    end, has_end = _ints(m["t_end_ns"])
-    end = np.where(has_end, end, send)
+    send = table.column("t_send_ns")[keep]
+    end_all, has_end_all = table.ints("t_end_ns")
+    has_end = has_end_all[keep]
+    end = np.where(has_end, end_all[keep], send)
     start_ns: int | None = None
     end_ns: int | None = None
     seconds = 0.0
-    if len(m):
+    if len(send):
         start_ns, end_ns = int(send.min()), int(end.max())
         seconds = (end_ns - start_ns) / 1e9
     window = {"start_ns": start_ns, "end_ns": end_ns, "seconds": seconds}
@@ -247,16 +288,16 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
     def rate(x: float) -> float | None:
         return float(x / seconds) if seconds > 0 else None
 
-    okf = m[ok]
-    samples = distribution_samples(records, frame)
+    derived = derived_columns(table)
+    samples = _samples(table, derived)
     metrics: dict[str, Any] = {d.name: distribution(samples[d.name]) for d in metric_defs.DISTRIBUTIONS}
 
-    in_tokens = int(okf["prompt_tokens"].fillna(0).sum())
-    out_tokens_each = okf["output_tokens"].fillna(0).to_numpy(dtype=np.int64)
+    in_tokens = int(_filled(table, "prompt_tokens")[keep][ok].sum())
+    out_tokens = int(out_all[ok].sum())
     metrics["request_throughput_rps"] = rate(n_ok)
     metrics["input_tokens_per_s"] = rate(in_tokens)
-    metrics["output_tokens_per_s"] = rate(int(out_tokens_each.sum()))
-    metrics["total_tokens_per_s"] = rate(in_tokens + int(out_tokens_each.sum()))
+    metrics["output_tokens_per_s"] = rate(out_tokens)
+    metrics["total_tokens_per_s"] = rate(in_tokens + out_tokens)
 
     measured_conc = (
         mean_concurrency(send, end, start_ns, end_ns) if start_ns is not None and end_ns is not None else None
@@ -265,26 +306,33 @@ def summarize(records: Sequence[RequestRecord], *, sla: Any = None) -> dict:
     metrics["littles_law"] = _littles_law(send, end, has_end)
 
     slos = sla_mod.set_slos(sla)
-    good = sla_mod.good_mask(ok, {k: m[k].to_numpy() for k in slos}, slos)
-    out_all = m["output_tokens"].fillna(0).to_numpy(dtype=np.int64)
+    good = sla_mod.good_mask(ok, {k: derived[k][keep] for k in slos}, slos)
     metrics["goodput"] = {
         "requests_per_s": rate(int(good.sum())),
         "output_tokens_per_s": rate(int(out_all[good].sum())),
         "attained_fraction": _ratio(int(good.sum()), n_ok + n_failed),
     }
-    reasoning = _reasoning(records)
+    reasoning = _reasoning(table)
     if reasoning is not None:
         metrics["reasoning"] = reasoning
-    metrics["token_count_source"] = _value_counts(okf["token_source"])
-    metrics["prompt_tokens_source"] = _value_counts(okf["prompt_tokens_source"])
+    measured_ok = keep.copy()
+    measured_ok[keep] = ok
+    metrics["token_count_source"] = _value_counts(table.column("token_source")[measured_ok])
+    metrics["prompt_tokens_source"] = _value_counts(table.column("prompt_tokens_source")[measured_ok])
 
     summary = {"counts": counts, "window": window, "metrics": metrics}
     summary["sla"] = sla_mod.evaluate(sla, summary)
     return summary
 
 
-def _retry_after(column: pd.Series) -> dict:
-    values = pd.to_numeric(column, errors="coerce").dropna()
+def _filled(table: RecordTable, name: str) -> np.ndarray:
+    """A nullable int column with 0 where missing (``fillna(0)``)."""
+    values, present = table.ints(name)
+    return np.where(present, values, 0)
+
+
+def _retry_after(column: np.ndarray) -> dict:
+    values = column[~np.isnan(column)]
     return {"requests": len(values), "max_s": float(values.max()) if len(values) else None}
 
 
@@ -314,10 +362,12 @@ def _littles_law(send: np.ndarray, end: np.ndarray, has_end: np.ndarray) -> dict
     return out
 
 
-def client_limits(records: Sequence[RequestRecord], *, lag_threshold_ms: float = 10.0) -> dict | None:
+def client_limits(records: Records, *, lag_threshold_ms: float = 10.0) -> dict | None:
     """A "client_limited" warning when p99 send lag (``t_send - t_sched``) of measured
     requests exceeds ``lag_threshold_ms``: then the client, not the server, set the pace."""
-    lag = np.fromiter(((r.t_send_ns - r.t_sched_ns) / 1e6 for r in records if not r.warmup), np.float64)
+    t = as_table(records)
+    measured = ~t.column("warmup")
+    lag = (t.column("t_send_ns")[measured] - t.column("t_sched_ns")[measured]) / 1e6
     if lag.size == 0:
         return None
     p99 = float(np.percentile(lag, 99.0))
@@ -337,30 +387,19 @@ def client_limits(records: Sequence[RequestRecord], *, lag_threshold_ms: float =
     }
 
 
-def _reasoning(records: Sequence[RequestRecord]) -> dict | None:
+def _reasoning(records: Records) -> dict | None:
     """Time to first reasoning token (ms) over ok measured requests that streamed reasoning."""
-    with_reasoning = [r for r in records if not r.warmup and r.reasoning_times_ns]
-    if not with_reasoning:
+    t = as_table(records)
+    with_reasoning = ~t.column("warmup") & (t.column("n_reasoning") > 0)
+    if not with_reasoning.any():
         return None
-    ttfr = [(r.reasoning_times_ns[0] - r.t_send_ns) / 1e6 for r in with_reasoning if r.ok]
-    return {"requests": len(with_reasoning), "ttfr_ms": distribution(ttfr)}
+    first, _ = t.ints("t_first_reasoning_ns")
+    ttfr = (first - t.column("t_send_ns"))[with_reasoning & t.column("ok")] / 1e6
+    return {"requests": int(with_reasoning.sum()), "ttfr_ms": distribution(ttfr)}
 
 
-def _nullable_int(values: Sequence[int | None]) -> pd.arrays.IntegerArray:
-    data = np.array(values, dtype=object)
-    mask = np.array([v is None for v in values], dtype=bool)
-    data[mask] = 0
-    return pd.arrays.IntegerArray(data.astype(np.int64), mask)
-
-
-def _ints(column: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(int64 values with 0 for missing, present-mask) of a nullable integer column."""
-    arr = column.array if isinstance(column, pd.Series) else column
-    return arr.to_numpy(dtype=np.int64, na_value=0), ~np.asarray(arr.isna(), dtype=bool)
-
-
-def _value_counts(column: pd.Series) -> dict[str, int]:
-    return {str(k): int(v) for k, v in sorted(column.value_counts().items())}
+def _value_counts(column: np.ndarray) -> dict[str, int]:
+    return {str(k): int(v) for k, v in sorted(pd.Series(column, dtype=object).value_counts().items())}
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

@@ -30,6 +30,8 @@ FLAG_PATHS = {
     "tokenizer": "workload.prompt.tokenizer",
     "input_tokens": "workload.input_tokens",
     "output_tokens": "workload.output_tokens",
+    "workers": "client.workers",
+    "ray": "client.ray",
     "out": "output.dir",
     "run_id": "output.run_id",
     "name": "name",
@@ -92,6 +94,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--sim",
         metavar="PRESET",
         help="use the built-in simulator with this preset, e.g. llama3-8b-fp8@h100 (ignores --url)",
+    )
+    g = r.add_argument_group("client")
+    g.add_argument(
+        "--workers",
+        metavar="N|auto",
+        help="drive the load from N processes (auto: usable cores minus one); one result, one "
+        "clock; see the README's 'More than one core'",
+    )
+    g.add_argument(
+        "--ray",
+        metavar="auto|local|ADDRESS",
+        help="run the workers as Ray actors across a cluster (pip install 'loadgen[ray]'); "
+        "--workers then counts actors",
     )
     g = r.add_argument_group("load")
     g.add_argument("--concurrency", type=int, help="closed loop: this many requests always in flight")

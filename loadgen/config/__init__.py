@@ -12,6 +12,7 @@ from loadgen.config.lengths import (
 )
 from loadgen.config.loading import StrictLoader, apply_override, load_profile, parse_set, profile_to_yaml
 from loadgen.config.schema import (
+    ClientConfig,
     LoadConfig,
     OutputConfig,
     Profile,
@@ -24,6 +25,7 @@ from loadgen.config.target import TargetConfig
 from loadgen.errors import ConfigError
 
 __all__ = [
+    "ClientConfig",
     "ConfigError",
     "EmpiricalLength",
     "FixedLength",

@@ -22,6 +22,7 @@ from loadgen.config.target import TargetConfig
 # and every record stays in memory until the summary; past this a run would not fit.
 MAX_REQUESTS = 10_000_000
 MAX_DURATION_S = 30 * 86_400
+MAX_WORKERS = 1024
 
 
 def _fd_limit() -> int:
@@ -155,6 +156,45 @@ class ServerMetricsConfig(StrictModel):
     path: str = Field("/metrics", pattern=r"^/")
 
 
+_RAY_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5})$")
+
+
+class ClientConfig(StrictModel):
+    """How the client spreads its load: ``workers`` processes on this machine (``auto``: the
+    usable cores minus one, at least 1), or Ray actors across a cluster (``ray``: ``auto`` for
+    the cluster this machine belongs to, ``local`` for a private one, or an address such as
+    ``ray://head:10001``; then ``workers`` counts actors and ``auto`` means one per cluster
+    CPU minus one). One worker runs in the loadgen process itself."""
+
+    workers: int | Literal["auto"] = 1
+    ray: str | None = None
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _workers(cls, v: Any) -> Any:
+        if v == "auto":
+            return v
+        n = None
+        if isinstance(v, int) and not isinstance(v, bool):
+            n = v
+        elif isinstance(v, str) and v.strip().isdigit():
+            n = int(v)
+        if n is None or not 1 <= n <= MAX_WORKERS:
+            raise ValueError(
+                f"use a whole number of worker processes from 1 to {MAX_WORKERS}, or auto; got {v!r}"
+            )
+        return n
+
+    @field_validator("ray")
+    @classmethod
+    def _ray_address(cls, v: str | None) -> str | None:
+        if v is not None and not _RAY_ADDRESS.match(v):
+            raise ValueError(
+                f"{v[:80]!r} is not a Ray address: use auto, local, host:port or ray://host:port"
+            )
+        return v
+
+
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -186,6 +226,7 @@ class Profile(StrictModel):
     output: OutputConfig = OutputConfig()
     sim: dict[str, Any] = {}
     server_metrics: ServerMetricsConfig = ServerMetricsConfig()
+    client: ClientConfig = ClientConfig()
 
     @model_validator(mode="after")
     def _sweep_stages_have_a_length(self):

@@ -7,13 +7,18 @@ Works from the saved files alone (no server): ``write_report("reports/run-a")``.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 
+from loadgen.analysis.table import RecordTable
 from loadgen.errors import LoadgenError
 from loadgen.records import RequestRecord
 from loadgen.report.cost import CostError, CostInputs, cost_figures, cost_inputs
-from loadgen.result import load_records, load_summary
+from loadgen.result import load_summary, load_table
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "COST_JSON",
@@ -39,6 +44,9 @@ REQUESTS_CSV, REQUESTS_PARQUET, COST_JSON, PLOTS_DIR = (
 )
 
 
+_PARQUET_ROWS = 16384  # rows per Parquet row group
+
+
 class ReportError(LoadgenError):
     """A report that cannot be written (e.g. Parquet support is not installed)."""
 
@@ -60,16 +68,19 @@ def write_report(
     ``CostError`` for a price or count that is not a positive number, ``ReportError`` when
     pyarrow (Parquet) is missing.
     """
+    from loadgen.analysis.metrics import request_frame
     from loadgen.report.blocks import Image
     from loadgen.report.curve import render_curve_plots
     from loadgen.report.html import render_html
     from loadgen.report.markdown import render_markdown
-    from loadgen.report.plots import render_plots
+    from loadgen.report.plots import chunk_plots, render_plots
     from loadgen.report.sections import build_sections
     from loadgen.report.server import load_rows, server_plot
 
     summary = load_summary(run_dir)
-    records = load_records(run_dir)
+    table = load_table(run_dir)  # columns, a few bytes a chunk: never the records as objects
+    early = chunk_plots(summary, table)  # the plots of the chunk lists; then the lists are freed
+    table = table.without_chunks()
     inputs = cost_inputs(
         (summary.get("conditions") or {}).get("labels"), gpu_hour_cost=gpu_hour_cost, gpu_count=gpu_count
     )
@@ -85,9 +96,9 @@ def write_report(
         written[rel] = path
 
     images = []
-    server = server_plot(summary, records, load_rows(run_dir))
+    server = server_plot(summary, table, load_rows(run_dir))
     curve_plots = render_curve_plots(summary)  # a multi-stage run's curves (none for one stage)
-    for plot in render_plots(summary, records) + curve_plots + ([server] if server is not None else []):
+    for plot in render_plots(summary, table, early) + curve_plots + ([server] if server is not None else []):
         rel = f"{PLOTS_DIR}/{plot.name}.png"
         put(rel, plot.png)
         images.append(Image(rel, plot.title, plot.caption, plot.png))
@@ -97,20 +108,35 @@ def write_report(
     put(REPORT_HTML, render_html(title, sections).encode())
     if cost is not None:
         put(COST_JSON, orjson.dumps(cost, option=orjson.OPT_INDENT_2) + b"\n")
-    written.update(write_tables(records, out))
+    frame = request_frame(table)
+    del table  # the frame holds all the files need: the table goes before pyarrow copies it
+    written.update(write_frame(frame, out))
     return dict(sorted(written.items()))
 
 
-def write_tables(records: list[RequestRecord], out_dir: Path) -> dict[str, Path]:
+def write_tables(records: RecordTable | list[RequestRecord], out_dir: Path) -> dict[str, Path]:
     """``requests.csv`` and ``requests.parquet``: ``metrics.request_frame`` of the records,
     one row per request (warm-up included, flagged by its ``warmup`` column)."""
     from loadgen.analysis.metrics import request_frame
 
-    frame = request_frame(records)
+    return write_frame(request_frame(records), out_dir)
+
+
+def write_frame(frame: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
+    """``requests.csv`` and ``requests.parquet`` of a ``metrics.request_frame``. The Parquet
+    file is written a row group of ``_PARQUET_ROWS`` rows at a time against the whole frame's
+    schema (the same file ``frame.to_parquet`` writes, read back as the same frame): pyarrow
+    never holds a copy of the whole frame."""
     csv_path, parquet_path = out_dir / REQUESTS_CSV, out_dir / REQUESTS_PARQUET
     frame.to_csv(csv_path, index=False)
     try:
-        frame.to_parquet(parquet_path, index=False)
+        import pyarrow as pa  # type: ignore[import-untyped]
+        import pyarrow.parquet as pq  # type: ignore[import-untyped]
     except ImportError as exc:
         raise ReportError(f"cannot write {REQUESTS_PARQUET}: {exc} (pip install pyarrow)") from None
+    schema = pa.Schema.from_pandas(frame, preserve_index=False)
+    with pq.ParquetWriter(parquet_path, schema) as writer:
+        for start in range(0, max(len(frame), 1), _PARQUET_ROWS):
+            part = frame.iloc[start : start + _PARQUET_ROWS]
+            writer.write_table(pa.Table.from_pandas(part, schema=schema, preserve_index=False))
     return {REQUESTS_CSV: csv_path, REQUESTS_PARQUET: parquet_path}

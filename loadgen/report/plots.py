@@ -15,16 +15,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
-import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from loadgen import metric_defs
-from loadgen.analysis.metrics import distribution_samples, request_frame
-from loadgen.records import RequestRecord
+from loadgen.analysis.gaps import GapSamples, cdf_points
+from loadgen.analysis.metrics import Records, as_table, derived_columns, distribution_samples
+from loadgen.analysis.table import RecordTable
 from loadgen.report import timeseries
 
 DPI = 110
@@ -40,31 +39,49 @@ class Plot:
     png: bytes
 
 
-def render_plots(summary: Mapping[str, Any], records: Sequence[RequestRecord]) -> list[Plot]:
-    frame = request_frame(records)
-    samples = distribution_samples(records, frame)
-    itl, itl_tok = samples["itl_ms"], samples["itl_per_token_ms"]
+def chunk_plots(summary: Mapping[str, Any], records: Records) -> dict[str, Plot]:
+    """The plots drawn from the chunk lists, by name: the ITL CDF and the per-second bins.
+    ``loadgen.report`` draws them first, so that it can free the lists (most of a long run's
+    table: ``RecordTable.without_chunks``) before the other plots, the frame and the files."""
+    table = as_table(records)
+    eligible = table.column("ok") & ~table.column("warmup")  # as metrics.distribution_samples
+    itl = GapSamples(table, eligible)
+    itl_tok = itl if itl.one_token_each else GapSamples(table, eligible, per_token=True)
+    return {
+        "cdf_itl": _cdf(
+            "cdf_itl",
+            "Inter-token latency",
+            {"per chunk": itl, "per token": itl_tok} if itl is not itl_tok else {"ITL": itl},
+            summary,
+            ("itl_ms", "itl_per_token_ms"),
+        ),
+        "per_second": _per_second(table),
+    }
+
+
+def render_plots(
+    summary: Mapping[str, Any], records: Records, drawn: Mapping[str, Plot] | None = None
+) -> list[Plot]:
+    """The report's plots of a run (a ``RecordTable`` or its records); ``drawn``: what
+    ``chunk_plots`` gave for it, when the caller has drawn those already."""
+    table = as_table(records)
+    early = dict(drawn) if drawn is not None else chunk_plots(summary, table)
+    derived = derived_columns(table)
+    samples = distribution_samples(table, derived)
 
     def cdf(name: str, metric: str) -> Plot:
         d = metric_defs.get(metric)
         return _cdf(name, d.plot_title, {d.label: samples[metric]}, summary, (metric,))
 
-    out = [
+    return [
         cdf("cdf_ttft", "ttft_ms"),
-        _cdf(
-            "cdf_itl",
-            "Inter-token latency",
-            {"per chunk": itl, "per token": itl_tok} if not np.array_equal(itl, itl_tok) else {"ITL": itl},
-            summary,
-            ("itl_ms", "itl_per_token_ms"),
-        ),
+        early["cdf_itl"],
         cdf("cdf_tpot", "tpot_ms"),
         cdf("cdf_e2e", "e2e_ms"),
-        _over_time("ttft_over_time", "ttft_ms", frame, summary, records),
-        _over_time("e2e_over_time", "e2e_ms", frame, summary, records),
-        _per_second(records),
+        _over_time("ttft_over_time", "ttft_ms", derived, summary, table),
+        _over_time("e2e_over_time", "e2e_ms", derived, summary, table),
+        early["per_second"],
     ]
-    return out
 
 
 def thresholds(summary: Mapping[str, Any], metrics: Sequence[str]) -> list[tuple[str, float]]:
@@ -82,16 +99,16 @@ def thresholds(summary: Mapping[str, Any], metrics: Sequence[str]) -> list[tuple
 def _cdf(
     name: str,
     title: str,
-    series: Mapping[str, npt.NDArray[Any]],
+    series: Mapping[str, Any],
     summary: Mapping[str, Any],
     metrics: Sequence[str],
 ) -> Plot:
     fig, ax = _figure()
     drawn = False
-    for label, values in series.items():
-        v = np.sort(np.asarray(values, np.float64)[~np.isnan(np.asarray(values, np.float64))])
-        if v.size:
-            ax.step(v, np.arange(1, v.size + 1) / v.size, where="post", label=f"{label} (n={v.size})")
+    for label, values in series.items():  # arrays, or gaps.GapSamples (a long run's ITL)
+        x, y, n = cdf_points(values)
+        if n:
+            ax.step(x, y, where="post", label=f"{label} (n={n})")
             drawn = True
     _draw_thresholds(ax, thresholds(summary, metrics), vertical=True)
     if not drawn:
@@ -113,20 +130,21 @@ def _cdf(
 
 
 def _over_time(
-    name: str, column: str, frame: pd.DataFrame, summary: Mapping[str, Any], records: Sequence[RequestRecord]
+    name: str, column: str, derived: Mapping[str, np.ndarray], summary: Mapping[str, Any], table: RecordTable
 ) -> Plot:
     title = metric_defs.get(column).plot_title
     fig, ax = _figure()
-    win = timeseries.window_ns(records)
+    win = timeseries.window_ns(table)
     t0 = win[0] if win else 0
-    t = (frame["t_send_ns"].to_numpy() - t0) / 1e9
-    y = frame[column].to_numpy(dtype=np.float64)
-    ok, warm = frame["ok"].to_numpy(), frame["warmup"].to_numpy()
+    send = table.column("t_send_ns")
+    t = (send - t0) / 1e9
+    y = np.asarray(derived[column], dtype=np.float64)
+    ok, warm = table.column("ok"), table.column("warmup")
     groups = [(ok & ~warm, _OK, "o", "measured"), (warm, _WARM, "o", "warm-up (not in statistics)")]
     failed = ~ok & ~warm
     if column == "e2e_ms":  # a failure has no E2E latency; show how long it took to fail
-        end = frame["t_end_ns"].astype("Float64").to_numpy(dtype=np.float64, na_value=np.nan)
-        y = np.where(failed, (end - frame["t_send_ns"].to_numpy()) / 1e6, y)
+        end, has_end = table.ints("t_end_ns")
+        y = np.where(failed & has_end, (end - send) / 1e6, y)
     groups.append((failed, _FAIL, "x", "failed" + (" (time to failure)" if column == "e2e_ms" else "")))
     for mask, colour, marker, label in groups:
         keep = mask & ~np.isnan(y)
@@ -150,7 +168,7 @@ def _over_time(
     )
 
 
-def _per_second(records: Sequence[RequestRecord]) -> Plot:
+def _per_second(records: RecordTable) -> Plot:
     bins = timeseries.per_second(records)
     fig = Figure(figsize=(9.0, 6.4), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
@@ -160,7 +178,8 @@ def _per_second(records: Sequence[RequestRecord]) -> Plot:
         for ax, col, colour in ((axes[0], "output_tokens_per_s", _OK), (axes[1], "in_flight", "#2ca02c")):
             v = bins[col].to_numpy()
             ax.stairs(v, x, color=colour, lw=1.5)
-        axes[2].bar(bins["t_s"], bins["errors"], width=bins["width_s"], align="edge", color=_FAIL)
+        # one filled outline, not a bar per second: a long run has thousands of seconds
+        axes[2].stairs(bins["errors"].to_numpy(), x, fill=True, color=_FAIL)
     else:
         for ax in axes:
             _no_data(ax)

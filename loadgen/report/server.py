@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from loadgen.analysis.table import RecordTable, as_table
 from loadgen.records import RequestRecord
 from loadgen.report import timeseries
 from loadgen.report.blocks import Image, Section, Table, Text, num, pct
@@ -121,13 +122,14 @@ def means_table(server: dict) -> Table:
     return Table(("mean (ms)", "server n", "server", "client", "client - server"), tuple(rows), "lrrrr")
 
 
-def server_plot(summary: dict, records: Sequence[RequestRecord], rows: Sequence[dict]):
+def server_plot(summary: dict, records: RecordTable | Sequence[RequestRecord], rows: Sequence[dict]):
     """The server-view figure, or None without scrapes; a ``loadgen.report.plots.Plot``."""
     if not rows or not (summary.get("server") or {}).get("available"):
         return None
     from loadgen.report import plots as P
 
-    win = timeseries.window_ns(records)
+    table = as_table(records)
+    win = timeseries.window_ns(table)
     t0 = win[0] if win else rows[0]["t_ns"]
     t_ns = np.array([r["t_ns"] for r in rows], np.int64)
     x = (t_ns - t0) / 1e9
@@ -144,7 +146,7 @@ def server_plot(summary: dict, records: Sequence[RequestRecord], rows: Sequence[
             ax_req.step(x, y, where="post", color=colour, lw=1.5, label=label)
     ax_req.step(
         x,
-        _in_flight(records, t_ns),
+        _in_flight(table, t_ns),
         where="post",
         color="#2ca02c",
         lw=1.2,
@@ -161,9 +163,10 @@ def server_plot(summary: dict, records: Sequence[RequestRecord], rows: Sequence[
         ax_kv.step(x, kv, where="post", color="#9467bd", lw=1.5)
     ax_kv.set_ylabel("KV cache used (%)")
 
-    lag = [((r.t_send_ns - t0) / 1e9, (r.t_send_ns - r.t_sched_ns) / 1e6) for r in records if not r.warmup]
-    if lag:
-        lx, ly = zip(*lag)
+    measured = ~table.column("warmup")
+    send, sched = table.column("t_send_ns")[measured], table.column("t_sched_ns")[measured]
+    if len(send):
+        lx, ly = (send - t0) / 1e9, (send - sched) / 1e6
         ax_lag.scatter(lx, ly, s=8, color=P._LINE, label="client: send lag per request")
     queue = _interval_means(rows, "queue_time")
     keep = ~np.isnan(queue)
@@ -199,11 +202,16 @@ def _column(rows: Sequence[dict], key: str) -> np.ndarray:
     return np.array([np.nan if r.get(key) is None else r[key] for r in rows], np.float64)
 
 
-def _in_flight(records: Sequence[RequestRecord], t_ns: np.ndarray) -> np.ndarray:
-    """Requests (warm-up included: the server sees them too) sent and not yet ended at each t."""
-    send = np.array([r.t_send_ns for r in records], np.int64)
-    end = np.array([r.t_end_ns if r.t_end_ns is not None else r.t_send_ns for r in records], np.int64)
-    return ((send[None, :] <= t_ns[:, None]) & (end[None, :] > t_ns[:, None])).sum(axis=1).astype(float)
+def _in_flight(table: RecordTable, t_ns: np.ndarray) -> np.ndarray:
+    """Requests (warm-up included: the server sees them too) sent and not yet ended at each t:
+    those sent by t minus those also ended by t (an end before its send is taken as the send,
+    which never counts, as before), two binary searches rather than a requests x scrapes grid."""
+    send = table.column("t_send_ns")
+    end, has_end = table.ints("t_end_ns")
+    end = np.maximum(np.where(has_end, end, send), send)
+    sent = np.searchsorted(np.sort(send), t_ns, side="right")
+    ended = np.searchsorted(np.sort(end), t_ns, side="right")
+    return (sent - ended).astype(float)
 
 
 def _interval_means(rows: Sequence[dict], hist: str) -> np.ndarray:

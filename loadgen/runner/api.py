@@ -91,5 +91,5 @@ async def run_async(
                 f"the run stopped: {executed.sink_error}; {executed.records_saved} records "
                 f"were saved before it, and {run_dir / SUMMARY} describes them"
             )
-        return RunResult(run_dir, summary, executed.result.records)
+        return RunResult(run_dir, summary)
     raise AssertionError("unreachable")

@@ -113,7 +113,7 @@ def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
     """A finished stage's good flags and figures, on its measured (non-warm-up) requests; the
     rate it offered is its measured requests over the time from the first one's schedule to
     the stage's end (Poisson counts stray: 700 requests in 7 s at 108/s is one sigma low)."""
-    stage, records = outcome.stage, outcome.result.records
+    stage, records = outcome.stage, outcome.table()
     s = metrics.summarize(records, sla=SimpleNamespace(**slos))
     frame = metrics.request_frame(records)
     m = frame[~frame["warmup"].to_numpy()].sort_values("id")  # records come in finishing order

@@ -8,14 +8,15 @@ event-loop probe live here, once, whatever the shape.
 
 from __future__ import annotations
 
+import array
 import asyncio
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from loadgen.backends.stream import Live
-from loadgen.clock import now_ns
+from loadgen.clock import now_ns, sleep_until
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner.shapes import LoadShape
 
@@ -42,16 +43,30 @@ class Limits:
     warmup_requests: int = 0
     first_id: int = 0  # a later stage's requests are numbered after the earlier stages'
     ramp_s: float = 0.0  # requests scheduled before this much of the stage are warm-up
+    # A worker's share of the stage: the ids it sends (the warm-up rule above still counts from
+    # first_id, so warm-up means the same requests however the stage is split). None: all of
+    # first_id .. first_id + num_requests + warmup_requests (or unbounded for a duration).
+    ids: Iterable[int] | None = None
+
+
+def _samples() -> array.array[int]:
+    return array.array("q")
 
 
 @dataclass(slots=True)
 class DriveResult:
+    """What the driver saw. ``records`` holds every record only when the caller asked to keep
+    them (a long run does not: its records live in requests.jsonl, 8 bytes per sample here)."""
+
     records: list[RequestRecord]
     started_ns: int
     ended_ns: int
     interrupted: bool
-    wake_late_ns: list[int] = field(default_factory=list)  # open loop: timer lateness per send
-    loop_lag_ns: list[int] = field(default_factory=list)  # event-loop probe overshoot samples
+    wake_late_ns: array.array[int] = field(default_factory=_samples)  # open loop: timer lateness per send
+    loop_lag_ns: array.array[int] = field(default_factory=_samples)  # event-loop probe overshoot samples
+    sent: int = 0  # records emitted (every request handed to the backend)
+    ok: int = 0
+    max_id: int = -1  # the highest request id emitted
 
 
 class _Dispatch:
@@ -65,14 +80,18 @@ class _Dispatch:
         stage: int,
         emit: Callable[[RequestRecord], None],
         res: DriveResult,
+        worker: int = 0,
+        on_start: Callable[[RequestRecord], None] | None = None,
     ) -> None:
         self._specs, self._backend, self._limits, self._stage = specs, backend, limits, stage
+        self._worker, self._on_start = worker, on_start
         self._emit, self._res = emit, res
         total = None if limits.num_requests is None else limits.num_requests + limits.warmup_requests
         first = limits.first_id
-        self._ids: Iterator[int] = iter(
-            range(first, first + total) if total is not None else itertools.count(first)
-        )
+        if limits.ids is not None:
+            self._ids: Iterator[int] = iter(limits.ids)
+        else:
+            self._ids = iter(range(first, first + total) if total is not None else itertools.count(first))
         self._ramp_end_ns = res.started_ns + int(limits.ramp_s * 1e9)
         self._end_ns = None if limits.duration_s is None else res.started_ns + int(limits.duration_s * 1e9)
         self.in_flight: set[asyncio.Task[None]] = set()
@@ -98,6 +117,7 @@ class _Dispatch:
             spec = self._specs.request(i)
         rec = RequestRecord(
             id=i,
+            worker=self._worker,
             # Warm-up: the stage's first warmup_requests, and whatever its ramp scheduled.
             warmup=i - self._limits.first_id < self._limits.warmup_requests or t_sched_ns < self._ramp_end_ns,
             t_sched_ns=t_sched_ns,
@@ -108,6 +128,8 @@ class _Dispatch:
         )
         live = self._backend.live
         live.in_flight += 1
+        if self._on_start is not None:
+            self._on_start(rec)
         try:
             await self._backend.send(spec, rec)
         except asyncio.CancelledError:
@@ -144,23 +166,37 @@ async def drive(
     on_record: Callable[[RequestRecord], None] | None = None,
     stop: asyncio.Event | None = None,
     stage: int = 0,
+    *,
+    keep: bool = True,
+    start_ns: int | None = None,
+    worker: int = 0,
+    on_start: Callable[[RequestRecord], None] | None = None,
 ) -> DriveResult:
-    """Run ``shape`` until the limits or ``stop``; return every record (each also handed to
-    ``on_record`` as it finished). Records carry ``stage``."""
+    """Run ``shape`` until the limits or ``stop``; return the result, with every record when
+    ``keep`` (each is also handed to ``on_record`` as it finished). Records carry ``stage`` and
+    ``worker``. ``start_ns``: the stage's origin on the ``now_ns`` clock, shared by every worker
+    process of a split stage (the driver waits for it); ``on_start`` sees each record as its
+    request is handed to the backend (a worker process announces it to its parent)."""
     records: list[RequestRecord] = []
     stop = stop or asyncio.Event()
     live = backend.live
-    res = DriveResult(records, now_ns(), 0, False)
+    if start_ns is not None:
+        await sleep_until(start_ns)
+    res = DriveResult(records, now_ns() if start_ns is None else start_ns, 0, False)
 
     def emit(rec: RequestRecord) -> None:
-        records.append(rec)
+        if keep:
+            records.append(rec)
+        res.sent += 1
+        res.ok += rec.ok
+        res.max_id = max(res.max_id, rec.id)
         live.done += 1
         if not rec.ok and rec.error_class != CANCELLED:
             live.errors += 1
         if on_record is not None:
             on_record(rec)
 
-    dispatch = _Dispatch(specs, backend, limits, stage, emit, res)
+    dispatch = _Dispatch(specs, backend, limits, stage, emit, res, worker, on_start)
 
     async def probe() -> None:
         while True:

@@ -21,7 +21,8 @@ from loadgen.backends.stream import Live
 from loadgen.clock import now_ns
 from loadgen.records import JsonlSink, RequestRecord, SinkError
 from loadgen.result import REQUESTS
-from loadgen.runner.driver import DriveResult, drive
+from loadgen.runner.driver import DriveResult
+from loadgen.runner.fleet import Fleet, InProcess, Workers, resolve_workers
 from loadgen.runner.plan import FixedPlan, StageOutcome, StagePlan, shape_for
 from loadgen.runner.prepare import Prepared
 from loadgen.server.scraper import ServerMetricsScraper, ServerSeries
@@ -49,6 +50,8 @@ class Executed:
     sink_error: SinkError | None
     records_saved: int
     stages: list[StageOutcome]
+    workers: list[dict[str, Any]]  # per worker: where, CPU, loop lag, clock (fleet.figures)
+    lost: list[str]  # one sentence per worker lost during the run
 
 
 async def execute(
@@ -76,39 +79,66 @@ async def execute(
                 scrub(rec)
                 sink.write(rec)
 
+            fleet = await _fleet(p, sink, keep, status)
             t0 = now_ns()
             ticker = _start_ticker(on_progress, p.total, profile.workload.duration_s, p.live)
             gc.collect()
             gc.freeze()
             try:
-                outcomes = await _run_stages(p, plan or FixedPlan(p.stages), keep, stop, status)
+                outcomes = await _run_stages(p, plan or FixedPlan(p.stages), fleet, sink, stop, status)
             finally:
                 gc.unfreeze()
                 if ticker is not None and on_progress is not None:
                     ticker.cancel()
                     on_progress(Progress(p.total, profile.workload.duration_s, (now_ns() - t0) / 1e9, p.live))
+                await fleet.aclose()
         if sink.error is not None:
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
         ended_at = dt.datetime.now(dt.timezone.utc)
         result = _joined(outcomes)
-        series = await scraper.stop(expected_requests=sum(1 for r in result.records if r.ok))
+        series = await scraper.stop(expected_requests=result.ok)
     finally:
         if scraper is not None:
             await scraper.aclose()
         await p.transport.aclose()
-    return Executed(result, cpu_s, started_at, ended_at, series, sink.error, sink.count, outcomes)
+    figures = fleet.figures((result.ended_ns - result.started_ns) / 1e9)
+    return Executed(
+        result, cpu_s, started_at, ended_at, series, sink.error, sink.count, outcomes, figures, fleet.lost()
+    )
+
+
+async def _fleet(
+    p: Prepared, sink: JsonlSink, keep: Callable[[RequestRecord], None], status: Callable[[str], None]
+) -> Fleet:
+    """This process alone, or worker processes / Ray actors as the profile's client section says."""
+    client = p.profile.client
+    if client.ray is not None:
+        from loadgen.cluster import ray_channels
+
+        channels = await ray_channels(client.ray, client.workers, status)
+        actors = await Workers.start(p, len(channels), sink, keep, channels)
+        status(f"{actors.size} Ray workers: " + ", ".join(w.channel.label for w in actors.pool.workers))
+        return actors
+    n = resolve_workers(client.workers)
+    if n == 1:
+        return InProcess(p, keep)
+    workers = await Workers.start(p, n, sink, keep)
+    status(f"{n} worker processes: " + ", ".join(w.channel.label for w in workers.pool.workers))
+    return workers
 
 
 async def _run_stages(
     p: Prepared,
     plan: StagePlan,
-    keep: Callable[[RequestRecord], None],
+    fleet: Fleet,
+    sink: JsonlSink,
     stop: asyncio.Event,
     status: Callable[[str], None],
 ) -> list[StageOutcome]:
-    """Each stage in turn on the one transport and sink; a stage starts once the last one's
-    requests have all finished, and its request ids follow the last one's."""
+    """Each stage in turn through the one fleet and sink; a stage starts once the last one's
+    requests have all finished (so its records are one contiguous span of requests.jsonl), and
+    its request ids follow the last one's."""
     outcomes: list[StageOutcome] = []
     first_id, previous = 0, None
     seed = p.profile.workload.seed
@@ -116,9 +146,10 @@ async def _run_stages(
         if len(p.stages) > 1 or stage.index > 0:
             status(f"stage {stage.index}: {stage.name}")
         shape, limits = shape_for(stage, previous, first_id, seed)
-        result = await drive(p.specs, p.backend, shape, limits, on_record=keep, stop=stop, stage=stage.index)
-        outcomes.append(StageOutcome(stage, result))
-        first_id = max((r.id for r in result.records), default=first_id - 1) + 1
+        start = sink.offset
+        result = await fleet.run(stage.index, shape, limits, stop)
+        outcomes.append(StageOutcome(stage, result, sink.path, (start, sink.offset)))
+        first_id = max(first_id, result.max_id + 1)
         previous = stage
         if result.interrupted:
             break
@@ -133,9 +164,11 @@ def _joined(outcomes: list[StageOutcome]) -> DriveResult:
     first, last = outcomes[0].result, outcomes[-1].result
     joined = DriveResult([], first.started_ns, last.ended_ns, any(o.result.interrupted for o in outcomes))
     for o in outcomes:
-        joined.records.extend(o.result.records)
         joined.wake_late_ns.extend(o.result.wake_late_ns)
         joined.loop_lag_ns.extend(o.result.loop_lag_ns)
+        joined.sent += o.result.sent
+        joined.ok += o.result.ok
+        joined.max_id = max(joined.max_id, o.result.max_id)
     return joined
 
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from loadgen.analysis import metrics
+from loadgen.analysis.table import as_table
 
 # The client is saturated (and its latencies inflated) when its event loop runs this late, or
 # its process burns this much of one core.
@@ -17,12 +20,18 @@ LOOP_LAG_LIMIT_MS = 5.0
 CPU_BUSY_LIMIT = 0.9
 
 
-def assess(result: Any, cpu_s: float, records: list, capped: bool) -> dict:
+def assess(
+    result: Any, cpu_s: float, records: Any, capped: bool, workers: list[dict[str, Any]] | None = None
+) -> dict:
     """The client's own figures, and one ``client_limited`` warning when any says it was the
-    bottleneck (then its latencies contain its own delay, and the summary says so)."""
+    bottleneck (then its latencies contain its own delay, and the summary says so).
+
+    ``workers`` (``fleet.figures``): with more than one, every rule is applied to each worker
+    on its own figures and records, and a reason names the worker it concerns: one saturated
+    process among eight inflates an eighth of the requests, which a pooled p99 can hide."""
     wall_s = max(1e-9, (result.ended_ns - result.started_ns) / 1e9)
-    loop_lag = metrics.distribution([x / 1e6 for x in result.loop_lag_ns])
-    wake = metrics.distribution([x / 1e6 for x in result.wake_late_ns])
+    loop_lag = metrics.distribution(np.asarray(result.loop_lag_ns, dtype=np.int64) / 1e6)
+    wake = metrics.distribution(np.asarray(result.wake_late_ns, dtype=np.int64) / 1e6)
     cpu_frac = cpu_s / wall_s
     out: dict[str, Any] = {
         "cpu_seconds": cpu_s,
@@ -31,6 +40,54 @@ def assess(result: Any, cpu_s: float, records: list, capped: bool) -> dict:
         "dispatch_late_ms": wake,
         "warnings": [],
     }
+    table = as_table(records)
+    reasons: list[str] = []
+    if workers is not None and len(workers) > 1:
+        worker_of = metrics.request_frame(table)["worker"].to_numpy()
+        out["workers"] = []
+        for w in workers:
+            mine = table.select(worker_of == w["worker"])
+            block, why = _one(
+                metrics.distribution(np.asarray(w["loop_lag_ns"], dtype=np.int64) / 1e6),
+                metrics.distribution(np.asarray(w["wake_late_ns"], dtype=np.int64) / 1e6),
+                w["cpu_busy_fraction"],
+                mine,
+                capped,
+            )
+            name = f"worker {w['worker']} ({w['where']})"
+            reasons += [f"{name}: {r}" for r in why]
+            out["warnings"] += [dict(x, worker=w["worker"]) for x in block.pop("warnings")]
+            keep = {k: v for k, v in w.items() if k not in ("loop_lag_ns", "wake_late_ns")}
+            out["workers"].append({**keep, **block, "client_limited": bool(why)})
+        # The parent only routes records in a multi-worker run: its CPU is reported, not judged;
+        # the run's CPU is every process's, and its busy fraction the busiest worker's.
+        out["parent_cpu_seconds"], out["parent_cpu_busy_fraction"] = cpu_s, cpu_frac
+        out["cpu_seconds"] = cpu_s + sum(w["cpu_seconds"] for w in workers)
+        out["cpu_busy_fraction"] = max(w["cpu_busy_fraction"] for w in workers)
+        # Each process's own probe: the pooled distributions above mix every worker's samples.
+        out["event_loop_lag_ms"] = metrics.distribution(_pooled(workers, "loop_lag_ns"))
+        out["dispatch_late_ms"] = metrics.distribution(_pooled(workers, "wake_late_ns"))
+    else:
+        block, reasons = _one(loop_lag, wake, cpu_frac, table, capped)
+        out["warnings"] += block["warnings"]
+    if reasons:
+        out["warnings"].insert(
+            0,
+            {
+                "warning": "client_limited",
+                "reasons": reasons,
+                "message": "the client, not the server, may have limited this run: its latencies "
+                "include client delay; lower the load per process or use more workers (--workers)",
+            },
+        )
+    out["client_limited"] = bool(reasons)
+    return out
+
+
+def _one(loop_lag: dict, wake: dict, cpu_frac: float, table: Any, capped: bool) -> tuple[dict, list[str]]:
+    """One process's figures judged: (its block with any schedule-slip warning, the reasons it
+    limited the run)."""
+    block: dict[str, Any] = {"event_loop_lag_ms": loop_lag, "dispatch_late_ms": wake, "warnings": []}
     reasons = []
     if (loop_lag["p99"] or 0) > LOOP_LAG_LIMIT_MS:
         reasons.append(f"event-loop lag p99 {loop_lag['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
@@ -38,11 +95,11 @@ def assess(result: Any, cpu_s: float, records: list, capped: bool) -> dict:
         reasons.append(f"timer wake-ups late by p99 {wake['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
     if cpu_frac > CPU_BUSY_LIMIT:
         reasons.append(f"client process used {cpu_frac:.0%} of a core")
-    lag = metrics.client_limits(records, lag_threshold_ms=LOOP_LAG_LIMIT_MS)
+    lag = metrics.client_limits(table, lag_threshold_ms=LOOP_LAG_LIMIT_MS)
     if lag is not None:
         if capped:
             # Waiting for a slot under max_concurrency is the cap doing its job, not a slow client.
-            out["warnings"].append(
+            block["warnings"].append(
                 {
                     "warning": "schedule_slip",
                     "client_lag_p99_ms": lag["client_lag_p99_ms"],
@@ -55,15 +112,9 @@ def assess(result: Any, cpu_s: float, records: list, capped: bool) -> dict:
                 f"requests sent late by p99 {lag['client_lag_p99_ms']:.1f} ms "
                 f"({lag['late_fraction']:.1%} later than {LOOP_LAG_LIMIT_MS} ms)"
             )
-    if reasons:
-        out["warnings"].insert(
-            0,
-            {
-                "warning": "client_limited",
-                "reasons": reasons,
-                "message": "the client, not the server, may have limited this run: its latencies "
-                "include client delay; lower the load per process or use more workers",
-            },
-        )
-    out["client_limited"] = bool(reasons)
-    return out
+    return block, reasons
+
+
+def _pooled(workers: list[dict[str, Any]], key: str) -> np.ndarray:
+    parts = [np.asarray(w[key], dtype=np.int64) for w in workers]
+    return np.concatenate(parts) / 1e6 if parts else np.empty(0)

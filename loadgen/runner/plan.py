@@ -10,20 +10,35 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from loadgen.config.stages import Stage
 from loadgen.runner.driver import DriveResult, Limits
 from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
 from loadgen.workload import stage_schedule
 
+if TYPE_CHECKING:
+    from loadgen.analysis.table import RecordTable
+
 
 @dataclass(slots=True)
 class StageOutcome:
-    """A stage as it ran: what was asked, and the driver's result (its records included)."""
+    """A stage as it ran: what was asked, the driver's result, and where its records are: one
+    contiguous byte span of requests.jsonl (stages never overlap), read back on demand."""
 
     stage: Stage
     result: DriveResult
+    path: Path | None = None
+    span: tuple[int, int] = (0, 0)
+
+    def table(self) -> RecordTable:
+        """The stage's records, columnar (kept in the result when the driver kept them)."""
+        from loadgen.analysis.table import RecordTable
+
+        if self.path is None:
+            return RecordTable.from_records(self.result.records)
+        return RecordTable.from_file(self.path, start=self.span[0], end=self.span[1])
 
 
 class StagePlan(Protocol):

@@ -110,7 +110,7 @@ async def prepare(profile: Profile, run_dir: Path, target: Target, status: Calla
             raise RunError(target.scrubber.scrub(str(exc))) from None
         workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
         live = Live()
-        backend = backend_cls.for_target(t, probe.model, transport, live, _token_counter(workload))
+        backend = backend_cls.for_target(t, probe.model, transport, live, token_counter(workload))
         stages = resolve_stages(load, profile.workload)
         total = planned_total(stages)
         specs, prompt_fit = await fit.fit_for_profile(
@@ -183,7 +183,7 @@ def start_simulator(profile: Profile, run_dir: Path) -> Iterator[Any]:
         yield sim
 
 
-def _token_counter(workload: Workload) -> Callable[[str], int] | None:
+def token_counter(workload: Workload) -> Callable[[str], int] | None:
     tok = workload.tokenizer
     if tok is None:
         return None

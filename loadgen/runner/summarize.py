@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from loadgen.analysis import curve, metrics
-from loadgen.records import RequestRecord
+from loadgen.analysis.table import RecordTable
 from loadgen.redact import redact_profile, redact_url
-from loadgen.result import SCHEMA_VERSION, write_summary
+from loadgen.result import REQUESTS, SCHEMA_VERSION, write_summary
 from loadgen.runner import conditions, health
 from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
@@ -26,8 +29,12 @@ from loadgen.workload.lengths import describe
 
 
 def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
-    """The summary of a run that was prepared and executed, written to the run folder."""
-    profile, records = p.profile, ex.result.records
+    """The summary of a run that was prepared and executed, written to the run folder. It is
+    computed from requests.jsonl, read back columnar: the run kept no record in memory, and
+    a run split among workers is summarised from their merged records like any other."""
+    profile = p.profile
+    table = RecordTable.from_file(p.run_dir / REQUESTS)
+    frame = metrics.request_frame(table)
     reason = incomplete_reason(ex)
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -37,27 +44,30 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
         "interrupted": ex.result.interrupted,
         "complete": reason is None,
         "incomplete_reason": reason,
-        "conditions": _conditions(p, records),
+        "conditions": _conditions(p, frame, len(ex.workers)),
     }
     fit = p.prompt_fit
     summary["conditions"]["prompt_lengths"] = fit
     if fit["method"] == "server /tokenize" and fit["exact"] == fit["requests_fitted"]:
         summary["conditions"]["prompt_lengths_approximate"] = False
-    summary.update(metrics.summarize(records, sla=profile.sla))
+    summary.update(metrics.summarize(table, sla=profile.sla))
     if reason is not None and summary["sla"]["verdict"] != "none":
         summary["sla"]["verdict"] = "incomplete"
     if len(p.stages) > 1:
-        summary["stages"] = [_stage(o, profile) for o in ex.stages]
+        stage_of = frame["stage"].to_numpy()
+        summary["stages"] = [_stage(o, profile, table.select(stage_of == o.stage.index)) for o in ex.stages]
         summary["curve"] = curve.curve(summary["stages"])
-    summary["client"] = health.assess(ex.result, ex.cpu_s, records, capped=bool(profile.load.max_concurrency))
+    summary["client"] = health.assess(
+        ex.result, ex.cpu_s, table, capped=bool(profile.load.max_concurrency), workers=ex.workers
+    )
     if ex.server_series is not None:
-        attach_server_metrics(summary, p.run_dir, ex.server_series, records)
+        attach_server_metrics(summary, p.run_dir, ex.server_series, table)
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
 
 
-def _stage(o: StageOutcome, profile: Any) -> dict[str, Any]:
+def _stage(o: StageOutcome, profile: Any, table: RecordTable) -> dict[str, Any]:
     """One stage's own summary: on its own measured window (its warm-up and ramp excluded)."""
     s = o.stage
     block: dict[str, Any] = {
@@ -66,10 +76,10 @@ def _stage(o: StageOutcome, profile: Any) -> dict[str, Any]:
         "load": s.load(),
         "interrupted": o.result.interrupted,
     }
-    block.update(metrics.summarize(o.result.records, sla=profile.sla))
+    block.update(metrics.summarize(table, sla=profile.sla))
     if o.result.interrupted and block["sla"]["verdict"] != "none":
         block["sla"]["verdict"] = "incomplete"
-    block["steady_state"] = curve.steady_state(o.result.records)
+    block["steady_state"] = curve.steady_state(table)
     return block
 
 
@@ -83,15 +93,20 @@ def incomplete_reason(ex: Executed) -> str | None:
     """
     if ex.sink_error is not None:
         return f"records could not be written: {ex.sink_error}"
+    if ex.lost:
+        return (
+            "; ".join(ex.lost) + ": its in-flight requests are recorded as worker_lost and the "
+            "rest of its share was not sent"
+        )
     if ex.result.interrupted:
         return "stopped before its limits (Ctrl-C or SIGTERM); in-flight requests were cancelled"
     return None
 
 
-def _conditions(p: Prepared, records: list[RequestRecord]) -> dict[str, Any]:
+def _conditions(p: Prepared, frame: pd.DataFrame, workers: int) -> dict[str, Any]:
     profile, t = p.profile, p.profile.target
     resolved = profile.resolved()
-    measured = [r.id for r in records if not r.warmup]
+    measured = frame.loc[~frame["warmup"].to_numpy(), "id"].to_numpy()
     tls = None
     if p.target.url.startswith("https://"):
         tls = {"verify": t.verify_tls, "ca_bundle": t.ca_bundle}
@@ -113,23 +128,27 @@ def _conditions(p: Prepared, records: list[RequestRecord]) -> dict[str, Any]:
                 "input_tokens": resolved["workload"]["input_tokens"],
                 "output_tokens": resolved["workload"]["output_tokens"],
             },
-            "realised": _realised(p.workload, records, measured),
+            "realised": _realised(p.workload, frame, measured),
         },
         "prompt_lengths_approximate": p.workload.approximate_prompt_lengths,
-        "client": conditions.client_info(t.transport, type(asyncio.get_running_loop()).__module__),
+        "client": {
+            **conditions.client_info(t.transport, type(asyncio.get_running_loop()).__module__),
+            "workers": workers,
+            "placement": "ray" if profile.client.ray else "processes" if workers > 1 else "in-process",
+        },
         "host": conditions.host_info(),
         "labels": dict(profile.labels),
     }
 
 
-def _realised(workload: Workload, records: list[RequestRecord], measured: list[int]) -> dict[str, Any]:
+def _realised(workload: Workload, frame: pd.DataFrame, measured: np.ndarray) -> dict[str, Any]:
     """Lengths as sampled by the workload, and as the server reported them."""
-    ok = [r for r in records if r.ok and not r.warmup]
+    ok = frame[frame["ok"].to_numpy() & ~frame["warmup"].to_numpy()]
+    out = ok["output_tokens"].dropna()
+    short = out.to_numpy(dtype=np.int64) < ok.loc[out.index, "requested_output_tokens"].to_numpy()
     return {
-        "sampled": workload.realised(measured),
-        "server_prompt_tokens": describe([r.prompt_tokens for r in ok if r.prompt_tokens is not None]),
-        "server_output_tokens": describe([r.output_tokens for r in ok if r.output_tokens is not None]),
-        "output_tokens_short_of_requested": sum(
-            1 for r in ok if r.output_tokens is not None and r.output_tokens < r.requested_output_tokens
-        ),
+        "sampled": workload.realised(int(i) for i in measured),
+        "server_prompt_tokens": describe(ok["prompt_tokens"].dropna().to_numpy(dtype=np.int64)),
+        "server_output_tokens": describe(out.to_numpy(dtype=np.int64)),
+        "output_tokens_short_of_requested": int(short.sum()),
     }

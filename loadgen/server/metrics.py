@@ -22,9 +22,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
+
+from loadgen.analysis.gaps import GapSamples
+from loadgen.analysis.table import as_table
 
 __all__ = [
     "COUNTERS",
@@ -320,38 +325,35 @@ def summarize(
     return out
 
 
-def client_means(records: Sequence) -> dict[str, float | None]:
+def client_means(records: Any) -> dict[str, float | None]:
     """The client's mean TTFT, ITL (per chunk and per token), TPOT and E2E in ms over every ok
-    request, warm-up included: the server's histogram deltas count those too.
+    request, warm-up included: the server's histogram deltas count those too. ``records``: a
+    ``RecordTable`` or a sequence of records.
 
     Per chunk: the gaps between consecutive content chunks; per token: the same gaps summed and
     divided among the tokens the later chunks carried (sum of gaps / sum of their tokens)."""
-    ttft, e2e, tpot = [], [], []
-    gaps_ns = chunk_gaps = tokens = 0
-    for r in records:
-        if not r.ok:
-            continue
-        if r.t_first_token_ns is not None:
-            ttft.append(r.t_first_token_ns - r.t_send_ns)
-        if r.t_end_ns is not None:
-            e2e.append(r.t_end_ns - r.t_send_ns)
-        times = r.chunk_times_ns
-        if len(times) >= 2:
-            gaps_ns += times[-1] - times[0]
-            chunk_gaps += len(times) - 1
-            counts = r.chunk_tokens if len(r.chunk_tokens) == len(times) else [1] * len(times)
-            tokens += sum(max(n, 1) for n in counts[1:])
-            if r.output_tokens and r.output_tokens >= 2 and r.t_first_token_ns is not None:
-                tpot.append((times[-1] - r.t_first_token_ns) / (r.output_tokens - 1))
+    t = as_table(records)
+    ok = t.column("ok")
+    send = t.column("t_send_ns")
+    first, has_first = t.ints("t_first_token_ns")
+    end, has_end = t.ints("t_end_ns")
+    out, has_out = t.ints("output_tokens")
+    last = t.column("t_last_chunk_ns")
+    streamed = ok & (t.column("n_chunks") >= 2)
+    gaps = GapSamples(t, streamed)
+    gaps_ns = sum(int(g.sum(dtype=np.int64)) for g, _ in gaps.raw_blocks())
+    tokens = int(gaps.tokens().sum())
+    with_tpot = streamed & has_out & (out >= 2) & has_first
+    tpot = (last - first)[with_tpot] / (out - 1)[with_tpot]
 
-    def mean_ms(v: list) -> float | None:
-        return sum(v) / len(v) / 1e6 if v else None
+    def mean_ms(v: np.ndarray) -> float | None:
+        return v.sum().item() / len(v) / 1e6 if len(v) else None  # an int sum divides exactly
 
     return {
-        "ttft": mean_ms(ttft),
-        "e2e": mean_ms(e2e),
+        "ttft": mean_ms((first - send)[ok & has_first]),
+        "e2e": mean_ms((end - send)[ok & has_end]),
         "tpot": mean_ms(tpot),
-        "itl": gaps_ns / chunk_gaps / 1e6 if chunk_gaps else None,
+        "itl": gaps_ns / gaps.gaps / 1e6 if gaps.gaps else None,
         "itl_per_token": gaps_ns / tokens / 1e6 if tokens else None,
     }
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -231,9 +230,10 @@ class ServerMetricsScraper:
             await self._transport.aclose()
 
 
-def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Sequence) -> None:
+def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Any) -> None:
     """Write ``server_metrics.jsonl`` and put the ``server`` block and the engine's
-    configuration labels into ``summary``."""
+    configuration labels into ``summary``. ``records``: the run's ``RecordTable``, or a
+    sequence of its records (``metrics.client_means`` takes either)."""
     block: dict[str, Any] = {
         "available": series.available,
         "note": series.note,

@@ -101,7 +101,7 @@ class SimProcess:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env, preexec_fn=_die_with_parent
+            cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env, preexec_fn=die_with_parent
         )
         line = self._read_announcement()
         url: str = orjson.loads(line)["url"]
@@ -166,7 +166,7 @@ class SimProcess:
         self.stop()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the simulator's process, before it starts: ask Linux to end it when the process that
     started it dies, however that happens (a kill -9 of loadgen must not leave a server behind)."""
     if not sys.platform.startswith("linux"):
