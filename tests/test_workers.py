@@ -92,7 +92,8 @@ class TestTwoWorkers:
     def test_open_loop_keeps_the_merged_schedule(self, make_profile):
         """400 Poisson arrivals at 200/s over 2 workers: the union of the sends is exactly the
         schedule a one-process run would use (each t_sched = start + its offset), sent within
-        1 ms of it (median; p99 10 ms: three processes share two cores with the server here), and the merged inter-arrivals pass a KS test against the exponential."""
+        1 ms of it (median; p99 10 ms: three processes share two cores with the server here),
+        and the merged inter-arrivals pass a KS test against the exponential."""
         with StreamServer(ttft_ms=2, itl_ms=1) as srv:
             profile = make_profile(
                 srv.url,
