@@ -1,8 +1,8 @@
 """Client scaling: streamed tokens/s and client CPU per token for 1, 2, ... worker processes.
 
 A zero-delay streaming server in its own process is driven at one concurrency by loadgen with
-1, 2, ... workers, alternating the worker counts over repeats so their ratio survives a noisy machine. Per row:
-tokens/s over the run's window, client CPU per token (the parent and every worker, from the
+1, 2, ... workers, alternating the worker counts over repeats so their ratio survives a noisy
+machine. Per row: tokens/s over the run's window, client CPU per token (the parent and every worker, from the
 summary's client block), the parent's own share, and the server's CPU per token (from /proc),
 so a reader sees whether the server, not the client, was the limit. Target on a 2-core machine:
 2 workers give >= 1.6x the tokens/s of one where the server is not the bottleneck.
