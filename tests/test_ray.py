@@ -248,9 +248,11 @@ def test_records_are_on_the_drivers_clock(ray_run: Any) -> None:
 
 
 def test_ttft_matches_the_servers_log(ray_run: Any) -> None:
-    """The tolerance of tests/test_engine.py: the client's TTFT exceeds the server's own by the
-    request's trip, never less, under 1 ms at the median and 5 ms at most (measured requests:
-    as there, the warm-up ones, which also open the connections, are left out)."""
+    """The client's TTFT exceeds the server's own by the request's trip, never less, under 1 ms
+    at the median (tests/test_engine.py's bound) and 15 ms at most: an actor's tail is longer
+    than a process's (worst request 2.4-6.4 ms over 75 runs here, with the cluster's own
+    daemons on the same two cores). Measured requests only: as there, the warm-up ones, which
+    also open the connections, are left out."""
     res, log = ray_run
     df = load_run(res.run_dir)
     df = df[~df["warmup"]]
@@ -262,7 +264,7 @@ def test_ttft_matches_the_servers_log(ray_run: Any) -> None:
         theirs = (gt["first_token_ns"] - gt["recv_ns"]) / MS
         assert ours >= 5.0
         excess.append(ours - theirs)
-    assert min(excess) >= 0 and np.median(excess) < 1.0 and max(excess) < 5.0, excess
+    assert min(excess) >= 0 and np.median(excess) < 1.0 and max(excess) < 15.0, excess
 
 
 class _Method:
@@ -368,11 +370,13 @@ def test_without_ray_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) 
     assert str(err.value) == "--ray needs Ray: pip install 'loadgen[ray]'"
 
 
-def test_a_lost_node_costs_only_its_workers_requests(ray_cluster: Cluster, tmp_path: Path) -> None:
-    """The second node's processes are killed mid-run (raylet, agents, actor): that worker is
-    reported lost with the node named, its in-flight requests are recorded as worker_lost,
-    the other worker finishes its share, and the run says it is incomplete. Runs last: the
-    module's cluster has one node after it."""
+@pytest.mark.parametrize("lose", ["actor", "node"])
+def test_a_lost_worker_costs_only_its_own_requests(ray_cluster: Cluster, tmp_path: Path, lose: str) -> None:
+    """Mid-run, the second node's actor process is killed ("actor"), or every process of that
+    node (its raylet, agents and actor: "node"). That worker is reported lost, naming the node
+    when the node went, its in-flight requests are recorded as worker_lost, the other worker
+    finishes its share, and the run says it is incomplete. "node" runs last: the module's
+    cluster has one node after it."""
     victim = ray_cluster.second_node_id[:8]
     placed = asyncio.Event()
     labels: list[str] = []
@@ -382,16 +386,20 @@ def test_a_lost_node_costs_only_its_workers_requests(ray_cluster: Cluster, tmp_p
             labels.append(msg)
             placed.set()
 
-    async def kill_second_node() -> None:
+    async def kill() -> None:
         await placed.wait()
         assert f"({victim})" in labels[0], f"no actor on the second node {victim}: {labels[0]}"
         await asyncio.sleep(1.0)  # requests in flight on both workers
-        # A lost machine takes all its processes at once: the raylet, its agents, the actor.
-        for pid in _with_descendants({ray_cluster.second_raylet}, _processes()):
+        procs = _processes()
+        pids = _with_descendants({ray_cluster.second_raylet}, procs)  # a lost machine: all at once
+        if lose == "actor":
+            pids = {pid for pid in pids if procs[pid][1].startswith("ray::WorkerActor")}
+            assert len(pids) == 1, {pid: procs[pid][1] for pid in pids}
+        for pid in pids:
             os.kill(pid, signal.SIGKILL)
 
     async def run_and_kill(profile: Any) -> Any:
-        killer = asyncio.create_task(kill_second_node())
+        killer = asyncio.create_task(kill())
         try:
             return await api.run_async(profile, on_status=on_status)
         finally:
@@ -414,14 +422,17 @@ def test_a_lost_node_costs_only_its_workers_requests(ray_cluster: Cluster, tmp_p
         )
         t0 = time.monotonic()
         res = asyncio.run(run_and_kill(profile))
-        print(f"the node-loss run took {time.monotonic() - t0:.1f} s")
     s = res.summary
     assert s["complete"] is False
-    assert "its Ray actor died: node " in s["incomplete_reason"]
     lost = {w["worker"]: w["lost"] for w in s["client"]["workers"]}
     (survivor,) = (k for k, why in lost.items() if why is None)
     (gone,) = (why for why in lost.values() if why is not None)
-    assert gone.startswith("its Ray actor died: node ") and gone.endswith(f"({victim}) was lost"), gone
+    print(f"the run that lost its {lose} took {time.monotonic() - t0:.1f} s; the worker {gone!r}")
+    assert gone in s["incomplete_reason"]
+    if lose == "node":
+        assert gone == f"its Ray actor died: node {gone.split()[5]} ({victim}) was lost", gone
+    else:  # Ray's own cause, on one line
+        assert gone.startswith("its Ray actor died: ") and "was lost" not in gone and "\n" not in gone, gone
     lines = [json.loads(x) for x in (res.run_dir / "requests.jsonl").read_text().splitlines()]
     ids = [rec["id"] for rec in lines]
     assert len(ids) == len(set(ids)) < 120  # each once; the lost worker's unsent share was not sent

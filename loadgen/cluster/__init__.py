@@ -7,10 +7,13 @@ optional extra (``pip install 'loadgen[ray]'``) and is imported only here, when 
 asks for it; a missing Ray, an unreachable cluster or a cluster too small for the actors asked
 for is a one-line ``RunError`` naming the fix, never a traceback.
 
-Every actor takes one CPU and is placed with Ray's SPREAD strategy, one per node before a
-second on any. The driver's connection lasts as long as the actors: when the last channel
-closes, the connection this module opened is shut down (one this process had opened
-already is left as it was).
+Every actor takes one CPU and is placed with Ray's SPREAD strategy (best effort: across the
+nodes as evenly as their free CPUs allow), so the load leaves from as many machines as it
+can. The driver's connection lasts as long as the actors: when the last channel closes, the
+connection this module opened is shut down (one this process had opened already is left as
+it was). Ray's own console output is kept down (no worker logs, no usage-stats notice, no
+"unhandled error" dumps); its notices of a dead node or worker still reach stderr, from a
+thread of Ray's that has no switch.
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -19,6 +20,8 @@ from loadgen.runner import frames
 
 _PULL_WAIT_S = 0.5  # a pull returns as soon as output arrives, else after this long
 _CLOSE_GRACE_S = 5.0  # after QUIT: how long the worker may take to close its connections
+_LINE = 200  # a reason's length before it stops at a sentence's end
+_NODE_VERDICT_S = 5.0  # after an actor stops answering: how long to wait to learn if its node died
 
 
 class RayChannel:
@@ -61,7 +64,13 @@ class RayChannel:
             try:
                 batch, ended = await self._handle.pull.remote(_PULL_WAIT_S)
             except ray.exceptions.RayError as exc:
-                self._reason = await self._why(exc)
+                # Lost, whatever comes next: a pull that failed may have taken a batch with it,
+                # so the stream cannot be trusted again, and an actor that is merely unreachable
+                # must not go on loading the target unread.
+                self._reason = "its Ray actor stopped answering"  # send() stops here
+                with contextlib.suppress(Exception):
+                    ray.kill(self._handle, no_restart=True)
+                self._reason = await self._why(exc, isinstance(exc, ray.exceptions.ActorDiedError))
                 return
             buf += batch
             at = 0
@@ -77,12 +86,23 @@ class RayChannel:
                 self._reason = ended or "its worker stopped"
                 return
 
-    async def _why(self, exc: BaseException) -> str:
-        """One line: the node was lost, or the actor died on a node that is still up."""
-        alive = await self._is_node_alive(self.node_id)
-        if alive is False:
-            return f"its Ray actor died: node {self.node_ip} ({self.node_id[:8]}) was lost"
-        return f"its Ray actor died: {one_line(exc)}"
+    async def _why(self, exc: BaseException, died: bool) -> str:
+        """One line: the node was lost, or the actor died (or stopped answering) on a node that
+        is still up. A call to an actor on a node that just went down fails at once as
+        "unavailable", before the cluster has declared the node dead: then the node's fate is
+        awaited a few seconds, so the user hears the cause rather than the symptom."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (0.0 if died else _NODE_VERDICT_S)
+        node = f"node {self.node_ip} ({self.node_id[:8]})"
+        while True:
+            if await self._is_node_alive(self.node_id) is False:
+                return f"its Ray actor died: {node} was lost"
+            if loop.time() >= deadline:
+                break
+            await asyncio.sleep(0.25)
+        if died:
+            return f"its Ray actor died: {one_line(exc)}"
+        return f"its Ray actor on {node} stopped answering: {one_line(exc)}"
 
     async def lost_reason(self) -> str:
         return self._reason or "its Ray actor stopped answering"
@@ -108,8 +128,14 @@ class RayChannel:
 
 def one_line(exc: BaseException) -> str:
     """A Ray error's message as one line: its cause when it states one ("The actor is dead
-    because ..."), else its first line; never the traceback Ray appends."""
+    because ..."), else its first line, and only its first sentences: Ray goes on with lists
+    of possible causes and, for some errors, a traceback."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     because = [ln for ln in lines if "because" in ln.lower()]
-    text = (because or lines or [type(exc).__name__])[0]
+    sentences = re.split(r"(?<=\.)\s+", (because or lines or [type(exc).__name__])[0])
+    text = sentences[0]
+    for more in sentences[1:]:
+        if len(text) + len(more) > _LINE:
+            break
+        text += " " + more
     return text[:300]

@@ -189,6 +189,7 @@ def _figures(
         "where": where,
         "pid": info.get("pid"),
         "host": info.get("host"),
+        "node": info.get("node_ip"),  # a Ray actor's node
         "cpu_seconds": cpu_s,
         "cpu_busy_fraction": cpu_s / max(wall_s, 1e-9),
         "loop_lag_ns": loop_lag,

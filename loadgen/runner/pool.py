@@ -105,7 +105,7 @@ class ProcessChannel:
     async def lost_reason(self) -> str:
         try:
             code = await asyncio.wait_for(self._proc.wait(), 5.0)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # on Python 3.10 wait_for raises this, not TimeoutError
             return "its output ended but the process still runs"
         await asyncio.gather(self._err_task, return_exceptions=True)
         if code < 0:
@@ -119,7 +119,7 @@ class ProcessChannel:
             self.send(frames.frame(frames.QUIT))
         try:
             await asyncio.wait_for(self._proc.wait(), 10.0)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # on Python 3.10 wait_for raises this, not TimeoutError
             with contextlib.suppress(ProcessLookupError):
                 self._proc.kill()
             await self._proc.wait()
@@ -185,7 +185,7 @@ class WorkerPool:
     async def _expect(self, w: WorkerState, kind: int, timeout_s: float) -> bytes:
         try:
             got = await asyncio.wait_for(w.inbox.get(), timeout_s)
-        except TimeoutError:
+        except asyncio.TimeoutError:  # on Python 3.10 wait_for raises this, not TimeoutError
             raise RunError(
                 f"worker {w.index} ({w.channel.label}) did not answer within {timeout_s:g} s"
             ) from None
