@@ -1,7 +1,9 @@
 """Memory of a whole run: peak RSS of the loadgen process and of each of its workers, and how
 RSS moves over a long run.
 
-Two modes, both against a zero-delay streaming server (loadgen.testing) in its own process:
+Two modes, both against a zero-delay streaming server in its own process (``peak``: the
+pre-rendered one of bench/client_scaling.py, which answers 256 tokens per request; ``soak``:
+the scripted test server, loadgen.testing, any length):
 
     python bench/run_memory.py peak [--requests 100000] [--tokens 256] [--concurrency 64] [--workers 1]
     python bench/run_memory.py soak [--minutes 30] [--rate 40] [--tokens 64] [--workers 1]
@@ -49,9 +51,13 @@ def _cli(url: str, out: str, extra: list[str]) -> list[str]:
 
 
 def peak(a: argparse.Namespace) -> None:
-    with StreamServer(ttft_ms=0, itl_ms=0) as srv, tempfile.TemporaryDirectory() as out:
+    from client_scaling import TOKENS, fast_server  # the bench folder is this script's path
+
+    if a.tokens != TOKENS:
+        raise SystemExit(f"peak streams {TOKENS} tokens per request (the fast server's answer)")
+    with fast_server() as (url, _pid), tempfile.TemporaryDirectory() as out:
         cmd = _cli(
-            srv.url,
+            url,
             out,
             [
                 "--concurrency", str(a.concurrency), "--num-requests", str(a.requests),

@@ -68,6 +68,9 @@ def write_report(
     ``CostError`` for a price or count that is not a positive number, ``ReportError`` when
     pyarrow (Parquet) is missing.
     """
+    from loadgen.memory import give_back_freed_memory
+
+    give_back_freed_memory()  # after `loadgen run`, the load's freed heap would add to this peak
     from loadgen.analysis.metrics import request_frame
     from loadgen.report.blocks import Image
     from loadgen.report.curve import render_curve_plots

@@ -17,6 +17,7 @@ import pandas as pd
 
 from loadgen.analysis import curve, metrics
 from loadgen.analysis.table import RecordTable
+from loadgen.memory import give_back_freed_memory
 from loadgen.redact import redact_profile, redact_url
 from loadgen.result import REQUESTS, SCHEMA_VERSION, write_summary
 from loadgen.runner import conditions, health
@@ -33,8 +34,9 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     computed from requests.jsonl, read back columnar: the run kept no record in memory, and
     a run split among workers is summarised from their merged records like any other."""
     profile = p.profile
+    give_back_freed_memory()
     table = RecordTable.from_file(p.run_dir / REQUESTS)
-    frame = metrics.request_frame(table)
+    frame = metrics.request_frame(table.without_chunks())
     reason = incomplete_reason(ex)
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -46,6 +48,7 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
         "incomplete_reason": reason,
         "conditions": _conditions(p, frame, len(ex.workers)),
     }
+    del frame  # one request frame at a time: metrics.summarize builds its own
     fit = p.prompt_fit
     summary["conditions"]["prompt_lengths"] = fit
     if fit["method"] == "server /tokenize" and fit["exact"] == fit["requests_fitted"]:
@@ -54,7 +57,7 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     if reason is not None and summary["sla"]["verdict"] != "none":
         summary["sla"]["verdict"] = "incomplete"
     if len(p.stages) > 1:
-        stage_of = frame["stage"].to_numpy()
+        stage_of = table.column("stage")
         summary["stages"] = [_stage(o, profile, table.select(stage_of == o.stage.index)) for o in ex.stages]
         summary["curve"] = curve.curve(summary["stages"])
     summary["client"] = health.assess(
