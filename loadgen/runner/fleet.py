@@ -21,7 +21,7 @@ from loadgen.runner.plan import pool_size
 from loadgen.runner.pool import Channel, ProcessChannel, WorkerPool
 from loadgen.runner.prepare import Prepared
 from loadgen.runner.shapes import LoadShape
-from loadgen.runner.split import split
+from loadgen.runner.split import SlotIds, split
 from loadgen.runner.worker import WorkerJob, identity
 
 
@@ -162,11 +162,7 @@ def _fitted_for(fitted: dict[int, Any], limits: Limits) -> dict[int, Any]:
     """The server-fitted specs of the ids in a worker's share (each goes to one worker)."""
     if not fitted or limits.ids is None:
         return {}
-    ids = (
-        limits.ids
-        if hasattr(limits.ids, "__contains__") and not isinstance(limits.ids, list)
-        else set(limits.ids)
-    )
+    ids = limits.ids if isinstance(limits.ids, SlotIds) else set(limits.ids)
     return {i: spec for i, spec in fitted.items() if i in ids}
 
 

@@ -43,7 +43,7 @@ def assess(
     table = as_table(records)
     reasons: list[str] = []
     if workers is not None and len(workers) > 1:
-        worker_of = metrics.request_frame(table)["worker"].to_numpy()
+        worker_of = table.column("worker")
         out["workers"] = []
         for w in workers:
             mine = table.select(worker_of == w["worker"])
@@ -64,9 +64,8 @@ def assess(
         out["parent_cpu_seconds"], out["parent_cpu_busy_fraction"] = cpu_s, cpu_frac
         out["cpu_seconds"] = cpu_s + sum(w["cpu_seconds"] for w in workers)
         out["cpu_busy_fraction"] = max(w["cpu_busy_fraction"] for w in workers)
-        # Each process's own probe: the pooled distributions above mix every worker's samples.
-        out["event_loop_lag_ms"] = metrics.distribution(_pooled(workers, "loop_lag_ns"))
-        out["dispatch_late_ms"] = metrics.distribution(_pooled(workers, "wake_late_ns"))
+        # event_loop_lag_ms / dispatch_late_ms above pool every worker's probe samples (the merged
+        # stage results carry them all); each worker's own are in its block.
     else:
         block, reasons = _one(loop_lag, wake, cpu_frac, table, capped)
         out["warnings"] += block["warnings"]
@@ -113,8 +112,3 @@ def _one(loop_lag: dict, wake: dict, cpu_frac: float, table: Any, capped: bool) 
                 f"({lag['late_fraction']:.1%} later than {LOOP_LAG_LIMIT_MS} ms)"
             )
     return block, reasons
-
-
-def _pooled(workers: list[dict[str, Any]], key: str) -> np.ndarray:
-    parts = [np.asarray(w[key], dtype=np.int64) for w in workers]
-    return np.concatenate(parts) / 1e6 if parts else np.empty(0)

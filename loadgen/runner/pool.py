@@ -22,7 +22,6 @@ guarantees:
 
 from __future__ import annotations
 
-import array
 import asyncio
 import contextlib
 import signal
@@ -140,15 +139,6 @@ class WorkerState:
     inbox: asyncio.Queue[tuple[int, bytes] | None] = field(default_factory=asyncio.Queue)
     done: asyncio.Future[StageStats | None] | None = None
     stage: int = 0
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "worker": self.index,
-            "where": self.channel.label,
-            **self.info,
-            "clock": self.clock,
-            "lost": self.lost,
-        }
 
 
 class WorkerPool:
@@ -336,9 +326,7 @@ class WorkerPool:
         failed = [s for s in stats if s.error is not None]
         if failed:
             raise RunError(f"worker {failed[0].worker} failed: {failed[0].error}")
-        merged = merge(start_ns, stats, lost=any(w.lost for w in busy))
-        merged.sent, merged.ok, merged.max_id = self._tally.sent, self._tally.ok, self._tally.max_id
-        return merged, stats
+        return merge(self._tally, stats, lost=any(w.lost for w in busy)), stats
 
     async def close(self) -> None:
         self._closing = True
@@ -349,16 +337,13 @@ class WorkerPool:
         await asyncio.gather(*self._readers, return_exceptions=True)
 
 
-def merge(start_ns: int, stats: list[StageStats], lost: bool) -> DriveResult:
-    """The workers' results of one stage as one: from the shared start to the last end."""
-    res = DriveResult([], start_ns, max((s.result.ended_ns for s in stats), default=now_ns()), lost)
-    res.wake_late_ns, res.loop_lag_ns = array.array("q"), array.array("q")
+def merge(tally: DriveResult, stats: list[StageStats], lost: bool) -> DriveResult:
+    """The workers' results of one stage as one. ``tally`` is the pool's own account of the
+    stage (its shared start and the records it routed, a lost worker's included, which no
+    worker's stats can report); the workers add the end, interruption and probe samples."""
+    tally.ended_ns = max((s.result.ended_ns for s in stats), default=now_ns())
+    tally.interrupted = lost or any(s.result.interrupted for s in stats)
     for s in stats:
-        r = s.result
-        res.interrupted |= r.interrupted
-        res.wake_late_ns.extend(r.wake_late_ns)
-        res.loop_lag_ns.extend(r.loop_lag_ns)
-        res.sent += r.sent
-        res.ok += r.ok
-        res.max_id = max(res.max_id, r.max_id)  # a lost worker's requests: the pool counts those
-    return res
+        tally.wake_late_ns.extend(s.result.wake_late_ns)
+        tally.loop_lag_ns.extend(s.result.loop_lag_ns)
+    return tally

@@ -84,7 +84,6 @@ class StageStats:
     result: DriveResult
     cpu_s: float
     error: str | None = None  # the driver raised: the stage is not trustworthy for this worker
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def identity() -> dict[str, Any]:
