@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
+import sys
 import tracemalloc
 
 from loadgen.runner import api
@@ -48,3 +50,23 @@ def test_peak_memory_per_request_is_a_small_constant(make_profile):
         large = traced_peak(make_profile, srv.url, 1500, "large")
     per_request = (large - small) / 1200
     assert per_request < PER_REQUEST_LIMIT, f"{per_request:.0f} bytes per request"
+
+
+def test_a_run_and_its_summary_never_import_pandas(tmp_path):
+    """pandas (with the pyarrow it loads) is 77 MB of RSS here: the load and the summary work
+    on numpy columns, so a run without its report must not import it. Only the report's last
+    phase does (the request frame and its CSV/Parquet), after the chunk columns are freed.
+    A fresh interpreter, since this test process has imported pandas long ago."""
+    code = (
+        "import sys\n"
+        "from loadgen.cli.main import main\n"
+        f"args = ['run', '--concurrency', '4', '--num-requests', '20', '--out', {str(tmp_path)!r}]\n"
+        "code = main(args + ['--no-report', '--no-progress'])\n"
+        "heavy = sorted(m for m in ('pandas', 'pyarrow', 'matplotlib') if m in sys.modules)\n"
+        "print('HEAVY', code, ','.join(heavy))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    line = [x for x in out.stdout.splitlines() if x.startswith("HEAVY")]
+    assert line, out.stderr[-2000:]
+    assert line[-1].split(" ", 2)[1:] == ["0", ""], line[-1]
+    assert len(list(tmp_path.glob("*/summary.json"))) == 1

@@ -15,11 +15,11 @@ inter-token gaps as floats (``analysis.gaps``).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
@@ -27,6 +27,9 @@ from loadgen.analysis.gaps import SMALL, GapSamples, stream_stats
 from loadgen.analysis.table import KINDS, SCALAR_FIELDS, RecordTable, as_table
 from loadgen.metric_defs import PERCENTILES, STATS
 from loadgen.records import CANCELLED, RequestRecord
+
+if TYPE_CHECKING:  # pandas is imported by request_frame alone: the summary never needs it
+    import pandas as pd
 
 __all__ = [
     "DERIVED_COLUMNS",
@@ -119,6 +122,8 @@ def request_frame(records: Records) -> pd.DataFrame:
     ``ttft_from_sched_ms`` / ``e2e_from_sched_ms``: TTFT and E2E from ``t_sched`` instead of
     ``t_send`` (the same requests; each is its send-based twin plus ``client_lag_ms``).
     """
+    import pandas as pd  # here, not at the top: a run's summary needs no pandas (memory, start-up)
+
     t = as_table(records)
     cols: dict[str, Any] = {}
     for name in SCALAR_FIELDS:
@@ -257,7 +262,7 @@ def summarize(records: Records, *, sla: Any = None) -> dict:
     n_ok, n_failed = int(ok.sum()), int(failed.sum())
     out_all = _filled(table, "output_tokens")[keep]
 
-    errors = pd.Series(errors_col[~ok], dtype=object).fillna("unknown").value_counts()
+    errors = Counter("unknown" if e is None else e for e in errors_col[~ok].tolist())
     counts = {
         "sent": int(keep.sum()),
         "ok": n_ok,
@@ -399,7 +404,8 @@ def _reasoning(records: Records) -> dict | None:
 
 
 def _value_counts(column: np.ndarray) -> dict[str, int]:
-    return {str(k): int(v) for k, v in sorted(pd.Series(column, dtype=object).value_counts().items())}
+    counts = Counter(v for v in column.tolist() if v is not None)
+    return {str(k): int(v) for k, v in sorted(counts.items())}
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:

@@ -169,17 +169,17 @@ def _over_time(
 
 
 def _per_second(records: RecordTable) -> Plot:
-    bins = timeseries.per_second(records)
+    bins = timeseries.per_second_bins(records)
+    n = len(bins["t_s"])
     fig = Figure(figsize=(9.0, 6.4), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     axes = fig.subplots(3, 1, sharex=True)
-    if len(bins):
-        x = np.append(bins["t_s"].to_numpy(), bins["t_s"].iloc[-1] + bins["width_s"].iloc[-1])
+    if n:
+        x = np.append(bins["t_s"], bins["t_s"][-1] + bins["width_s"][-1])
         for ax, col, colour in ((axes[0], "output_tokens_per_s", _OK), (axes[1], "in_flight", "#2ca02c")):
-            v = bins[col].to_numpy()
-            ax.stairs(v, x, color=colour, lw=1.5)
+            ax.stairs(bins[col], x, color=colour, lw=1.5)
         # one filled outline, not a bar per second: a long run has thousands of seconds
-        axes[2].stairs(bins["errors"].to_numpy(), x, fill=True, color=_FAIL)
+        axes[2].stairs(bins["errors"], x, fill=True, color=_FAIL)
     else:
         for ax in axes:
             _no_data(ax)
@@ -187,7 +187,7 @@ def _per_second(records: RecordTable) -> Plot:
     axes[1].set_ylabel("in flight")
     axes[2].set_ylabel("errors")
     axes[2].yaxis.set_major_locator(MaxNLocator(integer=True))
-    axes[2].set_ylim(0, max(1, float(bins["errors"].max()) if len(bins) else 1) * 1.1)
+    axes[2].set_ylim(0, max(1, float(bins["errors"].max()) if n else 1) * 1.1)
     axes[2].set_xlabel("time (s since first measured send), one-second bins")
     axes[0].set_title("Output tokens/s, requests in flight and errors per second")
     for ax in axes:

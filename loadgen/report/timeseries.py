@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from loadgen.analysis.table import RecordTable, as_table
 from loadgen.records import RequestRecord
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BIN_S = 1.0
 _BIN_NS = round(BIN_S * 1e9)
@@ -43,20 +46,26 @@ def window_ns(records: Records) -> tuple[int, int] | None:
 
 
 def per_second(records: Records) -> pd.DataFrame:
-    """One row per one-second bin of the measured window.
+    """``per_second_bins`` as a frame: one row per one-second bin of the measured window."""
+    import pandas as pd  # here: the report draws these bins before it needs pandas (memory)
 
-    Columns: ``t_s`` (bin start), ``width_s``, ``output_tokens_per_s`` (tokens of every
-    chunk that arrived in the bin, ok or not, counted by ``chunk_tokens`` or one per chunk),
-    ``in_flight`` (time-averaged number of requests between send and end, failed ones too),
-    ``errors`` (failed or cancelled requests whose end falls in the bin). The chunks are
-    walked a block at a time (``RecordTable.chunk_blocks``), and the time in flight is summed
-    per bin in integer nanoseconds, exactly, in time proportional to requests plus bins.
+    return pd.DataFrame(per_second_bins(records))
+
+
+def per_second_bins(records: Records) -> dict[str, np.ndarray]:
+    """One value per one-second bin of the measured window, in each of these columns: ``t_s`` (bin
+    start), ``width_s``, ``output_tokens_per_s`` (tokens of every chunk that arrived in the bin,
+    ok or not, counted by ``chunk_tokens`` or one per chunk), ``in_flight`` (time-averaged
+    number of requests between send and end, failed ones too), ``errors`` (failed or cancelled
+    requests whose end falls in the bin). The chunks are walked a block at a time
+    (``RecordTable.chunk_blocks``), and the time in flight is summed per bin in integer
+    nanoseconds, exactly, in time proportional to requests plus bins.
     """
     cols = ("t_s", "width_s", "output_tokens_per_s", "in_flight", "errors")
     t = as_table(records)
     win = window_ns(t)
     if win is None or win[1] <= win[0]:
-        return pd.DataFrame({c: np.empty(0) for c in cols})
+        return {c: np.empty(0) for c in cols}
     t0, t1 = win
     span_s = (t1 - t0) / 1e9
     n_bins = max(1, math.ceil(span_s / BIN_S))
@@ -76,15 +85,13 @@ def per_second(records: Records) -> pd.DataFrame:
 
     failed_end = end[~t.column("ok")[keep]] / 1e9
     errors = _bin_sum(failed_end, np.ones(len(failed_end)), n_bins)
-    return pd.DataFrame(
-        {
-            "t_s": starts,
-            "width_s": widths,
-            "output_tokens_per_s": tok / widths,
-            "in_flight": in_flight_ns / 1e9 / widths,
-            "errors": errors.astype(np.int64),
-        }
-    )
+    return {
+        "t_s": starts,
+        "width_s": widths,
+        "output_tokens_per_s": tok / widths,
+        "in_flight": in_flight_ns / 1e9 / widths,
+        "errors": errors.astype(np.int64),
+    }
 
 
 def _time_in_bins(start: np.ndarray, end: np.ndarray, n_bins: int) -> np.ndarray:

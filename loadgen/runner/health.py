@@ -43,10 +43,11 @@ def assess(
     table = as_table(records)
     reasons: list[str] = []
     if workers is not None and len(workers) > 1:
-        worker_of = table.column("worker")
+        scalars = table.without_chunks()  # a worker's share is judged on its sends: no chunk copies
+        worker_of = scalars.column("worker")
         out["workers"] = []
         for w in workers:
-            mine = table.select(worker_of == w["worker"])
+            mine = scalars.select(worker_of == w["worker"])
             block, why = _one(
                 metrics.distribution(np.asarray(w["loop_lag_ns"], dtype=np.int64) / 1e6),
                 metrics.distribution(np.asarray(w["wake_late_ns"], dtype=np.int64) / 1e6),

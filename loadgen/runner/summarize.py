@@ -13,7 +13,6 @@ import asyncio
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from loadgen.analysis import curve, metrics
 from loadgen.analysis.table import RecordTable
@@ -36,7 +35,6 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     profile = p.profile
     give_back_freed_memory()
     table = RecordTable.from_file(p.run_dir / REQUESTS)
-    frame = metrics.request_frame(table.without_chunks())
     reason = incomplete_reason(ex)
     summary: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -46,9 +44,8 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
         "interrupted": ex.result.interrupted,
         "complete": reason is None,
         "incomplete_reason": reason,
-        "conditions": _conditions(p, frame, len(ex.workers)),
+        "conditions": _conditions(p, table, len(ex.workers)),
     }
-    del frame  # one request frame at a time: metrics.summarize builds its own
     fit = p.prompt_fit
     summary["conditions"]["prompt_lengths"] = fit
     if fit["method"] == "server /tokenize" and fit["exact"] == fit["requests_fitted"]:
@@ -106,10 +103,9 @@ def incomplete_reason(ex: Executed) -> str | None:
     return None
 
 
-def _conditions(p: Prepared, frame: pd.DataFrame, workers: int) -> dict[str, Any]:
+def _conditions(p: Prepared, table: RecordTable, workers: int) -> dict[str, Any]:
     profile, t = p.profile, p.profile.target
     resolved = profile.resolved()
-    measured = frame.loc[~frame["warmup"].to_numpy(), "id"].to_numpy()
     tls = None
     if p.target.url.startswith("https://"):
         tls = {"verify": t.verify_tls, "ca_bundle": t.ca_bundle}
@@ -131,7 +127,7 @@ def _conditions(p: Prepared, frame: pd.DataFrame, workers: int) -> dict[str, Any
                 "input_tokens": resolved["workload"]["input_tokens"],
                 "output_tokens": resolved["workload"]["output_tokens"],
             },
-            "realised": _realised(p.workload, frame, measured),
+            "realised": _realised(p.workload, table),
         },
         "prompt_lengths_approximate": p.workload.approximate_prompt_lengths,
         "client": {
@@ -144,14 +140,18 @@ def _conditions(p: Prepared, frame: pd.DataFrame, workers: int) -> dict[str, Any
     }
 
 
-def _realised(workload: Workload, frame: pd.DataFrame, measured: np.ndarray) -> dict[str, Any]:
-    """Lengths as sampled by the workload, and as the server reported them."""
-    ok = frame[frame["ok"].to_numpy() & ~frame["warmup"].to_numpy()]
-    out = ok["output_tokens"].dropna()
-    short = out.to_numpy(dtype=np.int64) < ok.loc[out.index, "requested_output_tokens"].to_numpy()
+def _realised(workload: Workload, table: RecordTable) -> dict[str, Any]:
+    """Lengths as sampled by the workload (of the measured requests), and as the server
+    reported them (of the measured ok ones)."""
+    measured = ~table.column("warmup")
+    ok = table.column("ok") & measured
+    out, has_out = table.ints("output_tokens")
+    prompt, has_prompt = table.ints("prompt_tokens")
+    counted = ok & has_out
+    short = out[counted] < table.column("requested_output_tokens")[counted]
     return {
-        "sampled": workload.realised(int(i) for i in measured),
-        "server_prompt_tokens": describe(ok["prompt_tokens"].dropna().to_numpy(dtype=np.int64)),
-        "server_output_tokens": describe(out.to_numpy(dtype=np.int64)),
+        "sampled": workload.realised(int(i) for i in table.column("id")[measured]),
+        "server_prompt_tokens": describe(prompt[ok & has_prompt].astype(np.int64)),
+        "server_output_tokens": describe(out[counted].astype(np.int64)),
         "output_tokens_short_of_requested": int(short.sum()),
     }
