@@ -27,6 +27,7 @@ from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
+from loadgen.analysis.metrics import GAP_SAMPLES
 from loadgen.analysis.table import RecordTable
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
@@ -287,17 +288,19 @@ def gate(
     runs = {"candidate": (candidate, cand_s), "baseline": (baseline, base_s)}
     tables: dict[str, RecordTable] = {}
     cache: dict[tuple[str, int | None], bs.RunSamples] = {}
+    wanted = {r.metric for r in rules.rules}  # RunSamples builds the inter-token gaps only if asked
+    gaps = any(d.name in wanted and d.samples in GAP_SAMPLES for d in metric_defs.DISTRIBUTIONS)
 
     def samples(role: str, stage: int | None) -> bs.RunSamples:
         if (role, stage) not in cache:
             path, summary = runs[role]
             if role not in tables:
-                tables[role] = load_table(path)
+                tables[role] = load_table(path) if gaps else load_table(path).without_chunks()
             table = tables[role]
             if stage is not None:
                 table = table.select(table.column("stage") == stage)
                 summary = gs.stage_summary(summary, stage)
-            cache[role, stage] = bs.RunSamples.from_run(table, summary)
+            cache[role, stage] = bs.RunSamples.from_run(table, summary, wanted)
         return cache[role, stage]
 
     results = []

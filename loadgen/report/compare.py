@@ -11,8 +11,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from loadgen import metric_defs
 from loadgen.analysis.compare import LATENCIES, Comparison
 from loadgen.report import compare_curves
@@ -107,13 +105,12 @@ def cdf_figures(cmp: Comparison) -> dict[str, Any]:
     from matplotlib.figure import Figure
 
     figures = {}
-    for metric, by_run in cmp.samples().items():
+    for metric, by_run in cmp.cdfs().items():
         fig = Figure(figsize=(7, 4.2), dpi=100)
         ax = fig.add_subplot()
-        for name, values in by_run.items():
-            if values.size:
-                x = np.sort(values)
-                ax.step(x, np.arange(1, x.size + 1) / x.size, where="post", label=f"{name} (n={x.size})")
+        for name, (x, y, n) in by_run.items():
+            if n:
+                ax.step(x, y, where="post", label=f"{name} (n={n})")
         ax.set_xlabel(f"{_title(metric)} ({metric_defs.get(metric).unit})")
         ax.set_ylabel("fraction of samples ≤ x")
         ax.set_title(f"{_title(metric)}: empirical CDF")
