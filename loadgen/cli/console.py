@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from loadgen import metric_defs
+from loadgen.analysis import fidelity
 
 # The latency table: the registry's distributions shown on the console, and its columns. A row
 # with a ``same_as`` (TTFT and E2E from the scheduled send) is left out while it matches that
@@ -223,6 +224,10 @@ def print_summary(result: Any, file: Any = None) -> None:
         f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
         f"{_fmt((client.get('event_loop_lag_ms') or {}).get('p99'), 2)} ms"
     )
+    fid = s.get("fidelity")
+    if fid:
+        colour = {"pass": "green", "fail": "red"}.get(fid["verdict"], "yellow")
+        con.print(f"[{colour}]{fidelity.console_line(fid)}[/{colour}]", soft_wrap=True)
     for w in client.get("warnings", []):
         con.print(
             f"[yellow]warning[/yellow] {w['warning']}: {w['message']}"

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.analysis import curve, metrics
+from loadgen.analysis import curve, fidelity, metrics
 from loadgen.analysis.table import RecordTable
 from loadgen.memory import give_back_freed_memory
 from loadgen.redact import redact_profile, redact_url
-from loadgen.result import REQUESTS, SCHEMA_VERSION, write_summary
+from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, write_summary
 from loadgen.runner import conditions, health
 from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
@@ -60,6 +60,8 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     summary["client"] = health.assess(
         ex.result, ex.cpu_s, table, capped=bool(profile.load.max_concurrency), workers=ex.workers
     )
+    if p.target.sim_info is not None:  # the built-in simulator served: its log is the truth
+        summary["fidelity"] = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
     if ex.server_series is not None:
         attach_server_metrics(summary, p.run_dir, ex.server_series, table)
     summary = p.target.scrubber.scrub_data(summary)

@@ -146,13 +146,16 @@ class SimServer:
                     data += DONE
                 else:
                     data = enc.token(WORDS_JSON[st.words.index(k - 1)], k)
+                # Stamped the instant before the write, which hands the bytes to the socket: no
+                # client can see a token before its stamp (the fidelity block's lag is >= 0).
+                st.chunk_ns.append(now_ns())
                 try:
                     await st.response.write(data)
                 except (ConnectionError, RuntimeError):
+                    st.chunk_ns.pop()  # never sent
                     eng.abort(s)
                     self._finish(st, "abort")
                     continue
-                st.chunk_ns.append(now_ns())
                 if k >= s.output_len:
                     self._finish(st, st.finish_reason)
 
