@@ -115,7 +115,8 @@ def test_unmatched_requests_and_two_clocks_fail(tmp_path):
     def rec(i: int, shift: int) -> RequestRecord:
         return RequestRecord(
             id=i, warmup=False, t_sched_ns=0, t_send_ns=1_000, requested_output_tokens=2,
-            requested_prompt_tokens=4, ok=True, response_id=f"r{i}", t_first_token_ns=5_000_000 + shift, t_end_ns=9_000_000 + shift,
+            requested_prompt_tokens=4, ok=True, response_id=f"r{i}", t_first_token_ns=5_000_000 + shift,
+            t_end_ns=9_000_000 + shift,
             chunk_times_ns=[5_000_000 + shift, 8_000_000 + shift], chunk_tokens=[1, 1], output_tokens=2,
         )  # fmt: skip
 
