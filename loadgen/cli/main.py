@@ -285,6 +285,12 @@ def cmd_capacity(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_selfcheck(a: argparse.Namespace) -> int:
+    from loadgen.cli import selfcheck
+
+    return selfcheck.cmd_selfcheck(a, _resolve_profile_path(a.profile), overrides(a))
+
+
 def _capacity_headline(cap: dict) -> str:
     """'max sustainable rate 11.8 req/s (95% CI 11.2-12.3), goodput 11.6 req/s, $0.41 / 1M
     output tokens, from 9 stages', or that no rate met the SLOs."""
@@ -365,6 +371,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "report": cmd_report,
             "profiles": cmd_profiles,
             "capacity": cmd_capacity,
+            "selfcheck": cmd_selfcheck,
         }[a.command](a)
     except LoadgenError as exc:  # every error the user can fix: one line (or a list), exit 2
         return _die(str(exc))

@@ -7,6 +7,7 @@ import argparse
 import re
 from typing import Any
 
+from loadgen.cli.selfcheck import add_parser as add_selfcheck
 from loadgen.errors import ConfigError
 
 # CLI flag -> dotted profile path. Flags are shortcuts; --set reaches every other field.
@@ -257,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_capacity(sub, r)
+    add_selfcheck(sub, r)
 
     sub.add_parser(
         "profiles",

@@ -14,14 +14,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from loadgen.config import Profile, load_profile
+from loadgen.config.stages import Stage
 from loadgen.errors import RunError
 from loadgen.redact import redact_url
 from loadgen.result import REQUESTS, SUMMARY, RunResult
+from loadgen.runner import selfcheck_store
 from loadgen.runner.execute import Progress, execute
+from loadgen.runner.fleet import resolve_workers
 from loadgen.runner.plan import StagePlan
 from loadgen.runner.prepare import make_run_dir, prepare, start_simulator, target_for
 from loadgen.runner.summarize import summarize
@@ -71,6 +75,10 @@ async def run_async(
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
         prepared = await prepare(profile, run_dir, target, status)
+        if sim_info is None:
+            prepared.selfcheck = selfcheck_against(profile, prepared.stages)
+            if prepared.selfcheck and prepared.selfcheck["above_ceiling"]:
+                status("warning: " + prepared.selfcheck["message"])
         status(f"running {profile.name}: {redact_url(target.url)} {prepared.model}")
         executed = await execute(prepared, stop, on_progress, status, plan)
         if plan is not None:
@@ -93,3 +101,16 @@ async def run_async(
             )
         return RunResult(run_dir, summary)
     raise AssertionError("unreachable")
+
+
+def selfcheck_against(profile: Profile, stages: Sequence[Stage]) -> dict[str, Any] | None:
+    """This run's highest load level beside the machine's saved self-check (``loadgen
+    selfcheck``) for its transport, loop kind and number of worker processes; None when there
+    is none (or the workers are Ray actors, which run on other machines)."""
+    if profile.client.ray or not stages:
+        return None
+    top = max(stages, key=lambda s: s.level)
+    mode = "open" if top.rate is not None else "closed"
+    workers = resolve_workers(profile.client.workers)
+    saved = selfcheck_store.lookup(profile.target.transport, mode, workers)
+    return selfcheck_store.judge(top.level, workers, saved)

@@ -63,6 +63,8 @@ class Prepared:
     prompt_fit: dict[str, Any]
     stages: list[Stage]  # the profile's load levels (one for a single-stage run)
     total: int | None  # requests the run will send, when known in advance
+    # The saved self-check beside this run's load (runner.selfcheck_store.judge): real targets only.
+    selfcheck: dict[str, Any] | None = None
 
 
 def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[str, Any] | None) -> Target:

@@ -60,6 +60,11 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     summary["client"] = health.assess(
         ex.result, ex.cpu_s, table, capped=bool(profile.load.max_concurrency), workers=ex.workers
     )
+    if p.selfcheck is not None:  # the saved ceiling of this machine beside the load asked for
+        summary["client"]["selfcheck"] = p.selfcheck
+        if p.selfcheck["above_ceiling"]:
+            warning = {"warning": "above_selfcheck", "message": p.selfcheck["message"]}
+            summary["client"]["warnings"].append(warning)
     if p.target.sim_info is not None:  # the built-in simulator served: its log is the truth
         summary["fidelity"] = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
     if ex.server_series is not None:

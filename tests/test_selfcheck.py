@@ -1,0 +1,161 @@
+"""`loadgen selfcheck`: the ceiling it finds, where it is saved, and the warning a run gets.
+
+The search is exercised with a client made slow on purpose (every chunk read costs it
+``BURN_MS`` of CPU, test-only), so the ceiling is set by that cost and not by how busy the test
+machine is: at c streams of the real-time simulator a decode step's c tokens arrive together
+and the last is read about c x BURN_MS late, so with a 2 ms threshold c=4 passes (1 ms) and c=8
+fails (2 ms plus the rest): the ceiling lies in [4, 8), on every run (the stated spread: one
+doubling).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from loadgen.backends.stream import SSEResponse
+from loadgen.runner import api, selfcheck, selfcheck_store
+from loadgen.runner.fleet import usable_cores
+
+BURN_MS = 0.25
+THRESHOLD_MS = 2.0
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("LOADGEN_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / selfcheck_store.FILE
+
+
+def saved_entry(ceiling: float | None, workers: int = 1, mode: str = "closed") -> dict:
+    return {
+        "machine": selfcheck_store.machine(),
+        "key": selfcheck_store.config_key("httptools", mode),
+        "mode": mode,
+        "unit": "concurrent streams" if mode == "closed" else "req/s",
+        "requested": 8.0,
+        "threshold_ms": 1.0,
+        "pace": "real time",
+        "results": [{"workers": workers, "ceiling": ceiling, "at_least": False, "tokens_per_s": 1000.0,
+                     "first_token_lag_p99_ms": 0.5, "steps": []}],
+    }  # fmt: skip
+
+
+class TestStore:
+    def test_saved_and_found_for_this_machine_and_configuration_only(self, cache):
+        path = selfcheck_store.save(saved_entry(16))
+        assert path == cache and cache.is_file()
+        found = selfcheck_store.lookup("httptools", "closed", 1)
+        assert found is not None and found["ceiling"] == 16 and found["unit"] == "concurrent streams"
+        assert selfcheck_store.lookup("httptools", "closed", 2) is None  # no check with 2 workers
+        assert selfcheck_store.lookup("aiohttp", "closed", 1) is None
+        assert selfcheck_store.lookup("httptools", "open", 1) is None
+        other = saved_entry(99)
+        other["machine"] = {**other["machine"], "cpu_model": "another CPU"}
+        selfcheck_store.save(other)
+        assert selfcheck_store.lookup("httptools", "closed", 1)["ceiling"] == 16
+        selfcheck_store.save(saved_entry(24))  # a new check of the same configuration replaces it
+        assert selfcheck_store.lookup("httptools", "closed", 1)["ceiling"] == 24
+        assert len(json.loads(cache.read_text())["entries"]) == 2
+
+    def test_an_unreadable_cache_is_no_check(self, cache):
+        cache.parent.mkdir(parents=True)
+        cache.write_text("{not json")
+        assert selfcheck_store.lookup("httptools", "closed", 1) is None
+
+    def test_judge(self):
+        saved = {"ceiling": 16.0, "unit": "concurrent streams", "threshold_ms": 1.0, "saved_at": "then"}
+        assert selfcheck_store.judge(16, 1, saved)["above_ceiling"] is False
+        above = selfcheck_store.judge(17, 1, saved)
+        assert above["above_ceiling"] is True and "17 concurrent streams on 1 worker(s)" in above["message"]
+        assert selfcheck_store.judge(1, 1, {**saved, "ceiling": None})["above_ceiling"] is True
+        assert selfcheck_store.judge(1, 1, None) is None
+
+
+class TestRunWarning:
+    def run(self, make_profile, url, concurrency):
+        notes = []
+        profile = make_profile(url, load__concurrency=concurrency, server_metrics__enabled=False)
+        res = asyncio.run(api.run_async(profile, on_status=notes.append))
+        return res.summary["client"], notes
+
+    def test_a_load_above_the_saved_ceiling_warns_at_start_and_in_the_summary(
+        self, cache, make_profile, server
+    ):
+        selfcheck_store.save(saved_entry(4))
+        client, notes = self.run(make_profile, server.url, 8)
+        block = client["selfcheck"]
+        assert (block["ceiling"], block["requested"], block["workers"], block["above_ceiling"]) == (
+            4,
+            8,
+            1,
+            True,
+        )
+        warned = [w for w in client["warnings"] if w["warning"] == "above_selfcheck"]
+        assert len(warned) == 1 and "above what this machine drove truthfully" in warned[0]["message"]
+        assert [n for n in notes if n.startswith("warning: the requested load (8 concurrent streams")]
+
+    def test_a_load_within_it_does_not(self, cache, make_profile, server):
+        selfcheck_store.save(saved_entry(4))
+        client, notes = self.run(make_profile, server.url, 2)
+        assert client["selfcheck"]["above_ceiling"] is False
+        assert not [w for w in client["warnings"] if w["warning"] == "above_selfcheck"]
+        assert not [n for n in notes if n.startswith("warning:")]
+
+    def test_no_saved_check_no_block(self, cache, make_profile, server):
+        client, _ = self.run(make_profile, server.url, 2)
+        assert "selfcheck" not in client
+
+
+def slowed(monkeypatch) -> None:
+    feed = SSEResponse.feed
+
+    def slow_feed(self, t, raw):
+        out = feed(self, t, raw)
+        until = time.perf_counter_ns() + int(BURN_MS * 1e6)
+        while time.perf_counter_ns() < until:
+            pass
+        return out
+
+    monkeypatch.setattr(SSEResponse, "feed", slow_feed)
+
+
+def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
+    slowed(monkeypatch)
+    steps: list[selfcheck.Step] = []
+    overrides = {"load.concurrency": 8, "workload.output_tokens": 24, "workload.input_tokens": 32}
+    ceilings = []
+    for _ in range(2):
+        check = selfcheck.SelfCheck(
+            None, overrides, [], threshold_ms=THRESHOLD_MS, step_s=2.0, max_load=16, on_step=steps.append
+        )
+        result = asyncio.run(check.run([1]))
+        (r,) = result["results"]
+        assert r["workers"] == 1 and not r["at_least"]
+        ceilings.append(r["ceiling"])
+        assert r["tokens_per_s"] > 0 and r["first_token_lag_p99_ms"] <= THRESHOLD_MS
+    assert all(4 <= c < 8 for c in ceilings), (ceilings, [(s.load, s.passed, s.reasons) for s in steps])
+    assert [s.load for s in steps[:4]] == [1, 2, 4, 8]  # doubling, then bisections inside [4, 8)
+    assert all(s.passed == (not s.reasons) for s in steps)
+    assert result["key"] == "httptools/closed" and result["machine"] == selfcheck_store.machine()
+
+
+@pytest.mark.skipif(usable_cores() < 4, reason="needs 4 cores: the simulator takes one, each worker another")
+def test_the_ceiling_rises_with_workers_where_there_are_cores(cache):
+    overrides = {"load.concurrency": 256, "workload.output_tokens": 32, "workload.input_tokens": 32}
+    check = selfcheck.SelfCheck(None, overrides, [], step_s=3.0, max_load=512)
+    one, two = asyncio.run(check.run([1, 2]))["results"]
+    assert (two["ceiling"] or 0) > (one["ceiling"] or 0)
+
+
+def test_cli_rejects_bad_worker_counts(cache):
+    out = subprocess.run(
+        [sys.executable, "-m", "loadgen", "selfcheck", "--concurrency", "4", "--check-workers", "one"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and "--check-workers 'one'" in out.stderr and "Traceback" not in out.stderr
