@@ -4,7 +4,9 @@
 would replace the public function ``loadgen.compare`` with the module.)
 
 Pure: reads ``summary.json`` and ``requests.jsonl`` of saved runs, never a server. The first
-run is the reference; every other run's metrics are also given relative to it.
+run is the reference; every other run's metrics are also given relative to it. When any run was
+served by the built-in simulator, the table also has ``FIDELITY_ROWS`` (its measurement error;
+empty for the other runs) and the comparison its verdicts (``fidelity_verdicts``).
 
 The condition diff flattens ``conditions`` to dotted paths (``lengths.requested.output_tokens
 .value``) and lists every path whose value is not the same in all runs, with three exceptions,
@@ -35,6 +37,7 @@ import orjson
 import pandas as pd
 
 from loadgen import metric_defs
+from loadgen.analysis import fidelity
 from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
 from loadgen.errors import ConfigError
 from loadgen.result import load_summary, load_table
@@ -59,6 +62,14 @@ LATENCIES: tuple[str, ...] = tuple(d.name for d in metric_defs.DISTRIBUTIONS if 
 TABLE_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
 TABLE_RUN_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.RUN_SCALARS if d.compare)
 TABLE_COUNTS: tuple[str, ...] = ("sent", "ok", "failed")
+# Rows of the client's measurement error against the built-in simulator (``summary.fidelity``),
+# after the others and only when some run has the block: the two lags its verdict judges, and
+# how many requests back them. Its verdict, a word, is not a table row: ``fidelity_verdicts``.
+FIDELITY_ROWS: tuple[str, ...] = (
+    *(f"{fidelity.PREFIX}{name} {s}" for name in fidelity.THRESHOLDS for s in ("p50", "p99")),
+    f"{fidelity.PREFIX}requests_matched",
+)
+FIDELITY_VERDICT_ROW = f"{fidelity.PREFIX}verdict"
 ABSENT = "(absent)"
 
 
@@ -110,10 +121,13 @@ def workload_differences(diff: Sequence[ConditionDiff]) -> list[str]:
 
 
 def metric_value(summary: dict, row: str) -> float | None:
-    """The number behind a table row label: ``"ttft_ms p99"``, ``"goodput_rps"`` or ``"sent"``."""
+    """The number behind a table row label: ``"ttft_ms p99"``, ``"goodput_rps"``, ``"sent"`` or
+    ``"fidelity.chunk_lag_ms p99"`` (None for a run without a fidelity block)."""
     metric, _, stat = row.partition(" ")
     if metric in TABLE_COUNTS:
         value = summary["counts"].get(metric)
+    elif metric.startswith(fidelity.PREFIX):
+        value = fidelity.lookup(summary, metric.removeprefix(fidelity.PREFIX), stat or None)
     else:
         value = metric_defs.lookup(summary, metric, stat or None)
     return None if value is None else float(value)
@@ -146,6 +160,13 @@ class Comparison:
     @property
     def differing_fields(self) -> list[str]:
         return [d.field for d in self.conditions]
+
+    @property
+    def fidelity_verdicts(self) -> dict[str, str | None] | None:
+        """{run: its fidelity verdict ("pass", "fail", "no_data"), None for a run the built-in
+        simulator did not serve}; None when no run has a fidelity block."""
+        verdicts = {n: (s.get("fidelity") or {}).get("verdict") for n, s in zip(self.names, self.summaries)}
+        return verdicts if any(s.get("fidelity") for s in self.summaries) else None
 
     def frame(self) -> pd.DataFrame:
         """Values and relative differences in one frame (columns ``run`` and ``run vs first``)."""
@@ -192,6 +213,8 @@ class Comparison:
                 row: {n: clean(self.relative.at[row, n]) for n in self.names[1:]}
                 for row in self.relative.index
             },
+            # runs the built-in simulator served only, as are the table's fidelity rows
+            **({"fidelity_verdict": self.fidelity_verdicts} if self.fidelity_verdicts else {}),
             # multi-stage runs only: a single-stage comparison's JSON is as it always was
             **({"curves": self.curves.to_dict()} if self.curves is not None else {}),
         }
@@ -212,9 +235,10 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     summaries = [load_summary(p) for p in paths]
     run_dirs = tuple(Path(p).parent if Path(p).is_file() else Path(p) for p in paths)
     names = _unique_names([s.get("run_id") or d.name for s, d in zip(summaries, run_dirs)])
+    rows = TABLE_ROWS + (FIDELITY_ROWS if any(s.get("fidelity") for s in summaries) else ())
     table = pd.DataFrame(
-        {n: [metric_value(s, row) for row in TABLE_ROWS] for n, s in zip(names, summaries)},
-        index=list(TABLE_ROWS),
+        {n: [metric_value(s, row) for row in rows] for n, s in zip(names, summaries)},
+        index=list(rows),
         dtype=float,
     )
     first = table[names[0]]

@@ -22,6 +22,7 @@ table only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,8 @@ FIELDS: tuple[str, ...] = (
     "tpot_error_ms",
     "e2e_error_ms",
 )
+# How compare's rows and the gate's rules name a value of the block: "fidelity.chunk_lag_ms".
+PREFIX = "fidelity."
 
 
 def assess(table: RecordTable, ground_truth: Path) -> dict[str, Any] | None:
@@ -160,3 +163,13 @@ def console_line(block: dict[str, Any]) -> str:
     if block["reasons"]:
         text += " (" + "; ".join(block["reasons"]) + ")"
     return text
+
+
+def lookup(summary: Mapping[str, Any], name: str, stat: str | None = None) -> Any:
+    """The block's ``name`` in ``summary`` (a distribution of ``FIELDS`` as a dict, or with
+    ``stat`` one of its stats; or a scalar such as ``requests_matched``); ``None`` wherever it
+    is absent, as it is for a run the built-in simulator did not serve (no block at all)."""
+    node: Any = summary.get("fidelity")
+    for key in (name,) if stat is None else (name, stat):
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node

@@ -5,10 +5,13 @@ confidence interval (``loadgen.bootstrap``) lies beyond its bound, so a differen
 can explain never fails the build; a point estimate beyond the bound whose interval still
 reaches inside it passes, flagged "within noise". Exit codes (``GateResult.exit_code``):
 0 every rule passed, 1 a regression, 2 the runs are not comparable (see ``GATE_FIELDS``) or
-a rule could not be evaluated on the baseline. Bad input (an unreadable run, an unknown
+a rule could not be evaluated (on the baseline; a ``fidelity.*`` rule on a candidate the built-in
+simulator did not serve). Bad input (an unreadable run, an unknown
 schema version, an invalid rules file, a rule naming a stage the runs do not have) raises
 ``ConfigError`` or ``ResultError``. Rules on one stage of a multi-stage run (``stage:``) and on
-``capacity_rps`` are described in ``loadgen.analysis.gate_stages``.
+``capacity_rps`` are described in ``loadgen.analysis.gate_stages``. A ``fidelity.<distribution>``
+rule bounds a stat of the candidate's ``summary.fidelity`` block (``loadgen.analysis.fidelity``)
+with ``max`` or ``min``, without a bootstrap, as the capacity rule does.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
+from loadgen.analysis import fidelity
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
 from loadgen.analysis.metrics import GAP_SAMPLES
@@ -51,7 +55,10 @@ GATE_FIELDS: tuple[str, ...] = (
     "profile.sla.e2e_ms",
 )
 RUN_LENGTH_FIELDS: tuple[str, ...] = ("profile.workload.num_requests", "profile.workload.duration_s")
-BOUNDS = ("max_regression", "min_ratio", "max_ratio", "max", "min")
+RELATIVE_BOUNDS = ("max_regression", "min_ratio", "max_ratio")  # against the baseline's value
+BOUNDS = (*RELATIVE_BOUNDS, "max", "min")
+# The names a fidelity rule may bound: "fidelity.first_token_lag_ms", ...
+FIDELITY_METRICS: tuple[str, ...] = tuple(fidelity.PREFIX + name for name in fidelity.FIELDS)
 _PERCENT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%\s*$")
 
 
@@ -61,7 +68,9 @@ class GateRule(StrictModel):
     for latencies and error rate, lower for throughputs and goodput), ``min_ratio`` /
     ``max_ratio`` (candidate / baseline), ``max`` / ``min`` (absolute, on the candidate).
     ``stage`` (an index or a name) limits the rule to that stage of a multi-stage run;
-    ``metric: capacity_rps`` bounds ``summary.capacity`` (see ``gate_stages``)."""
+    ``metric: capacity_rps`` bounds ``summary.capacity`` (see ``gate_stages``);
+    ``metric: fidelity.<one of fidelity.FIELDS>`` with a stat of ``metric_defs.STATS`` and
+    ``max`` or ``min`` bounds the candidate's ``summary.fidelity`` (``_valid_fidelity``)."""
 
     metric: str
     stat: str | None = None
@@ -107,6 +116,8 @@ class GateRule(StrictModel):
                 raise ValueError(
                     f"@stage: {gs.CAPACITY} is the whole run's capacity (summary.capacity); drop stage"
                 )
+        elif self.metric.startswith(fidelity.PREFIX):
+            self._valid_fidelity()
         else:
             self._valid_metric()
         set_ = [b for b in BOUNDS if getattr(self, b) is not None]
@@ -118,7 +129,7 @@ class GateRule(StrictModel):
 
     def _valid_metric(self) -> None:
         d = metric_defs.BY_NAME.get(self.metric)
-        valid = ", ".join([*(g.name for g in metric_defs.GATED), gs.CAPACITY])
+        valid = ", ".join([*(g.name for g in metric_defs.GATED), gs.CAPACITY, *FIDELITY_METRICS])
         if d is None:
             raise ValueError(f"@metric: unknown metric {self.metric!r}; valid: {valid}")
         if not d.gate:
@@ -134,13 +145,34 @@ class GateRule(StrictModel):
         elif self.stat is not None:
             raise ValueError(f"@stat: {self.metric} is a run-level number and takes no stat")
 
+    def _valid_fidelity(self) -> None:
+        """Why only ``max`` / ``min``: the block holds one summary per run and no per-request
+        samples, so there is nothing to resample; and its lags and errors sit a fraction of a
+        millisecond from zero (errors can be negative), where a ratio to the baseline's value
+        is noise, not a regression."""
+        if self.metric not in FIDELITY_METRICS:
+            valid = ", ".join(FIDELITY_METRICS)
+            raise ValueError(f"@metric: unknown fidelity distribution {self.metric!r}; valid: {valid}")
+        if self.stat not in metric_defs.STATS:
+            stats = ", ".join(metric_defs.STATS)
+            raise ValueError(f"@stat: {self.metric} needs a stat, one of {stats} (got {self.stat!r})")
+        if self.stage is not None:
+            raise ValueError(f"@stage: {self.metric} is the whole run's (summary.fidelity); drop stage")
+        for bound in RELATIVE_BOUNDS:
+            if getattr(self, bound) is not None:
+                raise ValueError(
+                    f"@{bound}: {self.stat} {self.metric} takes an absolute bound on the candidate "
+                    f"(max or min), not one relative to the baseline: its values sit near zero, where "
+                    f"a ratio is noise; write e.g. {{metric: {self.metric}, stat: {self.stat}, max: 1}}"
+                )
+
     @property
     def bound(self) -> str:
         return next(b for b in BOUNDS if getattr(self, b) is not None)
 
     @property
     def relative(self) -> bool:
-        return self.bound in ("max_regression", "min_ratio", "max_ratio")
+        return self.bound in RELATIVE_BOUNDS
 
     def text(self) -> str:
         head = f"{self.stat} {self.metric}" if self.stat else self.metric
@@ -308,6 +340,9 @@ def gate(
         if rule.metric == gs.CAPACITY:
             results.append(_check_capacity(rule, cand_s, base_s))
             continue
+        if rule.metric in FIDELITY_METRICS:
+            results.append(_check_fidelity(rule, cand_s, base_s))
+            continue
         c_idx, b_idx = (None, None) if st is None else (st[0][0], st[1][0])
         where = "" if st is None else f" in stage {st[0][0]} ({st[0][1]})"
         res = _check(
@@ -326,6 +361,28 @@ def gate(
 def _check_capacity(rule: GateRule, cand_s: dict, base_s: dict) -> RuleResult:
     """A ``capacity_rps`` rule: the runs' summary.capacity, no bootstrap (see ``gate_stages``)."""
     return RuleResult(rule, *gs.check_capacity(rule.relative, *rule.limit(), cand_s, base_s))
+
+
+def _check_fidelity(rule: GateRule, cand_s: dict, base_s: dict) -> RuleResult:
+    """A ``fidelity.*`` rule: the candidate's summary value against an absolute bound, no
+    bootstrap (the block keeps no per-request samples). The baseline's value is shown only. A
+    candidate without the block cannot be judged: an error (exit 2), not a regression."""
+    name = rule.metric.removeprefix(fidelity.PREFIX)
+    base, cand = fidelity.lookup(base_s, name, rule.stat), fidelity.lookup(cand_s, name, rule.stat)
+    if not isinstance(cand_s.get("fidelity"), dict):
+        msg = "the candidate has no fidelity block: it was not served by the built-in simulator"
+        return RuleResult(rule, "error", base, None, None, False, msg)
+    if cand is None:
+        msg = f"the candidate's fidelity block has no {name} samples (no streamed request was matched)"
+        return RuleResult(rule, "fail", base, None, None, False, msg)
+    op, limit = rule.limit()
+    failed = cand > limit if op == "<=" else cand < limit
+    unit = "" if rule.stat == "count" else " ms"
+    msg = (
+        f"summary.fidelity.{name}.{rule.stat} of the candidate {cand:.4g}{unit}, bound {op} "
+        f"{limit:.4g}; not resampled: " + ("beyond the bound" if failed else "within the bound")
+    )
+    return RuleResult(rule, "fail" if failed else "pass", base, cand, None, False, msg)
 
 
 def _check(

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import metric_defs
-from loadgen.analysis.compare import LATENCIES, Comparison
+from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, LATENCIES, Comparison
 from loadgen.report import compare_curves
 
 
@@ -74,6 +74,10 @@ def markdown(cmp: Comparison) -> str:
             *(fmt(cmp.table.at[row, n]) for n in names),
             *(fmt_rel(cmp.relative.at[row, n]) for n in names[1:]),
         ]
+        lines.append("| " + " | ".join(cells) + " |")
+    verdicts = cmp.fidelity_verdicts
+    if verdicts is not None:
+        cells = [FIDELITY_VERDICT_ROW, *(fmt(verdicts[n]) for n in names), *("—" for _ in names[1:])]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
     if cmp.curves is not None:

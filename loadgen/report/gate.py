@@ -2,7 +2,8 @@
 
 A stage rule is shown with its stage by index and name (``RuleResult.label``); a
 ``capacity_rps`` rule's interval is the capacities' 95% CIs, not a bootstrap, and its table
-row is followed by a line saying what was compared."""
+row is followed by a line saying what was compared; so is a ``fidelity.*`` rule's (the
+candidate's summary.fidelity value against an absolute bound, not resampled)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import math
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from loadgen.analysis.gate import GateResult, RuleResult
+from loadgen.analysis.gate import FIDELITY_METRICS, GateResult, RuleResult
 from loadgen.analysis.gate_stages import CAPACITY
 from loadgen.report.compare import fmt
 
@@ -99,6 +100,15 @@ def markdown(res: GateResult) -> str:
             "",
         ]
         lines += [f"- `{r.label}`: {r.message}" for r in capacity]
+    measured = [r for r in res.results if r.rule.metric in FIDELITY_METRICS]
+    if measured:
+        lines += [
+            "",
+            "`fidelity.*` rules (summary.fidelity: the client's timestamp error against the built-in "
+            "simulator's ground truth; the candidate's value against an absolute bound, not resampled):",
+            "",
+        ]
+        lines += [f"- `{r.label}`: {r.message}" for r in measured]
     return "\n".join(lines) + "\n"
 
 

@@ -1,8 +1,9 @@
 """The report, section by section, from a run's summary, its cost figures and its plots.
 
 Order: alerts, conditions, SLA verdict and goodput, latency table, throughput, errors, client
-health, the server's view, Little's law, cost, plots. Every number here is read from ``summary.json`` (or
-``cost.json``); nothing is recomputed, so the report and the result file cannot disagree.
+health, measurement fidelity (simulator runs only), the server's view, Little's law, cost,
+plots. Every number here is read from ``summary.json`` (or ``cost.json``); nothing is
+recomputed, so the report and the result file cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num
 from loadgen.report.conditions import conditions_section
 from loadgen.report.cost import COST_LABEL, COUNT_LABEL, FORMULA
 from loadgen.report.curve import is_curve_plot, stages_sections
+from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
@@ -41,6 +43,7 @@ def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> 
         throughput_section(summary),
         errors_section(summary),
         client_section(summary),
+        *fidelity_sections(summary),
         server_section(summary, server_plots),
         littles_law_section(summary),
         cost_section(cost),
