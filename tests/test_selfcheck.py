@@ -19,6 +19,8 @@ import time
 import pytest
 
 from loadgen.backends.stream import SSEResponse
+from loadgen.report.blocks import Table
+from loadgen.report.sections import client_section
 from loadgen.runner import api, selfcheck, selfcheck_store
 from loadgen.runner.fleet import usable_cores
 
@@ -82,6 +84,7 @@ class TestRunWarning:
         notes = []
         profile = make_profile(url, load__concurrency=concurrency, server_metrics__enabled=False)
         res = asyncio.run(api.run_async(profile, on_status=notes.append))
+        self.rows = dict(next(b for b in client_section(res.summary).blocks if isinstance(b, Table)).rows)
         return res.summary["client"], notes
 
     def test_a_load_above_the_saved_ceiling_warns_at_start_and_in_the_summary(
@@ -99,6 +102,11 @@ class TestRunWarning:
         warned = [w for w in client["warnings"] if w["warning"] == "above_selfcheck"]
         assert len(warned) == 1 and "above what this machine drove truthfully" in warned[0]["message"]
         assert [n for n in notes if n.startswith("warning: the requested load (8 concurrent streams")]
+        # The report's client-health section puts the ceiling beside the load asked for.
+        assert self.rows["self-check ceiling (this machine)"].startswith(
+            "up to 4 concurrent streams on 1 worker(s)"
+        )
+        assert self.rows["load asked for"].startswith("8 concurrent streams: ABOVE it")
 
     def test_a_load_within_it_does_not(self, cache, make_profile, server):
         selfcheck_store.save(saved_entry(4))
@@ -106,10 +114,12 @@ class TestRunWarning:
         assert client["selfcheck"]["above_ceiling"] is False
         assert not [w for w in client["warnings"] if w["warning"] == "above_selfcheck"]
         assert not [n for n in notes if n.startswith("warning:")]
+        assert self.rows["load asked for"] == "2 concurrent streams: within it"
 
     def test_no_saved_check_no_block(self, cache, make_profile, server):
         client, _ = self.run(make_profile, server.url, 2)
         assert "selfcheck" not in client
+        assert self.rows["self-check ceiling"].startswith("none saved for this machine")
 
 
 def slowed(monkeypatch) -> None:

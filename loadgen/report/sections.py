@@ -236,11 +236,38 @@ def client_section(summary: dict) -> Section:
                     f"p50 {num(loop.get('p50'))}, p99 {num(loop.get('p99'))}, max {num(loop.get('max'))}",
                 ),
                 ("client CPU", f"{pct(busy, 0)} of a core ({num(client.get('cpu_seconds'))} s)"),
+                *_selfcheck_rows(summary),
             ),
             "ll",
         )
     )
     return Section("Client health", tuple(blocks))
+
+
+def _selfcheck_rows(summary: dict) -> tuple[tuple[str, str], ...]:
+    """The machine's self-check ceiling beside the load this run asked for (a real server's run;
+    a simulator run proves its own accuracy in its fidelity section instead)."""
+    check = (summary.get("client") or {}).get("selfcheck")
+    if check is None:
+        if summary.get("fidelity") is not None:
+            return ()
+        return (
+            ("self-check ceiling", "none saved for this machine: `loadgen selfcheck PROFILE` measures it"),
+        )
+    unit = check.get("unit") or ""
+    ceiling = check.get("ceiling")
+    limit = "no load passed" if ceiling is None else f"up to {ceiling:g} {unit}"
+    verdict = (
+        "ABOVE it: client delay may inflate the latencies" if check.get("above_ceiling") else "within it"
+    )
+    return (
+        (
+            "self-check ceiling (this machine)",
+            f"{limit} on {check.get('workers')} worker(s), first-token lag p99 <= "
+            f"{num(check.get('threshold_ms'))} ms (saved {check.get('saved_at')})",
+        ),
+        ("load asked for", f"{check.get('requested'):g} {unit}: {verdict}"),
+    )
 
 
 def littles_law_section(summary: dict) -> Section:
