@@ -13,6 +13,16 @@ from loadgen.config import load_profile
 from loadgen.testing import StreamServer
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_saved_selfcheck(tmp_path_factory):
+    """Runs look up this machine's saved `loadgen selfcheck` (~/.cache/loadgen): tests never see
+    the user's; tests of the self-check point LOADGEN_CACHE_DIR at their own folder."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("LOADGEN_CACHE_DIR", str(tmp_path_factory.mktemp("loadgen-cache")))
+    yield
+    mp.undo()
+
+
 @pytest.fixture(scope="session")
 def server():
     """The scripted server: 50 ms to first token, 10 ms between tokens, unless a test says otherwise."""
