@@ -15,7 +15,9 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import jsonschema
 import pytest
 
 from loadgen.backends.stream import SSEResponse
@@ -85,6 +87,9 @@ class TestRunWarning:
         profile = make_profile(url, load__concurrency=concurrency, server_metrics__enabled=False)
         res = asyncio.run(api.run_async(profile, on_status=notes.append))
         self.rows = dict(next(b for b in client_section(res.summary).blocks if isinstance(b, Table)).rows)
+        schema = json.loads((Path(__file__).parents[1] / "schemas" / "summary.schema.json").read_text())
+        errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(res.summary)]
+        assert not errors, errors  # client.selfcheck is documented as written
         return res.summary["client"], notes
 
     def test_a_load_above_the_saved_ceiling_warns_at_start_and_in_the_summary(
