@@ -66,7 +66,9 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
             warning = {"warning": "above_selfcheck", "message": p.selfcheck["message"]}
             summary["client"]["warnings"].append(warning)
     if p.target.sim_info is not None:  # the built-in simulator served: its log is the truth
-        summary["fidelity"] = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
+        block = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
+        if block is not None:
+            summary["fidelity"] = block
     if ex.server_series is not None:
         attach_server_metrics(summary, p.run_dir, ex.server_series, table)
     summary = p.target.scrubber.scrub_data(summary)
