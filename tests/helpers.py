@@ -7,11 +7,30 @@ conftest itself, under its own rules, and importing it again as a module is not 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
+import pytest
+
+from loadgen.backends.stream import SSEResponse
 from loadgen.runner import api
 
 
 def run(profile: Any, **kw: Any) -> Any:
     """Run a profile to completion in a fresh event loop, as `loadgen run` does."""
     return asyncio.run(api.run_async(profile, **kw))
+
+
+def slow_client(monkeypatch: pytest.MonkeyPatch, burn_ms: float) -> None:
+    """Make this process's client slow on purpose: every chunk it reads costs ``burn_ms`` of
+    CPU in the consumer, after the read's timestamp, so later chunks queue behind it."""
+    feed = SSEResponse.feed
+
+    def slow_feed(self: SSEResponse, t: int, raw: bytes) -> bool:
+        out = feed(self, t, raw)
+        until = time.perf_counter_ns() + int(burn_ms * 1e6)
+        while time.perf_counter_ns() < until:
+            pass
+        return out
+
+    monkeypatch.setattr(SSEResponse, "feed", slow_feed)

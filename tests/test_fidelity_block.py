@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from loadgen.analysis import fidelity
-from loadgen.backends.stream import SSEResponse
 from loadgen.runner import api
+
+from helpers import slow_client
 
 # A healthy client at c=4 trails the simulator's sends by 0.3-0.5 ms p99 here (first token).
 HEALTHY_P99_MS = fidelity.THRESHOLDS["first_token_lag_ms"]
@@ -83,16 +83,7 @@ def test_a_client_slowed_on_purpose_shows_a_larger_error_and_fails(make_profile,
     """Every chunk the client reads costs it 3 ms of CPU (test-only, in the consumer): chunks
     queue behind one another, their stamps trail the server's by milliseconds, the verdict fails
     and names the lag."""
-    feed = SSEResponse.feed
-
-    def slow_feed(self, t, raw):
-        out = feed(self, t, raw)
-        until = time.perf_counter_ns() + 3_000_000
-        while time.perf_counter_ns() < until:
-            pass
-        return out
-
-    monkeypatch.setattr(SSEResponse, "feed", slow_feed)
+    slow_client(monkeypatch, 3.0)
     res = sim_run(make_profile)
     block = res.summary["fidelity"]
     assert block["requests_matched"] == 24

@@ -14,17 +14,17 @@ import asyncio
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from loadgen.backends.stream import SSEResponse
 from loadgen.report.blocks import Table
 from loadgen.report.sections import client_section
 from loadgen.runner import api, selfcheck, selfcheck_store
 from loadgen.runner.fleet import usable_cores
+
+from helpers import slow_client
 
 BURN_MS = 0.25
 THRESHOLD_MS = 2.0
@@ -127,21 +127,8 @@ class TestRunWarning:
         assert self.rows["self-check ceiling"].startswith("none saved for this machine")
 
 
-def slowed(monkeypatch) -> None:
-    feed = SSEResponse.feed
-
-    def slow_feed(self, t, raw):
-        out = feed(self, t, raw)
-        until = time.perf_counter_ns() + int(BURN_MS * 1e6)
-        while time.perf_counter_ns() < until:
-            pass
-        return out
-
-    monkeypatch.setattr(SSEResponse, "feed", slow_feed)
-
-
 def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
-    slowed(monkeypatch)
+    slow_client(monkeypatch, BURN_MS)
     steps: list[selfcheck.Step] = []
     overrides = {"load.concurrency": 8, "workload.output_tokens": 24, "workload.input_tokens": 32}
     ceilings = []

@@ -61,7 +61,7 @@ class RunSamples:
         not pay that."""
         table = as_table(records)
         wanted = [d for d in metric_defs.DISTRIBUTIONS if metrics is None or d.name in metrics]
-        need_gaps = any(d.samples in GAP_SAMPLES for d in wanted)
+        need_gaps = metrics is None or needs_gaps(metrics)
         if not need_gaps:
             table = table.without_chunks()
         measured = table.select(~table.column("warmup"))
@@ -102,6 +102,12 @@ class RunSamples:
             values,
             per_request,
         )
+
+
+def needs_gaps(metrics: Collection[str]) -> bool:
+    """Whether any of ``metrics`` is a distribution of inter-token gaps (ITL): only then does
+    ``RunSamples.from_run`` need a table's chunk columns."""
+    return any(d.name in metrics and d.samples in GAP_SAMPLES for d in metric_defs.DISTRIBUTIONS)
 
 
 def _gap_samples(measured: RecordTable, ok: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -16,8 +16,9 @@ No lag can be negative on one clock: a lag below ``-CLOCK_SLACK_MS`` means the t
 not on one clock (a worker on another machine), and the verdict fails saying so. The verdict
 also fails when a measured request the client counted as ok and streamed has no ground-truth
 line, or when the p99 of either lag exceeds ``THRESHOLDS``: above that, latencies in the summary
-hold more client delay than a reader would assume. Imports numpy, orjson and the analysis
-table only.
+hold more client delay than a reader would assume. ``problems`` is that judgement, also for
+``loadgen selfcheck`` at its own threshold. Imports numpy, orjson and the analysis table and
+metrics only.
 """
 
 from __future__ import annotations
@@ -125,17 +126,7 @@ def _block(lags: _Lags, matched: int, unmatched: int) -> dict[str, Any]:
         "tpot_error_ms": distribution(lags.tpot),
         "e2e_error_ms": distribution(lags.e2e),
     }
-    reasons = []
-    if unmatched:
-        reasons.append(f"{unmatched} ok streamed requests have no line in the simulator's ground truth")
-    for name, limit in THRESHOLDS.items():
-        p99 = dists[name]["p99"]
-        if p99 is not None and p99 > limit:
-            reasons.append(f"{name} p99 {p99:.3f} ms > {limit:g} ms: the client trailed the server")
-    for name in ("first_token_lag_ms", "chunk_lag_ms"):
-        low = dists[name]["min"]
-        if low is not None and low < -CLOCK_SLACK_MS:
-            reasons.append(f"{name} min {low:.3f} ms < 0: client and server stamps are not on one clock")
+    reasons = problems({"requests_unmatched": unmatched, **dists})
     verdict = "no_data" if not matched else ("fail" if reasons else "pass")
     return {
         "source": "built-in simulator ground_truth.jsonl, matched by response id on one monotonic clock",
@@ -147,6 +138,32 @@ def _block(lags: _Lags, matched: int, unmatched: int) -> dict[str, Any]:
         "verdict": verdict,
         "reasons": reasons,
     }
+
+
+def thresholds_for(first_token_ms: float) -> dict[str, float]:
+    """``THRESHOLDS`` scaled so the first-token bound is ``first_token_ms`` (``loadgen
+    selfcheck --threshold-ms``): every lag keeps its ratio to the first token's."""
+    scale = first_token_ms / THRESHOLDS["first_token_lag_ms"]
+    return {name: limit * scale for name, limit in THRESHOLDS.items()}
+
+
+def problems(block: Mapping[str, Any], thresholds: Mapping[str, float] = THRESHOLDS) -> list[str]:
+    """Why a block's measurements fail (empty: they pass): requests without a ground-truth
+    line, a lag p99 above its threshold, or a lag below ``-CLOCK_SLACK_MS`` (two clocks)."""
+    reasons = []
+    if block["requests_unmatched"]:
+        reasons.append(
+            f"{block['requests_unmatched']} ok streamed requests have no line in the simulator's ground truth"
+        )
+    for name, limit in thresholds.items():
+        p99 = block[name]["p99"]
+        if p99 is not None and p99 > limit:
+            reasons.append(f"{name} p99 {p99:.3f} ms > {limit:g} ms: the client trailed the server")
+    for name in ("first_token_lag_ms", "chunk_lag_ms"):
+        low = block[name]["min"]
+        if low is not None and low < -CLOCK_SLACK_MS:
+            reasons.append(f"{name} min {low:.3f} ms < 0: client and server stamps are not on one clock")
+    return reasons
 
 
 def console_line(block: dict[str, Any]) -> str:

@@ -31,7 +31,6 @@ from loadgen.analysis import bootstrap as bs
 from loadgen.analysis import fidelity
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
-from loadgen.analysis.metrics import GAP_SAMPLES
 from loadgen.analysis.table import RecordTable
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
@@ -321,7 +320,7 @@ def gate(
     tables: dict[str, RecordTable] = {}
     cache: dict[tuple[str, int | None], bs.RunSamples] = {}
     wanted = {r.metric for r in rules.rules}  # RunSamples builds the inter-token gaps only if asked
-    gaps = any(d.name in wanted and d.samples in GAP_SAMPLES for d in metric_defs.DISTRIBUTIONS)
+    gaps = bs.needs_gaps(wanted)
 
     def samples(role: str, stage: int | None) -> bs.RunSamples:
         if (role, stage) not in cache:

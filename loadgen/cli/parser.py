@@ -7,6 +7,7 @@ import argparse
 import re
 from typing import Any
 
+from loadgen.cli.borrow import borrow, leave_unset
 from loadgen.cli.selfcheck import add_parser as add_selfcheck
 from loadgen.errors import ConfigError
 
@@ -334,12 +335,7 @@ def _add_capacity(sub: Any, run: argparse.ArgumentParser) -> None:
         "2 bad input or the target could not be reached, 130 interrupted.",
     )
     cp.add_argument("profile", nargs="?", help="profile YAML or a shipped profile's name (its workload)")
-    borrowed = ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id")
-    for action in (x for x in run._actions if set(x.option_strings) & set(borrowed)):
-        cp.add_argument(action.option_strings[-1], type=action.type, metavar=action.metavar, help=action.help)
-    cp.add_argument(
-        "--set", action="append", default=[], metavar="PATH=VALUE", help="override any profile field"
-    )
+    borrow(cp, run, ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id"))
     cp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="record a condition")
     cp.add_argument(
         "--sla",
@@ -377,9 +373,7 @@ def _add_capacity(sub: Any, run: argparse.ArgumentParser) -> None:
     g.add_argument("--max-rate", type=float, metavar="R", help="never offer more than R req/s")
     g.add_argument("--precision", type=float, default=0.05, help="stop when hi/lo - 1 <= this (default 0.05)")
     g.add_argument("--max-stages", type=int, default=14, metavar="N", help="stage budget (default 14)")
-    # Every other flag of `run` is unset here, so `overrides` reads this namespace as it reads run's.
-    mine = {x.dest for x in cp._actions}
-    cp.set_defaults(**{x.dest: None for x in run._actions if x.dest not in mine})
+    leave_unset(cp, run)
 
 
 _SLO = re.compile(

@@ -9,6 +9,8 @@ import argparse
 import sys
 from typing import Any
 
+from loadgen.cli.borrow import borrow, leave_unset
+
 # The flags of `run` that shape the load being checked (the target is always the simulator).
 _BORROWED = (
     "--sim", "--transport", "--endpoint", "--prompt-format", "--concurrency", "--rate", "--arrival",
@@ -29,14 +31,7 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         "found, 1 not even the lowest load passed, 2 bad input.",
     )
     sc.add_argument("profile", nargs="?", help="profile YAML or a shipped profile's name (its load shape)")
-    for action in (x for x in run._actions if set(x.option_strings) & set(_BORROWED)):
-        sc.add_argument(
-            action.option_strings[-1], type=action.type, metavar=action.metavar, help=action.help,
-            choices=action.choices,
-        )  # fmt: skip
-    sc.add_argument(
-        "--set", action="append", default=[], metavar="PATH=VALUE", help="override any profile field"
-    )
+    borrow(sc, run, _BORROWED)
     g = sc.add_argument_group("check")
     g.add_argument(
         "--check-workers",
@@ -58,8 +53,7 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         "--max-load", type=float, metavar="X", help="top of the search (default: twice the requested)"
     )
     g.add_argument("--no-save", action="store_true", help="print the result without saving it")
-    mine = {x.dest for x in sc._actions}
-    sc.set_defaults(**{x.dest: None for x in run._actions if x.dest not in mine})
+    leave_unset(sc, run)
 
 
 def cmd_selfcheck(a: argparse.Namespace, path: Any, overrides: dict[str, Any]) -> int:

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from loadgen.analysis import fidelity
 from loadgen.config import load_profile
 from loadgen.errors import ConfigError
 from loadgen.runner import api, selfcheck_store
@@ -72,19 +73,10 @@ class WorkerResult:
 
 def judge(summary: Mapping[str, Any], open_loop: bool, threshold_ms: float) -> list[str]:
     """Why a step's run does not count as truthful (empty: it does)."""
-    reasons = []
     fid = summary.get("fidelity")
     if not fid or not fid.get("requests_matched"):
         return ["no streamed request was matched to the simulator's ground truth"]
-    first, chunk = fid["first_token_lag_ms"], fid["chunk_lag_ms"]
-    if (first["p99"] or 0) > threshold_ms:
-        reasons.append(f"first-token lag p99 {first['p99']:.2f} ms > {threshold_ms:g} ms")
-    if (chunk["p99"] or 0) > 2 * threshold_ms:
-        reasons.append(f"chunk lag p99 {chunk['p99']:.2f} ms > {2 * threshold_ms:g} ms")
-    if fid["requests_unmatched"]:
-        reasons.append(f"{fid['requests_unmatched']} requests unmatched")
-    if min(first["min"] or 0, chunk["min"] or 0) < -0.05:
-        reasons.append("negative lag: not one clock")
+    reasons = fidelity.problems(fid, fidelity.thresholds_for(threshold_ms))
     client = summary.get("client") or {}
     if client.get("client_limited"):
         flagged = [w for w in client.get("warnings", []) if w.get("warning") == "client_limited"]

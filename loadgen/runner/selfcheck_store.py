@@ -7,7 +7,8 @@ once (and written into the summary's client block), not discovered from a ``clie
 flag afterwards. A check is only reused on the machine and configuration it was made on: the
 CPU model, usable cores, Python and loadgen version, the transport and the loop kind (closed:
 concurrency, open: rate). The file is JSON under ``$LOADGEN_CACHE_DIR``, else
-``$XDG_CACHE_HOME/loadgen``, else ``~/.cache/loadgen``. Imports the standard library only.
+``$XDG_CACHE_HOME/loadgen``, else ``~/.cache/loadgen``. Imports the standard library and
+``runner.fleet`` (usable cores) only.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from loadgen.runner.fleet import usable_cores
 
 FILE = "selfcheck.json"
 
@@ -37,14 +40,10 @@ def machine() -> dict[str, Any]:
     """What makes two self-checks comparable: the same CPU, cores, Python and loadgen."""
     from loadgen import __version__
 
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 1
     return {
         "cpu_model": _cpu_model(),
         "cpus": os.cpu_count(),
-        "cpus_usable": usable,
+        "cpus_usable": usable_cores(),
         "python": sys.version.split()[0],
         "loadgen_version": __version__,
     }
