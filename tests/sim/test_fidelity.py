@@ -6,10 +6,9 @@ writes ``<run_dir>/ground_truth.jsonl`` with the ``perf_counter_ns`` at which ea
 left it (same CLOCK_MONOTONIC as the client), matched here to loadgen's records by response id.
 
 Sign convention: trail = client timestamp - simulator timestamp. The simulator stamps a chunk
-right AFTER ``await response.write()`` returns, i.e. after the bytes were already handed to the
-kernel, so the client on the other core can read and stamp them a little before the simulator's
-own stamp: trails may be slightly negative (``NEG_MARGIN_MS`` on the median; a client stamping
-events before they were sent would move the median far below it).
+the instant before ``response.write()`` hands its bytes to the kernel, so no client can read it
+before its stamp: trails are >= 0 up to the clock read's own jitter (``NEG_MARGIN_MS`` on the
+median; a client stamping events before they were sent would move the median far below it).
 
 Tolerances were set from measurements on the 2-core development machine (shared with other
 work; figures beside each test). On two cores shared by client, simulator and whatever else
@@ -31,14 +30,11 @@ from loadgen.runner import api
 
 MS = 1e6
 PRESET = "llama3-8b-fp16@h100"  # B=1 decode step ~7 ms, prefill of 32 tokens ~1 ms
-# The simulator stamps after write() returned; a client on the other core may stamp first,
-# typically by up to 0.1-0.2 ms here, so the bulk of the trails may sit that far below zero:
-# NEG_MARGIN_MS bounds the median. Single stamps can be far later when the simulator is
-# descheduled or collects garbage between its write and its clock read (measured -1.5 ms for
-# one chunk in 4096 at c=64 alone, -5 ms with another test suite running on the same 2 cores),
-# so no single sample is bounded below; a client stamping before the bytes were sent (at send
-# time, say) would move the median by ~TTFT (7+ ms), and a role-only chunk taken for a token
-# would change the chunk count.
+# The simulator stamps before write(), so a trail below zero is clock-read jitter only;
+# NEG_MARGIN_MS bounds the median (it was set when the stamp followed the write and a client on
+# the other core could stamp first by 0.1-0.2 ms). No single sample is bounded below; a client
+# stamping before the bytes were sent (at send time, say) would move the median by ~TTFT (7+ ms),
+# and a role-only chunk taken for a token would change the chunk count.
 NEG_MARGIN_MS = 0.2
 
 
@@ -123,10 +119,13 @@ def test_concurrency_1_matches_simulator_ground_truth(tmp_path):
 
 
 def test_concurrency_64_matches_simulator_ground_truth(tmp_path):
-    """At c=64: first token and every chunk trail the simulator's send by p50 -0.2..2 ms, p99 < 10
-    ms; TPOT within 2 % (p90; max 5 %); chunk and token counts equal."""
-    # Measured here (standalone, 5 runs of 128 x 64 tokens): first-token trail p50 0.5-0.9,
-    # p99 1.0-1.3 ms, max 1.8 ms; every chunk's trail p50 0.6-0.8 ms, p99 1.2-2.3 ms; TPOT
+    """At c=64: first token and every chunk trail the simulator's send by p50 -0.2..2 ms (chunks:
+    3 ms), p99 < 10 ms; TPOT within 2 % (p90; max 5 %); chunk and token counts equal."""
+    # Measured here (standalone, 5 runs of 128 x 64 tokens, 2026-12): first-token trail p50
+    # 0.2-0.4, p99 0.6-1.6 ms; every chunk's trail p50 1.7-1.9 ms, p99 2.5-2.9 ms (a decode step's
+    # 64 chunks arrive together and are read one after another; it was 0.6-0.8 ms on a quieter
+    # day, and two CI runs saw 2.01, so the median's bound is 3 ms: a stamp taken at the wrong
+    # event moves it by a TTFT, 7+ ms); TPOT
     # error <= 0.7 %. 64 tokens, not fewer: TPOT spans first to last chunk, so one chunk late by
     # a scheduling hiccup moves it by delay / span (with 32 tokens, one 11 ms hiccup once made
     # it 5.2 %).
@@ -138,7 +137,7 @@ def test_concurrency_64_matches_simulator_ground_truth(tmp_path):
     m = _compare(res, truth)
     assert -NEG_MARGIN_MS <= _p(m["first"], 50) < 2.0
     assert _p(m["first"], 99) < 10.0
-    assert -NEG_MARGIN_MS <= _p(m["chunks"], 50) < 2.0
+    assert -NEG_MARGIN_MS <= _p(m["chunks"], 50) < 3.0
     assert _p(m["chunks"], 99) < 10.0
     tpot_err = np.abs(m["tpot_rel"])
     assert _p(tpot_err, 90) < 0.02
