@@ -45,6 +45,10 @@ class RequestSpec:
     messages: list[dict[str, str]] | None  # chat endpoint only
     prompt_tokens: int  # exact for token ids or a tokenizer, approximate otherwise
     output_tokens: int  # the max_tokens to request
+    expected: str | None = None  # the answer a right reply gives (the quality axis)
+    match: str = "exact"  # how the answer is scored against it: "exact" | "contains"
+    session_id: int | None = None  # multi-turn: the conversation it belongs to
+    turn: int | None = None  # multi-turn: its place in that conversation, from 1
 
 
 @dataclass(slots=True)
@@ -79,6 +83,16 @@ class RequestRecord:
     prompt_tokens_source: str = "target"  # "usage" | "target"
     worker: int = 0
     stage: int = 0  # the load stage it belonged to (0 for a single-stage run)
+    session_id: int | None = None  # multi-turn: the conversation, and the request's turn in it
+    turn: int | None = None
+    # The quality axis, when the run keeps answers (output.answers) or scores them: a digest of
+    # the exact prompt sent (runs compare answers only on identical prompts), the answer's
+    # content as the streamed pieces (one a chunk, about one token each; cut to a budget),
+    # and whether it matched the request's expected answer.
+    prompt_hash: str | None = None
+    answer: list[str] | None = None
+    answer_truncated: bool = False
+    correct: bool | None = None
 
     def to_json(self) -> bytes:
         return orjson.dumps(self, option=orjson.OPT_SERIALIZE_DATACLASS)
@@ -91,6 +105,7 @@ class RequestRecord:
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(RequestRecord))
 RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RequestRecord))
+TEXT_FIELDS: tuple[str, ...] = ("answer",)  # free text: in requests.jsonl, never in a record table
 
 
 class SinkError(OSError):

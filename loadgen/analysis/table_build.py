@@ -20,11 +20,15 @@ import numpy as np
 import orjson
 
 from loadgen.analysis.chunks import Chunks, ones
-from loadgen.records import ReadReport, RequestRecord
+from loadgen.records import TEXT_FIELDS, ReadReport, RequestRecord
 
 _FIELDS = dataclasses.fields(RequestRecord)
-SCALAR_FIELDS: tuple[str, ...] = tuple(f.name for f in _FIELDS if f.default_factory is not list)
-_KINDS = {"int": "int", "bool": "bool", "int|None": "nint", "float|None": "float"}
+# The answer's text stays in the file (output agreement streams it from there): a column of
+# strings would cost the table more than every timestamp it holds.
+SCALAR_FIELDS: tuple[str, ...] = tuple(
+    f.name for f in _FIELDS if f.default_factory is not list and f.name not in TEXT_FIELDS
+)
+_KINDS = {"int": "int", "bool": "bool", "int|None": "nint", "float|None": "float", "bool|None": "float"}
 _KINDS.update({"str": "str", "str|None": "str"})
 # Each scalar field's storage: a new field of another type fails here, at import, not in a run.
 KINDS: dict[str, str] = {

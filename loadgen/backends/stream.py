@@ -168,8 +168,12 @@ class SSEResponse:
         if reasoning:
             rec.reasoning_times_ns.append(t)
             rec.reasoning_tokens.append(n)
-        elif rec.t_first_content_ns is None:
-            rec.t_first_content_ns = t
+        else:
+            if rec.t_first_content_ns is None:
+                rec.t_first_content_ns = t
+            answer = rec.answer  # kept only when the run reads answers (quality, sessions)
+            if answer is not None:
+                answer.append(text)
         if self.texts is not None:
             self.texts.append(text)
 

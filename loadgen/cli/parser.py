@@ -32,6 +32,9 @@ FLAG_PATHS = {
     "tokenizer": "workload.prompt.tokenizer",
     "input_tokens": "workload.input_tokens",
     "output_tokens": "workload.output_tokens",
+    "dataset": "workload.dataset.path",
+    "trace": "workload.trace.path",
+    "time_scale": "workload.trace.time_scale",
     "workers": "client.workers",
     "ray": "client.ray",
     "out": "output.dir",
@@ -147,7 +150,23 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--output-tokens", type=int, help="fixed output length in tokens (max_tokens)")
     g.add_argument("--seed", type=int, help="seed for lengths, prompts and arrivals")
     g.add_argument("--tokenizer", help="local tokenizer.json for exact prompt lengths")
+    g.add_argument("--dataset", metavar="FILE", help="prompts from a local ShareGPT .json or prompts .jsonl")
+    g.add_argument(
+        "--trace",
+        metavar="FILE",
+        help="replay a trace's arrivals and lengths: Mooncake .jsonl, Azure .csv or native .jsonl "
+        "(its times replace --rate/--concurrency)",
+    )
+    g.add_argument(
+        "--time-scale", type=float, metavar="X", help="stretch the trace's time by X (2: half the rate)"
+    )
     g = r.add_argument_group("output")
+    g.add_argument(
+        "--keep-answers",
+        action="store_true",
+        default=None,
+        help="keep each answer's text in requests.jsonl (output agreement between runs needs it)",
+    )
     g.add_argument(
         "--set",
         action="append",
@@ -281,6 +300,11 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
         out["load.concurrency"] = None
     elif a.concurrency is not None:
         out["load.rate"] = None
+    if getattr(a, "trace", None) is not None:  # a trace's own times schedule the run
+        out.setdefault("load.concurrency", None)
+        out.setdefault("load.rate", None)
+    if getattr(a, "keep_answers", None):
+        out["output.answers.keep"] = True
     if a.sim is not None:
         out["target.url"] = None
         out["sim.preset"] = a.sim

@@ -243,7 +243,9 @@ def load_profile(
     try:
         load = data.get("load") if isinstance(data, dict) else None
         staged = isinstance(load, dict) and bool(load.get("stages") or load.get("sweep"))
-        return Profile.model_validate(data, context={"staged": staged})
+        work = data.get("workload") if isinstance(data, dict) else None
+        trace = isinstance(work, dict) and work.get("trace") is not None
+        return Profile.model_validate(data, context={"staged": staged, "trace": trace})
     except ValidationError as exc:
         raise ConfigError(render_validation_error(exc, Profile), source=source) from None
 

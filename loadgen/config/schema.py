@@ -17,6 +17,14 @@ from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
 from loadgen.config.target import TargetConfig
+from loadgen.config.traffic import (
+    AnswersConfig,
+    DatasetConfig,
+    PrefixConfig,
+    SessionsConfig,
+    TasksConfig,
+    TraceConfig,
+)
 
 # What one process can hold: an open-loop schedule is computed up front (8 bytes a request)
 # and every record stays in memory until the summary; past this a run would not fit.
@@ -68,12 +76,40 @@ class WorkloadConfig(StrictModel):
     input_tokens: LengthDist = FixedLength(value=512)
     output_tokens: LengthDist = FixedLength(value=128)
     prompt: PromptConfig = PromptConfig()
+    # Production-like traffic (traffic.py): at most one of dataset / trace / tasks picks the
+    # prompts; prefix and sessions shape them.
+    dataset: DatasetConfig | None = None
+    trace: TraceConfig | None = None
+    tasks: TasksConfig | None = None
+    prefix: PrefixConfig | None = None
+    sessions: SessionsConfig | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        sources = [k for k in ("dataset", "trace", "tasks") if getattr(self, k) is not None]
+        if len(sources) > 1:
+            raise ValueError(f"{' and '.join(sources)} are both set; one source picks the prompts")
+        if self.prefix is not None and self.prefix.shared_tokens and self.prompt.system_prompt_tokens:
+            raise field_msg(
+                "prefix",
+                "is set together with prompt.system_prompt_tokens; one shared system prompt is "
+                "prefix.groups: 1 with prefix.fraction: 1, so keep only workload.prefix",
+            )
+        if self.trace is not None and self.prefix is not None:
+            raise field_msg("prefix", "cannot shape a trace's prompts: its hash_ids say what they share")
+        if self.sessions is not None and sources:
+            raise field_msg(
+                "sessions",
+                f"build their turns from synthetic messages; remove workload.{sources[0]} or sessions",
+            )
+        return self
 
     @model_validator(mode="after")
     def _has_a_stop(self, info: ValidationInfo):
         # A staged run stops each stage on its own length (load.stages / load.sweep); the loader
         # says so in the validation context, since this section cannot see the load section.
-        if (info.context or {}).get("staged"):
+        # A trace stops where it ends.
+        if (info.context or {}).get("staged") or self.trace is not None:
             return self
         if self.num_requests is None and self.duration_s is None:
             raise ValueError(
@@ -101,13 +137,22 @@ class LoadConfig(StrictModel):
         return _within_fd_limit(v)
 
     @model_validator(mode="after")
-    def _one_shape(self):
+    def _one_shape(self, info: ValidationInfo):
         how = (
             "closed loop: `load.concurrency: 8` or --concurrency 8; open loop: "
             "`load.rate: 4.0` (requests/s) or --rate 4"
         )
         if self.stages or self.sweep is not None:
             return self._staged()
+        if (info.context or {}).get("trace"):
+            if self.concurrency is not None or self.rate is not None:
+                which = "concurrency" if self.concurrency is not None else "rate"
+                raise field_msg(
+                    which,
+                    "is set together with workload.trace; a trace replays its own arrival times "
+                    "(scale them with workload.trace.time_scale, --time-scale)",
+                )
+            return self
         if self.concurrency is None and self.rate is None:
             raise ValueError(f"set exactly one of concurrency or rate ({how})")
         if self.concurrency is not None and self.rate is not None:
@@ -202,6 +247,7 @@ class OutputConfig(StrictModel):
     dir: str = "reports"
     run_id: str | None = None
     progress: bool = True
+    answers: AnswersConfig = AnswersConfig()
 
     @field_validator("run_id")
     @classmethod
@@ -237,6 +283,19 @@ class Profile(StrictModel):
                 "load",
                 "sweep: set stage_duration_s or stage_requests (--stage-duration), "
                 "or workload.duration_s / num_requests for every stage",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _traffic_fits_the_load(self):
+        load, work = self.load, self.workload
+        if work.trace is not None and (load.stages or load.sweep is not None):
+            raise field_msg("load", "stages and sweeps set their own rates; a trace replays its own")
+        if work.sessions is not None and (self.client.workers != 1 or self.client.ray):
+            raise field_msg(
+                "client",
+                "multi-turn sessions run in one process (a session's turns wait on each other's "
+                "answers); set client.workers: 1 (--workers 1) and no client.ray",
             )
         return self
 

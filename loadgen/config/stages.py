@@ -131,6 +131,9 @@ def parse_series(raw: Any, knob: str) -> list[float]:
     return [round(lo + i * step, 9) for i in range(int(n))]
 
 
+TRACE = "trace"  # a stage's arrival when a trace's own times schedule it
+
+
 @dataclass(frozen=True, slots=True)
 class Stage:
     """One load level as the runner executes it."""
@@ -216,13 +219,14 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
                 )
             )
         return out
+    trace = getattr(workload, "trace", None) is not None
     return [
         Stage(
             0,
-            _named(0, load.concurrency, load.rate),
+            "trace replay" if trace else _named(0, load.concurrency, load.rate),
             load.concurrency,
             load.rate,
-            load.arrival,
+            TRACE if trace else load.arrival,
             load.burstiness,
             load.max_concurrency,
             workload.duration_s,

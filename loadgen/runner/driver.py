@@ -10,15 +10,19 @@ from __future__ import annotations
 
 import array
 import asyncio
+import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+import orjson
 
 from loadgen.backends.stream import Live
 from loadgen.clock import now_ns, sleep_until
+from loadgen.quality.score import score
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
-from loadgen.runner.shapes import LoadShape
+from loadgen.runner.shapes import Answer, LoadShape
 
 _LOOP_PROBE_S = 0.02
 
@@ -47,6 +51,49 @@ class Limits:
     # first_id, so warm-up means the same requests however the stage is split). None: all of
     # first_id .. first_id + num_requests + warmup_requests (or unbounded for a duration).
     ids: Iterable[int] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerPolicy:
+    """Whether records keep their answer's text (``output.answers``), and at most how much."""
+
+    keep: bool = False
+    max_chars: int = 4096
+
+
+def answer_policy(profile: Any) -> AnswerPolicy:
+    """The policy of a profile's ``output.answers``."""
+    a = profile.output.answers
+    return AnswerPolicy(a.keep, a.max_chars)
+
+
+def prompt_hash(spec: RequestSpec) -> str:
+    """A digest of exactly what was asked (messages or prompt): two runs' answers are compared
+    only where it matches."""
+    body = spec.messages if spec.messages is not None else spec.prompt
+    return hashlib.blake2b(orjson.dumps(body), digest_size=8).hexdigest()
+
+
+def _settle_answer(rec: RequestRecord, spec: RequestSpec, policy: AnswerPolicy) -> Answer | None:
+    """Score the answer, cut what the record keeps of it to the budget, and hand the whole
+    text back to the shape (None when the request failed or answers are not read)."""
+    pieces = rec.answer
+    if pieces is None:
+        return None
+    text = "".join(pieces)
+    if rec.ok and spec.expected is not None:
+        rec.correct = score(text, spec.expected, spec.match)
+    if not policy.keep:
+        rec.answer = None
+    elif len(text) > policy.max_chars:
+        kept, used = [], 0
+        for piece in pieces:
+            if used + len(piece) > policy.max_chars:
+                break
+            kept.append(piece)
+            used += len(piece)
+        rec.answer, rec.answer_truncated = kept, True
+    return Answer(text, rec.output_tokens or len(pieces)) if rec.ok else None
 
 
 def _samples() -> array.array[int]:
@@ -82,9 +129,10 @@ class _Dispatch:
         res: DriveResult,
         worker: int = 0,
         on_start: Callable[[RequestRecord], None] | None = None,
+        answers: AnswerPolicy = AnswerPolicy(),
     ) -> None:
         self._specs, self._backend, self._limits, self._stage = specs, backend, limits, stage
-        self._worker, self._on_start = worker, on_start
+        self._worker, self._on_start, self._answers = worker, on_start, answers
         self._emit, self._res = emit, res
         total = None if limits.num_requests is None else limits.num_requests + limits.warmup_requests
         first = limits.first_id
@@ -94,7 +142,7 @@ class _Dispatch:
             self._ids = iter(range(first, first + total) if total is not None else itertools.count(first))
         self._ramp_end_ns = res.started_ns + int(limits.ramp_s * 1e9)
         self._end_ns = None if limits.duration_s is None else res.started_ns + int(limits.duration_s * 1e9)
-        self.in_flight: set[asyncio.Task[None]] = set()
+        self.in_flight: set[asyncio.Task[Any]] = set()
 
     @property
     def started_ns(self) -> int:
@@ -112,9 +160,11 @@ class _Dispatch:
     def wake_late(self, late_ns: int) -> None:
         self._res.wake_late_ns.append(late_ns)
 
-    async def send(self, i: int, t_sched_ns: int, spec: RequestSpec | None = None) -> None:
+    async def send(self, i: int, t_sched_ns: int, spec: RequestSpec | None = None) -> Answer | None:
         if spec is None:
             spec = self._specs.request(i)
+        policy = self._answers
+        read = policy.keep or spec.expected is not None or spec.session_id is not None
         rec = RequestRecord(
             id=i,
             worker=self._worker,
@@ -125,13 +175,19 @@ class _Dispatch:
             requested_output_tokens=spec.output_tokens,
             requested_prompt_tokens=spec.prompt_tokens,
             stage=self._stage,
+            session_id=spec.session_id,
+            turn=spec.turn,
+            prompt_hash=prompt_hash(spec) if policy.keep else None,
+            answer=[] if read else None,
         )
+        answer = None
         live = self._backend.live
         live.in_flight += 1
         if self._on_start is not None:
             self._on_start(rec)
         try:
             await self._backend.send(spec, rec)
+            answer = _settle_answer(rec, spec, policy)
         except asyncio.CancelledError:
             if rec.error_class is None:
                 rec.ok, rec.error_class = False, CANCELLED
@@ -141,8 +197,11 @@ class _Dispatch:
         finally:
             if rec.t_send_ns == 0:
                 rec.t_send_ns = rec.t_sched_ns
+            if answer is None and not policy.keep:
+                rec.answer = None  # read but never settled (cancelled): not kept
             live.in_flight -= 1
             self._emit(rec)
+        return answer
 
     def spawn(
         self, i: int, t_sched_ns: int, spec: RequestSpec, on_done: asyncio.Semaphore | None = None
@@ -171,12 +230,14 @@ async def drive(
     start_ns: int | None = None,
     worker: int = 0,
     on_start: Callable[[RequestRecord], None] | None = None,
+    answers: AnswerPolicy = AnswerPolicy(),
 ) -> DriveResult:
     """Run ``shape`` until the limits or ``stop``; return the result, with every record when
     ``keep`` (each is also handed to ``on_record`` as it finished). Records carry ``stage`` and
     ``worker``. ``start_ns``: the stage's origin on the ``now_ns`` clock, shared by every worker
     process of a split stage (the driver waits for it); ``on_start`` sees each record as its
-    request is handed to the backend (a worker process announces it to its parent)."""
+    request is handed to the backend (a worker process announces it to its parent); ``answers``:
+    whether records keep their answer's text."""
     records: list[RequestRecord] = []
     stop = stop or asyncio.Event()
     live = backend.live
@@ -196,7 +257,7 @@ async def drive(
         if on_record is not None:
             on_record(rec)
 
-    dispatch = _Dispatch(specs, backend, limits, stage, emit, res, worker, on_start)
+    dispatch = _Dispatch(specs, backend, limits, stage, emit, res, worker, on_start, answers)
 
     async def probe() -> None:
         while True:

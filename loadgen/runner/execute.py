@@ -145,7 +145,7 @@ async def _run_stages(
     while not stop.is_set() and (stage := plan.next_stage(outcomes)) is not None:
         if len(p.stages) > 1 or stage.index > 0:
             status(f"stage {stage.index}: {stage.name}")
-        shape, limits = shape_for(stage, previous, first_id, seed)
+        shape, limits = shape_for(stage, previous, first_id, seed, p.workload)
         start = sink.offset
         result = await fleet.run(stage.index, shape, limits, stop)
         outcomes.append(StageOutcome(stage, result, sink.path, (start, sink.offset)))

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from loadgen.errors import RunError
 from loadgen.records import JsonlSink, RequestRecord
-from loadgen.runner.driver import DriveResult, Limits, drive
+from loadgen.runner.driver import DriveResult, Limits, answer_policy, drive
 from loadgen.runner.plan import pool_size
 from loadgen.runner.pool import Channel, ProcessChannel, WorkerPool
 from loadgen.runner.prepare import Prepared
@@ -66,7 +66,15 @@ class InProcess:
     async def run(self, stage: int, shape: LoadShape, limits: Limits, stop: asyncio.Event) -> DriveResult:
         p = self._p
         res = await drive(
-            p.specs, p.backend, shape, limits, on_record=self._keep, stop=stop, stage=stage, keep=False
+            p.specs,
+            p.backend,
+            shape,
+            limits,
+            on_record=self._keep,
+            stop=stop,
+            stage=stage,
+            keep=False,
+            answers=answer_policy(p.profile),
         )
         self._results.append(res)
         return res

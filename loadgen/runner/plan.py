@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from loadgen.config.stages import Stage
+from loadgen.config.stages import TRACE, Stage
 from loadgen.runner.driver import DriveResult, Limits
+from loadgen.runner.sessions import Sessions
 from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
-from loadgen.workload import stage_schedule
+from loadgen.workload import Workload, stage_schedule
 
 if TYPE_CHECKING:
     from loadgen.analysis.table import RecordTable
@@ -57,9 +58,12 @@ class FixedPlan:
         return self.stages[len(done)] if len(done) < len(self.stages) else None
 
 
-def shape_for(stage: Stage, previous: Stage | None, first_id: int, seed: int) -> tuple[LoadShape, Limits]:
+def shape_for(
+    stage: Stage, previous: Stage | None, first_id: int, seed: int, workload: Workload | None = None
+) -> tuple[LoadShape, Limits]:
     """The load shape and limits of ``stage``; a ramp starts from ``previous``'s level when
-    it is of the same kind (concurrency after concurrency, rate after rate), else from 0."""
+    it is of the same kind (concurrency after concurrency, rate after rate), else from 0.
+    ``workload``: a trace's schedule, or the session plan whose conversations the load runs."""
     limits = Limits(
         num_requests=stage.num_requests,
         duration_s=stage.duration_s,
@@ -67,6 +71,16 @@ def shape_for(stage: Stage, previous: Stage | None, first_id: int, seed: int) ->
         first_id=first_id,
         ramp_s=stage.ramp_s,
     )
+    if stage.arrival == TRACE:
+        schedule = workload.schedule_ns() if workload is not None else None
+        if schedule is None:
+            raise ValueError("a trace stage needs the workload that read the trace")
+        return OpenLoop(schedule, stage.max_concurrency), limits
+    sessions = workload.sessions if workload is not None else None
+    if sessions is not None:
+        if stage.concurrency is not None:
+            return Sessions(sessions, concurrency=stage.concurrency), limits
+        return Sessions(sessions, schedule_ns=stage_schedule(stage, seed)), limits
     if stage.concurrency is not None:
         ramp_from = previous.concurrency if previous is not None and previous.concurrency else 0
         return ClosedLoop(stage.concurrency, ramp_s=stage.ramp_s, ramp_from=ramp_from), limits

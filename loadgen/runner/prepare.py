@@ -32,7 +32,7 @@ from loadgen.result import GROUND_TRUTH
 from loadgen.runner.driver import SpecSource
 from loadgen.runner.plan import pool_size
 from loadgen.server import fit, identity
-from loadgen.workload import Workload
+from loadgen.workload import Workload, build_schedule
 
 _NAME_IN_ID = 48  # characters of the profile name kept in a generated run id
 
@@ -115,11 +115,15 @@ async def prepare(profile: Profile, run_dir: Path, target: Target, status: Calla
         backend = backend_cls.for_target(t, probe.model, transport, live, token_counter(workload))
         stages = resolve_stages(load, profile.workload)
         total = planned_total(stages)
+        if workload.schedule_ns() is not None:  # a trace: as many requests as its window holds
+            total = len(build_schedule(load, profile.workload) or ())
         specs, prompt_fit = await fit.fit_for_profile(
             profile, transport, probe.model, workload, total, status
         )
         server = dict(probe.info)
-        server["identity"] = identity.identity(probe.identity, specs, total)
+        # A session's turns are built from their history as the run goes: none to check ahead.
+        ahead = total if workload.sessions is None else None
+        server["identity"] = identity.identity(probe.identity, specs, ahead)
     except BaseException:
         await transport.aclose()
         raise

@@ -28,6 +28,14 @@ from loadgen.clock import now_ns, sleep_until
 from loadgen.records import RequestSpec
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the server answered a request: the whole text, and its output tokens."""
+
+    text: str
+    tokens: int
+
+
 class Dispatcher(Protocol):
     """What the driver offers a load shape."""
 
@@ -44,8 +52,9 @@ class Dispatcher(Protocol):
 
     def spec(self, i: int) -> RequestSpec: ...
 
-    async def send(self, i: int, t_sched_ns: int, spec: RequestSpec | None = None) -> None:
-        """Send request ``i`` now and return once its record is written."""
+    async def send(self, i: int, t_sched_ns: int, spec: RequestSpec | None = None) -> Answer | None:
+        """Send request ``i`` now and return once its record is written: with its answer when
+        it succeeded and the run reads answers (a session's next turn carries it)."""
         ...
 
     def spawn(

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from loadgen.analysis import curve, fidelity, metrics
+from loadgen.analysis import curve, fidelity, metrics, traffic
 from loadgen.analysis.table import RecordTable
 from loadgen.memory import give_back_freed_memory
 from loadgen.redact import redact_profile, redact_url
@@ -65,6 +65,13 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
         if p.selfcheck["above_ceiling"]:
             warning = {"warning": "above_selfcheck", "message": p.selfcheck["message"]}
             summary["client"]["warnings"].append(warning)
+    answers = profile.output.answers
+    block = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
+    if block is not None:
+        summary["quality"] = block
+    block = traffic.sessions(table)
+    if block is not None:
+        summary["sessions"] = block
     if p.target.sim_info is not None:  # the built-in simulator served: its log is the truth
         block = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
         if block is not None:
@@ -139,6 +146,7 @@ def _conditions(p: Prepared, table: RecordTable, workers: int) -> dict[str, Any]
             "realised": _realised(p.workload, table),
         },
         "prompt_lengths_approximate": p.workload.approximate_prompt_lengths,
+        "traffic": p.workload.traffic(),
         "client": {
             **conditions.client_info(t.transport, type(asyncio.get_running_loop()).__module__),
             "workers": workers,
@@ -158,8 +166,15 @@ def _realised(workload: Workload, table: RecordTable) -> dict[str, Any]:
     prompt, has_prompt = table.ints("prompt_tokens")
     counted = ok & has_out
     short = out[counted] < table.column("requested_output_tokens")[counted]
+    if workload.sessions is not None:  # a turn's prompt is its history: as each one asked
+        sampled = {
+            "input_tokens": describe(table.column("requested_prompt_tokens")[measured].astype(np.int64)),
+            "output_tokens": describe(table.column("requested_output_tokens")[measured].astype(np.int64)),
+        }
+    else:
+        sampled = workload.realised(int(i) for i in table.column("id")[measured])
     return {
-        "sampled": workload.realised(int(i) for i in table.column("id")[measured]),
+        "sampled": sampled,
         "server_prompt_tokens": describe(prompt[ok & has_prompt].astype(np.int64)),
         "server_output_tokens": describe(out[counted].astype(np.int64)),
         "output_tokens_short_of_requested": int(short.sum()),

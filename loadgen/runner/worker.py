@@ -39,7 +39,7 @@ from loadgen.clock import now_ns
 from loadgen.config import Profile
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner import frames
-from loadgen.runner.driver import DriveResult, Limits, drive
+from loadgen.runner.driver import DriveResult, Limits, answer_policy, drive
 from loadgen.runner.prepare import Target, token_counter
 from loadgen.runner.shapes import LoadShape
 from loadgen.server.tokenize import FittedSpecs
@@ -152,6 +152,7 @@ class Worker:
                 start_ns=order.start_ns - self.job.clock_shift_ns,
                 worker=self.job.index,
                 on_start=self._started,
+                answers=answer_policy(self.job.profile),
             )
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the run with it
             error = f"{type(exc).__name__}: {exc}"

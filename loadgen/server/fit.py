@@ -32,6 +32,8 @@ async def fit_for_profile(
     """Exact prompt lengths from the server's /tokenize when it has one and nothing better is
     configured; otherwise the workload as it is, and how its lengths were made."""
     t = profile.target
+    if not workload.fittable:
+        return workload, {"method": "as given (a dataset, trace, task set, shared prefix or session)"}
     if t.prompt_format == "token_ids":
         return workload, {"method": "token ids (exact)"}
     if workload.tokenizer is not None:

@@ -7,8 +7,9 @@ Parsing is ``prometheus_client``'s, never a hand-written one.
 
 A scrape becomes one flat row (``normalize``): gauges ``running``, ``waiting``,
 ``kv_cache_usage`` (0..1), counters ``preemptions_total``, ``prompt_tokens_total``,
-``generation_tokens_total``, and ``<hist>_sum_s`` / ``<hist>_count`` of the latency histograms
-``ttft``, ``itl``, ``tpot``, ``e2e`` and ``queue_time``; None where the engine has no such
+``generation_tokens_total``, ``prefix_cache_queries_total`` and ``prefix_cache_hits_total``
+(prompt tokens looked up in the prefix cache, and found), and ``<hist>_sum_s`` /
+``<hist>_count`` of the latency histograms ``ttft``, ``itl``, ``tpot``, ``e2e`` and ``queue_time``; None where the engine has no such
 metric. Series with several label sets (data-parallel engines, several models) are summed,
 except ``kv_cache_usage``, a fraction, which is averaged.
 
@@ -50,7 +51,13 @@ __all__ = [
 
 HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
 GAUGES = ("running", "waiting", "kv_cache_usage")
-COUNTERS = ("preemptions_total", "prompt_tokens_total", "generation_tokens_total")
+COUNTERS = (
+    "preemptions_total",
+    "prompt_tokens_total",
+    "generation_tokens_total",
+    "prefix_cache_queries_total",
+    "prefix_cache_hits_total",
+)
 # The keys of a normalized row, in order (the columns of ``server_metrics.jsonl`` after t_ns).
 ROW_KEYS = GAUGES + COUNTERS + tuple(f"{h}_{p}" for h in HISTOGRAMS for p in ("sum_s", "count"))
 
@@ -85,6 +92,10 @@ _VLLM_SCALARS = {
     "preemptions_total": ("vllm:num_preemptions_total",),
     "prompt_tokens_total": ("vllm:prompt_tokens_total",),
     "generation_tokens_total": ("vllm:generation_tokens_total",),
+    # Prompt tokens looked up in the prefix cache, and found there (vLLM v1; the gpu_ names
+    # are the releases before).
+    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
 }
 # vLLM's old ``time_per_output_token_seconds`` was the per-token gap (renamed
 # ``inter_token_latency_seconds``); its per-request TPOT is ``request_time_per_output_token``.
@@ -282,7 +293,8 @@ def summarize(
 
     ``gauges``: mean and max of running, waiting and kv_cache_usage over the scrapes inside
     ``window_ns`` (the measured window; all scrapes when none falls inside). ``preemptions``,
-    ``tokens``: counter deltas, last minus first scrape. ``histograms``: per histogram the deltas
+    ``tokens``: counter deltas, last minus first scrape; ``prefix_cache`` (engines that count
+    it): prompt tokens queried and hit, and the hit rate. ``histograms``: per histogram the deltas
     of count and sum and ``mean_ms`` = sum delta / count delta. ``client_vs_server``: the
     client's mean (``client``, from ``client_means``) minus the server's: what HTTP, the network
     and the client add on top of what the server measured itself (queueing inside the server is
@@ -303,6 +315,16 @@ def summarize(
         "prompt": _delta(first, last, "prompt_tokens_total"),
         "generation": _delta(first, last, "generation_tokens_total"),
     }
+    queries, hits = (
+        _delta(first, last, "prefix_cache_queries_total"),
+        _delta(first, last, "prefix_cache_hits_total"),
+    )
+    if queries is not None and hits is not None:
+        out["prefix_cache"] = {
+            "queries": queries,
+            "hits": hits,
+            "hit_rate": hits / queries if queries > 0 else None,
+        }
     for h in HISTOGRAMS:
         count, total = _delta(first, last, f"{h}_count"), _delta(first, last, f"{h}_sum_s")
         if count is None or total is None:

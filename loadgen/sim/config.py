@@ -47,6 +47,9 @@ class SimConfig(BaseModel):
     max_num_seqs: int = Field(256, gt=0)
     max_num_batched_tokens: int = Field(8192, gt=0, description="token budget per step")
     block_size: int = Field(16, gt=0, description="tokens per KV-cache block")
+    prefix_caching: bool = Field(
+        True, description="reuse cached prompt blocks (vLLM v1's APC, on by default)"
+    )
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     tensor_parallel_size: int = Field(1, ge=1)
     scheduling: Literal["prefill_first", "chunked"] = "chunked"

@@ -16,16 +16,20 @@ Policy (stated, because it shapes the tails):
 - The step that finishes a prompt yields that sequence's first token; each decode step yields
   one token per decoding sequence. Finished sequences free their blocks at once, so waiting
   requests join the very next step.
+- Prefix caching (``prefix_cache.py``): at admission a sequence's cached prompt tokens count as
+  already prefilled, so it computes (and spends step budget on) only the rest, whose attention
+  still reads the cached context. Its blocks enter the cache when its prefill completes.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .config import SimConfig
+from .prefix_cache import PrefixCache
 
 
 class Seq:
@@ -38,19 +42,30 @@ class Seq:
         "prefilled",
         "generated",
         "blocks",
+        "block_hashes",
+        "cached_tokens",
         "owner",
         "arrival_vns",
         "admitted_vns",
         "token_vns",
     )
 
-    def __init__(self, prompt_len: int, output_len: int, reserve_len: int | None = None, owner: Any = None):
+    def __init__(
+        self,
+        prompt_len: int,
+        output_len: int,
+        reserve_len: int | None = None,
+        owner: Any = None,
+        block_hashes: Sequence[int] = (),
+    ):
         self.prompt_len = prompt_len
         self.output_len = output_len  # tokens it will generate before stopping
         self.reserve_len = output_len if reserve_len is None else reserve_len  # blocks reserved for
         self.prefilled = 0
         self.generated = 0
         self.blocks = 0
+        self.block_hashes = block_hashes  # of its prompt's full blocks; () never hits
+        self.cached_tokens = 0  # its prefix-cache hit, set at admission
         self.owner = owner
         self.arrival_vns = 0
         self.admitted_vns = -1
@@ -81,6 +96,7 @@ class Engine:
         self.decode_context = 0  # tokens held by decoding sequences
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        self.prefix_cache = PrefixCache(self.total_blocks, self.block_size) if config.prefix_caching else None
 
     # --- state -------------------------------------------------------------------------------
     @property
@@ -96,6 +112,13 @@ class Engine:
 
     def blocks_for(self, seq: Seq) -> int:
         return -(-(seq.prompt_len + seq.reserve_len) // self.block_size)
+
+    def uncached_len(self, seq: Seq) -> int:
+        """Prompt tokens a waiting sequence would compute if it were admitted now."""
+        cache = self.prefix_cache
+        if cache is None or not seq.block_hashes:
+            return seq.prompt_len
+        return seq.prompt_len - cache.lookup(seq.block_hashes, seq.prompt_len)
 
     # --- requests ----------------------------------------------------------------------------
     def submit(self, seq: Seq) -> None:
@@ -121,13 +144,16 @@ class Engine:
         ph = self.physics
         emitted: list[Seq] = []
         if not self.chunked and self._admit_whole_prompts():
-            # prefill_first: this step only prefills the newly admitted prompts.
-            new, flops, admitted = 0, 0.0, list(self.prefilling)
+            # prefill_first: this step only prefills the newly admitted prompts (past any cached
+            # prefix, whose KV the new tokens read as a later chunk reads the earlier ones').
+            new, kv_read, flops, admitted = 0, 0, 0.0, list(self.prefilling)
             for s in admitted:
-                new += s.prompt_len
-                flops += ph.chunk_attention_flops(0, s.prompt_len)
+                c = s.prompt_len - s.prefilled
+                new += c
+                flops += ph.chunk_attention_flops(s.prefilled, c)
+                kv_read += s.prefilled
                 s.prefilled = s.prompt_len
-            duration = ph.step_seconds(new, 0, flops)
+            duration = ph.step_seconds(new, kv_read, flops)
             self.prefilling.clear()
             self._start_decoding(admitted, emitted)
         else:
@@ -170,19 +196,21 @@ class Engine:
         if need > self.free_blocks:
             return None
         self.waiting.popleft()
-        self.free_blocks -= need
+        self.free_blocks -= need  # the whole prompt's, cached part included (see prefix_cache.py)
         s.blocks = need
+        if self.prefix_cache is not None:
+            s.cached_tokens = s.prefilled = self.prefix_cache.admit(s.block_hashes, s.prompt_len)
         s.admitted_vns = self.now_ns
         self.prefilling.append(s)
         return s
 
     def _admit_whole_prompts(self) -> bool:
         left, any_admitted = self.budget, False
-        while self.waiting and (not any_admitted or self.waiting[0].prompt_len <= left):
+        while self.waiting and (not any_admitted or self.uncached_len(self.waiting[0]) <= left):
             s = self._admit_one(max(left, 1))
             if s is None:
                 break
-            left -= s.prompt_len
+            left -= s.prompt_len - s.prefilled
             any_admitted = True
         return any_admitted
 
@@ -191,12 +219,15 @@ class Engine:
         admitted = []
         while (s := self._admit_one(left)) is not None:
             admitted.append(s)
-            left -= s.prompt_len
+            left -= s.prompt_len - s.prefilled
         return admitted
 
     def _start_decoding(self, seqs: Iterable[Seq], emitted: list[Seq]) -> None:
+        cache = self.prefix_cache
         for s in seqs:
-            self.prompt_tokens_total += s.prompt_len
+            if cache is not None:
+                cache.insert(s.block_hashes)
+            self.prompt_tokens_total += s.prompt_len  # cached tokens included, as vLLM counts
             self.decode_context += s.prompt_len + 1  # + the first token, made by this step
             self.decoding.append(s)
             emitted.append(s)
@@ -219,14 +250,23 @@ class Engine:
         return finished
 
 
-def simulate(config: SimConfig, requests: Iterable[tuple[int, int, int]]) -> list[Seq]:
-    """Run (arrival_ns, prompt_len, output_len) requests on a virtual clock, no wall time.
+Request = tuple[int, int, int] | tuple[int, int, int, Sequence[int]]
 
-    Returns the sequences in input order, each with ``arrival_vns``, ``admitted_vns`` and
-    ``token_vns`` (virtual time each token was produced), for TTFT / TPOT / queueing analysis.
+
+def simulate(config: SimConfig, requests: Iterable[Request]) -> list[Seq]:
+    """Run (arrival_ns, prompt_len, output_len[, block_hashes]) requests on a virtual clock.
+
+    Without block hashes a prompt shares nothing with any other (as loadgen's synthetic prompts,
+    whose openings are unique); with them (``prefix_cache.block_hashes`` of its tokens) it can
+    hit the prefix cache. Returns the sequences in input order, each with ``arrival_vns``,
+    ``admitted_vns``, ``cached_tokens`` and ``token_vns`` (virtual time each token was
+    produced), for TTFT / TPOT / queueing analysis.
     """
     engine = Engine(config)
-    pending = sorted(((a, i, Seq(p, o)) for i, (a, p, o) in enumerate(requests)), key=lambda t: t[:2])
+    pending = sorted(
+        ((r[0], i, Seq(r[1], r[2], block_hashes=r[3] if len(r) > 3 else ())) for i, r in enumerate(requests)),
+        key=lambda t: t[:2],
+    )
     seqs = [s for _, _, s in sorted(pending, key=lambda t: t[1])]
     queue = deque(pending)
     while queue or engine.has_work():

@@ -1,5 +1,9 @@
 """Prometheus text exposition with vLLM's metric names, so scrapers written for vLLM work.
 
+Counters are rendered as prometheus_client renders vLLM's: a Counter registered as
+``vllm:prefix_cache_hits`` is scraped as ``vllm:prefix_cache_hits_total`` (its ``_created``
+companion and vLLM's ``engine`` label are left out here, as for every other line).
+
 Latency histograms are observed once per request when it finishes (wall-clock seconds measured
 in the server, the same clock as the ground-truth log), not on the per-token hot path.
 """
@@ -125,7 +129,14 @@ class Metrics:
         self.lag_s = 0.0  # wall time the pacing loop fell behind its schedule
 
     def render(
-        self, running: int, waiting: int, kv_usage: float, prompt_total: int, generation_total: int
+        self,
+        running: int,
+        waiting: int,
+        kv_usage: float,
+        prompt_total: int,
+        generation_total: int,
+        prefix_cache_queries: int = 0,
+        prefix_cache_hits: int = 0,
     ) -> str:
         lab = self.labels
         lines: list[str] = []
@@ -138,8 +149,21 @@ class Metrics:
         scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache block usage, 1 = full.", kv_usage)
         scalar("vllm:gpu_cache_usage_perc", "gauge", "Older name of kv_cache_usage_perc.", kv_usage)
         scalar("vllm:num_preemptions_total", "counter", "Preemptions (always 0: reserve-on-admit).", 0)
-        scalar("vllm:prompt_tokens_total", "counter", "Prefilled prompt tokens.", prompt_total)
+        scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens (cache hits too).", prompt_total)
         scalar("vllm:generation_tokens_total", "counter", "Generated tokens.", generation_total)
+        # vLLM's help texts; both stay 0 with prefix caching off, as in vLLM.
+        scalar(
+            "vllm:prefix_cache_queries_total",
+            "counter",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            prefix_cache_queries,
+        )
+        scalar(
+            "vllm:prefix_cache_hits_total",
+            "counter",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            prefix_cache_hits,
+        )
         lines += [
             "# HELP vllm:request_success_total Finished requests by reason.",
             "# TYPE vllm:request_success_total counter",

@@ -9,13 +9,15 @@ never after ``max_tokens``; with it, exactly ``max_tokens`` tokens.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, overload
 
 import orjson
 
 from .config import SimConfig
+from .prefix_cache import block_hashes
 from .sse import ChunkEncoder
-from .text import WordStream, count_chat, count_text
+from .text import EMPTY_PROMPT_TOKENS, WordStream, chat_tokens, text_tokens
 
 if TYPE_CHECKING:
     import asyncio
@@ -49,6 +51,7 @@ class RequestState:
         "finish_reason",
         "finish_json",
         "words",
+        "block_hashes",
         "encoder",
         "response",
         "seq",
@@ -81,6 +84,7 @@ class RequestState:
         self.finish_reason = "length" if output_tokens >= max_tokens else "stop"
         self.finish_json = orjson.dumps(self.finish_reason)
         self.words = words
+        self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
         self.encoder = ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
         self.response: web.StreamResponse | None = None
         self.seq: Seq | None = None
@@ -141,6 +145,7 @@ class RequestState:
             "chunk_ns": chunks,
             "chunk_tokens": [1] * len(chunks) if self.stream else [n] * len(chunks),
             "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.seq.cached_tokens if self.seq else 0,
             "output_tokens": n,
             "max_tokens": self.max_tokens,
             "finish_ns": self.finish_ns,
@@ -164,20 +169,20 @@ def _int(body: dict, key: str, default: int | None, lo: int) -> int | None:
     return v
 
 
-def _prompt(body: dict, chat: bool) -> tuple[int, bytes]:
-    """(prompt token count, bytes that seed the output text)."""
+def _prompt(body: dict, chat: bool) -> tuple[Sequence[Hashable], bytes]:
+    """(prompt token identities, bytes that seed the output text); text.py has the rules."""
     if chat:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
             raise BadRequest("messages must be a non-empty list of objects", param="messages")
-        return count_chat(msgs), orjson.dumps(msgs)
+        return chat_tokens(msgs), orjson.dumps(msgs)
     p = body.get("prompt")
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
         p = p[0]  # a batch of one
     if isinstance(p, str):
-        return count_text(p), p.encode()
+        return text_tokens(p), p.encode()
     if isinstance(p, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
-        return len(p), orjson.dumps(p)
+        return p, orjson.dumps(p)
     raise BadRequest(
         "prompt must be a string, a list of token ids, or a batch of one of them"
         " (the simulator serves one prompt per request)",
@@ -193,8 +198,9 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         raise BadRequest(f"The model `{body.get('model')}` does not exist.", 404, "NotFoundError", "model")
     if body.get("n", 1) != 1:
         raise BadRequest("the simulator supports n=1 only", param="n")
-    prompt_tokens, key = _prompt(body, chat)
-    prompt_tokens = max(prompt_tokens, 1)  # an empty prompt still holds a begin-of-text token
+    tokens, key = _prompt(body, chat)
+    tokens = tokens or EMPTY_PROMPT_TOKENS  # an empty prompt still holds a begin-of-text token
+    prompt_tokens = len(tokens)  # = count_text / count_chat / len(ids): one rule, two views
     limit = config.context_len
     max_tokens = _int(body, "max_tokens", None, 1)
     if chat and max_tokens is None:
@@ -225,6 +231,10 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         raise BadRequest("stream_options must be an object", param="stream_options")
     include_usage = stream and bool(opts.get("include_usage"))
     continuous = include_usage and bool(opts.get("continuous_usage_stats"))  # as vLLM
-    return RequestState(
+    state = RequestState(
         rid, chat, stream, include_usage, continuous, created, model, prompt_tokens, max_tokens, out, words
     )
+    # Hashed here, in the handler, not in the engine loop that paces every stream.
+    if config.prefix_caching:
+        state.block_hashes = block_hashes(tokens, config.block_size)
+    return state

@@ -187,7 +187,7 @@ class SimServer:
                 assert st.encoder is not None  # every streaming request has one
                 await resp.write(st.encoder.role())
             st.response = resp
-        seq = Seq(st.prompt_tokens, st.output_tokens, st.max_tokens, owner=st)
+        seq = Seq(st.prompt_tokens, st.output_tokens, st.max_tokens, owner=st, block_hashes=st.block_hashes)
         st.seq = seq
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         st.done = done
@@ -276,8 +276,15 @@ class SimServer:
 
     async def _metrics(self, request: web.Request) -> web.Response:
         e = self.engine
+        cache = e.prefix_cache
         text = self.metrics.render(
-            e.num_running, len(e.waiting), e.kv_usage, e.prompt_tokens_total, e.generation_tokens_total
+            e.num_running,
+            len(e.waiting),
+            e.kv_usage,
+            e.prompt_tokens_total,
+            e.generation_tokens_total,
+            prefix_cache_queries=cache.queries if cache else 0,
+            prefix_cache_hits=cache.hits if cache else 0,
         )
         return web.Response(
             body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}

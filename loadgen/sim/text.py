@@ -8,6 +8,14 @@ Counting rule (documented, so a client can predict ``usage.prompt_tokens`` exact
   ``CHAT_TOKENS_PER_MESSAGE`` per message (role header and end-of-turn markers) plus
   ``CHAT_TOKENS_PER_REQUEST`` (begin-of-text and the assistant header), roughly Llama-3's template.
 
+Token identities (for the prefix cache): the counting rule above, spelled out token by token,
+so two prompts share a KV block exactly when their first k * block_size identities are equal. A
+text prompt's tokens are its words; a token-id prompt's are its ids; a chat request's are, per
+message, ``CHAT_TOKENS_PER_MESSAGE`` marker tokens that depend on its role, then its words, and
+then ``CHAT_TOKENS_PER_REQUEST`` closing tokens. Markers are tuples, which no word (a str) or id
+(an int) can equal, so a chat prompt never shares a block with a text prompt, and text never with
+ids (there is no tokenizer to say when they would agree).
+
 Output text: token i of a request is a word from a fixed vocabulary, chosen by a stride walk
 seeded from (config seed, prompt), so the same prompt gives the same text on every run.
 Each word carries its leading space, as real BPE tokens do.
@@ -15,9 +23,11 @@ Each word carries its leading space, as real BPE tokens do.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import zlib
+from collections.abc import Hashable
 from typing import Any
 
 import orjson
@@ -331,6 +341,33 @@ def _message_text(content: Any) -> str:
 def count_chat(messages: list[dict[str, Any]]) -> int:
     words = sum(count_text(_message_text(m.get("content"))) for m in messages)
     return words + CHAT_TOKENS_PER_MESSAGE * len(messages) + CHAT_TOKENS_PER_REQUEST
+
+
+_CHAT_TAIL = tuple(("<|request|>", "", i) for i in range(CHAT_TOKENS_PER_REQUEST))
+# The token an empty prompt still holds (its count is max(words, 1)), so identities and count agree.
+EMPTY_PROMPT_TOKENS: tuple[Hashable, ...] = (("<|begin_of_text|>", "", 0),)
+
+
+@functools.lru_cache(maxsize=64)  # roles are few; a client inventing roles cannot grow it
+def _marker(role: str) -> tuple[tuple[str, str, int], ...]:
+    """A chat message's header tokens, which depend on its role (as a template's do)."""
+    return tuple(("<|message|>", role, i) for i in range(CHAT_TOKENS_PER_MESSAGE))
+
+
+def text_tokens(text: str) -> list[str]:
+    """A text prompt's token identities: ``count_text(text)`` of them."""
+    return text.split()
+
+
+def chat_tokens(messages: list[dict[str, Any]]) -> list[Hashable]:
+    """A chat request's token identities: ``count_chat(messages)`` of them."""
+    out: list[Hashable] = []
+    for m in messages:
+        role = m.get("role")
+        out += _marker(role if isinstance(role, str) else repr(role))
+        out += _message_text(m.get("content")).split()
+    out += _CHAT_TAIL
+    return out
 
 
 class WordStream:

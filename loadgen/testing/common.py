@@ -1,5 +1,6 @@
 """What the scripted test server's protocols share: its ground-truth log, SSE framing, pacing
-that never sends early, and a connection reset as a crashing server does it.
+that never sends early, a connection reset as a crashing server does it, and the answers of its
+``answer: "solve"`` mode.
 
 Like the simulator, the test server imports nothing from the client side, so a bug shared
 between an encoder and a decoder cannot hide itself.
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import socket
 import struct
 import time
+import zlib
 from typing import Any
 
 WORDS = ("alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta")
@@ -62,3 +65,75 @@ async def pace_until(deadline_ns: int) -> None:
         await asyncio.sleep(delay / 1e9)
     while time.perf_counter_ns() < deadline_ns:
         await asyncio.sleep(0)
+
+
+# --- answer mode -------------------------------------------------------------------------------
+# The server reads the built-in quality tasks' wording (loadgen/quality/tasks.py) with its own
+# patterns rather than importing that module: the client's task generator is under test here.
+_ARITHMETIC = re.compile(r"What is (\d+) ([-+x*]) (\d+)\?")
+_COPY = re.compile(r"Repeat the following words exactly, nothing else:(.*)")
+_FACT = re.compile(r"^\s*(\w+): (\S+)\s*$", re.MULTILINE)
+_ASK = re.compile(r"What is the value for (\w+)\?")
+
+
+def prompt_text(body: dict, chat: bool) -> str:
+    """The text an answer responds to: the last user message's content (its text parts, when it
+    is a list of parts) for chat, the prompt string for completions (token ids as their JSON)."""
+    if not chat:
+        prompt = body.get("prompt")
+        return prompt if isinstance(prompt, str) else json.dumps(prompt)
+    for m in reversed(body.get("messages") or []):
+        if isinstance(m, dict) and m.get("role") == "user":
+            content = m.get("content")
+            if isinstance(content, list):
+                return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            return content if isinstance(content, str) else ""
+    return ""
+
+
+def solve(text: str) -> str | None:
+    """The right answer to a built-in task's prompt, or None for a prompt it does not know."""
+    m = _ARITHMETIC.search(text)
+    if m:
+        a, op, b = int(m[1]), m[2], int(m[3])
+        return str(a + b if op == "+" else a - b if op == "-" else a * b)
+    m = _COPY.search(text)
+    if m and m[1].split():
+        return " ".join(m[1].split())
+    m = _ASK.search(text)
+    if m:
+        facts = dict(_FACT.findall(text))
+        return facts.get(m[1])
+    return None
+
+
+def wrong(answer: str) -> str:
+    """A wrong answer close to the right one: a number off by one, else the first word changed."""
+    try:
+        return str(int(answer) + 1)
+    except ValueError:
+        words = answer.split(" ")
+        words[0] = "alpha" if words[0] != "alpha" else "beta"
+        return " ".join(words)
+
+
+def answer_pieces(text: str, wrong_mod: int, n_unknown: int) -> tuple[list[str], bool]:
+    """The answer to ``text`` as word tokens, each with its leading space as BPE has it
+    (``["apple", " river"]``), and whether it is a solved task (it then ends with "stop"). A
+    prompt it does not know gets ``n_unknown`` words seeded by its crc32: the same prompt, the
+    same words. With ``wrong_mod`` n, prompts whose crc32 % n == 0 get ``wrong`` answers."""
+    crc = zlib.crc32(text.encode("utf-8"))
+    answer = solve(text)
+    solved = answer is not None
+    if answer is None:
+        x, words = crc, []
+        for _ in range(n_unknown):
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF  # an LCG: fixed across Python versions
+            words.append(WORDS[(x >> 16) % len(WORDS)])
+        answer = " ".join(words)
+    if wrong_mod and crc % wrong_mod == 0 and answer:
+        answer = wrong(answer)
+    if not answer:
+        return [], solved
+    first, *rest = answer.split(" ")
+    return [first] + [" " + w for w in rest], solved

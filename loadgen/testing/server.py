@@ -3,7 +3,8 @@
 The server runs in its own process (``StreamServer``), so its timing is not disturbed by the
 client under test, and logs on the same monotonic clock (CLOCK_MONOTONIC via
 ``time.perf_counter_ns``) exactly when it handed each event to the socket. ``GET /_log`` returns
-that log; tests match it to loadgen's records through the response id.
+that log; tests match it to loadgen's records through the response id. Each OpenAI entry also
+carries ``answer``, the content text the server really sent (reasoning excluded).
 
 Behaviour is scripted per request through a ``loadgen_test`` object in the request body (the
 profile's ``target.extra_body`` puts it there), over the server's defaults:
@@ -15,6 +16,14 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
     fail                   "status:<code>" | "reset_after:<n>" | "malformed_after:<n>" |
                            "garbage" | "no_done" | "stall_after:<n>" | "error_event_after:<n>"
     fail_every             apply ``fail`` only to every n-th request the server receives
+    answer                 "solve": answer the built-in quality tasks (loadgen/quality/tasks.py)
+                           right, read from the prompt text (chat: the last user message), one
+                           word a token ("475" / "apple", " river"), then finish_reason "stop";
+                           max_tokens caps it ("length"). Other prompts get max_tokens (or the
+                           default) words seeded by the prompt's crc32: same prompt, same words
+    wrong_mod              n: with ``answer``, prompts whose crc32(text, utf-8) % n == 0 get a
+                           wrong answer (a number off by one, else the first word changed), so a
+                           test knows exactly which prompts of N change, whatever their order
 
 The same server also speaks Triton's generate extension and SGLang's native ``/generate``
 (``native.py``), scripted the same way.
@@ -35,7 +44,7 @@ import sys
 import time
 from typing import Any
 
-from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection
+from loadgen.testing.common import WORDS, Log, answer_pieces, event, pace_until, prompt_text, reset_connection
 
 
 async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_ns: int) -> Any:
@@ -60,102 +69,141 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
     if fail_kind == "status":
         code = int(fail_arg or 500)
         return web.json_response({"error": {"message": f"scripted HTTP {code}", "code": code}}, status=code)
+    n_reason = int(cfg.get("reasoning_tokens", 0))
+    script: list[str] | None = None  # answer mode: every token's text, decided up front
+    finish = "length"
+    if cfg.get("answer") is not None:
+        if cfg["answer"] != "solve":
+            msg = f"unknown loadgen_test.answer {cfg['answer']!r}; valid: solve"
+            return web.json_response({"error": {"message": msg, "code": 400}}, status=400)
+        script, n_out, finish = _answer_script(body, cfg, chat, n_reason)
 
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "x-request-id": rid})
     await resp.prepare(request)
     entry = log.open(rid, recv_ns, request, prompt_tokens)
-    if fail_kind == "garbage":
-        await resp.write(b"this is not an event stream\n\n")
-        await resp.write_eof()
-        return resp
-    obj_name = "chat.completion.chunk" if chat else "text_completion"
-    base = {"id": rid, "object": obj_name, "created": int(time.time()), "model": body.get("model", "test")}
+    entry["answer"] = ""
+    content: list[str] = []  # the content text as sent, logged however the stream ends
+    try:
+        if fail_kind == "garbage":
+            await resp.write(b"this is not an event stream\n\n")
+            await resp.write_eof()
+            return resp
+        obj_name = "chat.completion.chunk" if chat else "text_completion"
+        base = {
+            "id": rid,
+            "object": obj_name,
+            "created": int(time.time()),
+            "model": body.get("model", "test"),
+        }
 
-    def chunk(choice: dict, usage: dict | None = None) -> bytes:
-        d = dict(base, choices=[choice] if choice else [])
-        if usage is not None:
-            d["usage"] = usage
-        return event(d)
+        def chunk(choice: dict, usage: dict | None = None) -> bytes:
+            d = dict(base, choices=[choice] if choice else [])
+            if usage is not None:
+                d["usage"] = usage
+            return event(d)
 
-    if chat and cfg.get("role_first", True):
-        await resp.write(
-            chunk(
-                {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
-                {"prompt_tokens": prompt_tokens, "completion_tokens": 0} if continuous else None,
+        if chat and cfg.get("role_first", True):
+            await resp.write(
+                chunk(
+                    {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None},
+                    {"prompt_tokens": prompt_tokens, "completion_tokens": 0} if continuous else None,
+                )
             )
-        )
-    tpc = cfg.get("tokens_per_chunk", 1)
-    pattern = itertools.cycle(tpc if isinstance(tpc, list) else [tpc])
-    n_reason = int(cfg.get("reasoning_tokens", 0))
-    ttft_ns = int(cfg["ttft_ms"] * 1e6)
-    itl_ns = int(cfg["itl_ms"] * 1e6)
-    start = recv_ns + ttft_ns
-    sent = 0
-    k = 0
-    while sent < n_out:
-        if fail_kind == "reset_after" and k == fail_n:
-            reset_connection(request)
-            entry["end_ns"] = time.perf_counter_ns()
-            return resp
-        if fail_kind == "stall_after" and k == fail_n:
-            await asyncio.sleep(3600)
-        if fail_kind == "malformed_after" and k == fail_n:
-            await resp.write(b'data: {"id": "' + rid.encode() + b'", "choices": [{"delta": {"conte\n\n')
-            entry["end_ns"] = time.perf_counter_ns()
-            await resp.write_eof()
-            return resp
-        if fail_kind == "error_event_after" and k == fail_n:
-            await resp.write(event({"error": {"message": "scripted in-stream error", "code": 500}}))
-            entry["end_ns"] = time.perf_counter_ns()
-            await resp.write_eof()
-            return resp
-        n = min(next(pattern), n_out - sent)
-        deadline = start + k * itl_ns
-        await pace_until(deadline)
-        text = "".join(" " + WORDS[(sent + j) % len(WORDS)] for j in range(n))
-        key = "reasoning_content" if sent < n_reason else "content"
-        if chat:
-            choice = {"index": 0, "delta": {key: text}, "finish_reason": None}
-        else:
-            choice = {"index": 0, "text": text, "finish_reason": None}
-        sent += n
-        u = (
-            {"prompt_tokens": prompt_tokens, "completion_tokens": sent, "total_tokens": prompt_tokens + sent}
-            if continuous
-            else None
-        )
-        data = chunk(choice, u)
-        # Stamped just before the bytes go to the socket: the client's timestamp of the same
-        # event can only be later, and the difference is the client's whole receive path.
-        t = time.perf_counter_ns()
-        await resp.write(data)
-        entry["chunk_ns"].append(t)
-        entry["chunk_tokens"].append(n)
-        if entry["first_token_ns"] is None:
-            entry["first_token_ns"] = t
-        k += 1
-    final: dict[str, Any] = {"index": 0, "finish_reason": "length"}
-    if chat:
-        final["delta"] = {}
-    else:
-        final["text"] = ""
-    await resp.write(chunk(final))
-    if usage_on:
-        await resp.write(
-            chunk(
-                {},
+        tpc = cfg.get("tokens_per_chunk", 1)
+        pattern = itertools.cycle(tpc if isinstance(tpc, list) else [tpc])
+        ttft_ns = int(cfg["ttft_ms"] * 1e6)
+        itl_ns = int(cfg["itl_ms"] * 1e6)
+        start = recv_ns + ttft_ns
+        sent = 0
+        k = 0
+        while sent < n_out:
+            if fail_kind == "reset_after" and k == fail_n:
+                reset_connection(request)
+                entry["end_ns"] = time.perf_counter_ns()
+                return resp
+            if fail_kind == "stall_after" and k == fail_n:
+                entry["answer"] = "".join(content)
+                await asyncio.sleep(3600)
+            if fail_kind == "malformed_after" and k == fail_n:
+                await resp.write(b'data: {"id": "' + rid.encode() + b'", "choices": [{"delta": {"conte\n\n')
+                entry["end_ns"] = time.perf_counter_ns()
+                await resp.write_eof()
+                return resp
+            if fail_kind == "error_event_after" and k == fail_n:
+                await resp.write(event({"error": {"message": "scripted in-stream error", "code": 500}}))
+                entry["end_ns"] = time.perf_counter_ns()
+                await resp.write_eof()
+                return resp
+            n = min(next(pattern), n_out - sent)
+            deadline = start + k * itl_ns
+            await pace_until(deadline)
+            if script is not None:
+                text = "".join(script[sent : sent + n])
+            else:
+                text = "".join(" " + WORDS[(sent + j) % len(WORDS)] for j in range(n))
+            key = "reasoning_content" if sent < n_reason else "content"
+            if chat:
+                choice = {"index": 0, "delta": {key: text}, "finish_reason": None}
+            else:
+                choice = {"index": 0, "text": text, "finish_reason": None}
+            sent += n
+            u = (
                 {
                     "prompt_tokens": prompt_tokens,
                     "completion_tokens": sent,
                     "total_tokens": prompt_tokens + sent,
-                },
+                }
+                if continuous
+                else None
             )
-        )
-    if fail_kind != "no_done":
-        await resp.write(b"data: [DONE]\n\n")
-    entry["end_ns"] = time.perf_counter_ns()
-    await resp.write_eof()
-    return resp
+            data = chunk(choice, u)
+            # Stamped just before the bytes go to the socket: the client's timestamp of the same
+            # event can only be later, and the difference is the client's whole receive path.
+            t = time.perf_counter_ns()
+            await resp.write(data)
+            entry["chunk_ns"].append(t)
+            entry["chunk_tokens"].append(n)
+            if key == "content":
+                content.append(text)
+            if entry["first_token_ns"] is None:
+                entry["first_token_ns"] = t
+            k += 1
+        final: dict[str, Any] = {"index": 0, "finish_reason": finish}
+        if chat:
+            final["delta"] = {}
+        else:
+            final["text"] = ""
+        await resp.write(chunk(final))
+        if usage_on:
+            await resp.write(
+                chunk(
+                    {},
+                    {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": sent,
+                        "total_tokens": prompt_tokens + sent,
+                    },
+                )
+            )
+        if fail_kind != "no_done":
+            await resp.write(b"data: [DONE]\n\n")
+        entry["end_ns"] = time.perf_counter_ns()
+        await resp.write_eof()
+        return resp
+    finally:
+        entry["answer"] = "".join(content)
+
+
+def _answer_script(body: dict, cfg: dict, chat: bool, n_reason: int) -> tuple[list[str], int, str]:
+    """Answer mode: every token's text (``n_reason`` filler words, then the answer's words), how
+    many of them to send (max_tokens caps it) and the finish reason ("stop" for a whole answer
+    to a task it solved, else "length")."""
+    cap = int(body["max_tokens"]) if body.get("max_tokens") else None
+    n_unknown = max((cap or int(cfg["default_tokens"])) - n_reason, 0)
+    pieces, solved = answer_pieces(prompt_text(body, chat), int(cfg.get("wrong_mod") or 0), n_unknown)
+    script = [" " + WORDS[j % len(WORDS)] for j in range(n_reason)] + pieces
+    n_out = len(script) if cap is None else min(cap, len(script))
+    return script, n_out, "stop" if solved and n_out == len(script) else "length"
 
 
 def toy_token_count(prompt: Any, chat: bool) -> int:

@@ -7,7 +7,7 @@ building the ones before it, which is what lets the runners split a schedule acr
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -17,6 +17,7 @@ from loadgen.config import LoadConfig, WorkloadConfig
 from loadgen.config.stages import Stage
 from loadgen.records import RequestSpec
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
+from loadgen.workload.datasets import word_count
 from loadgen.workload.lengths import describe, sample_lengths
 from loadgen.workload.prompts import (
     TextPrompts,
@@ -26,6 +27,9 @@ from loadgen.workload.prompts import (
     chat_messages,
     load_tokenizer,
 )
+from loadgen.workload.sessions import SessionPlan
+from loadgen.workload.sources import DatasetSource, PrefixGroups, TaskSource, TraceSource, trace_for
+from loadgen.workload.traces import prefix_reuse
 
 __all__ = ["RequestSpec", "Workload", "build_schedule"]
 
@@ -69,6 +73,65 @@ class Workload:
         self._blocks: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         # A tokenizer may miss the exact target; remember what it realised for realised().
         self._prompt_tokens: dict[int, int] = {}
+        count = self._counter()
+        self._source: DatasetSource | TraceSource | TaskSource | None = None
+        if cfg.dataset is not None:
+            self._source = DatasetSource(cfg.dataset, cfg.seed, count)
+        elif cfg.trace is not None:
+            self._source = TraceSource(cfg.trace)
+        elif cfg.tasks is not None:
+            self._source = TaskSource(cfg.tasks, cfg.seed)
+        self._groups = PrefixGroups(cfg.prefix, cfg.seed, self._prompts) if cfg.prefix else None
+        self.sessions: SessionPlan | None = None
+        if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
+            self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)
+
+    def _counter(self) -> Callable[[str], int]:
+        """How a given prompt's tokens are counted: the tokenizer's, or one a word."""
+        tok = self.tokenizer
+        if tok is None:
+            return word_count
+        return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+    @property
+    def fittable(self) -> bool:
+        """Whether the server's /tokenize may rewrite prompts to exact lengths: synthetic ones
+        only (a dataset's prompt is what it is; a trace's or a group's blocks must stay shared)."""
+        return self._source is None and self._groups is None and self.sessions is None
+
+    def traffic(self) -> dict[str, Any]:
+        """What shaped the prompts, for the run's conditions: the source and its figures."""
+        cfg, src = self.cfg, self._source
+        out: dict[str, Any] = {"source": "synthetic"}
+        if isinstance(src, DatasetSource):
+            d = cfg.dataset
+            assert d is not None
+            out = {"source": "dataset", "dataset": {**d.model_dump(), "entries": len(src.entries)}}
+        elif isinstance(src, TraceSource):
+            t = src.trace
+            out = {
+                "source": "trace",
+                "trace": {
+                    **(cfg.trace.model_dump() if cfg.trace else {}),
+                    "format": t.fmt,
+                    "rows_read": t.rows,
+                    "requests": len(t.offsets_ns),
+                    "span_s": t.span_s,
+                    "block_tokens": t.block_tokens if t.hash_ids is not None else None,
+                    "designed_prefix_reuse": prefix_reuse(t) if t.hash_ids is not None else None,
+                },
+            }
+        elif isinstance(src, TaskSource):
+            out = {"source": "tasks", "tasks": {"kinds": list(src.tasks.kinds)}}
+        if cfg.prefix is not None:
+            out["prefix"] = cfg.prefix.model_dump()
+        if cfg.sessions is not None:
+            out["sessions"] = cfg.sessions.model_dump()
+        return out
+
+    def schedule_ns(self) -> np.ndarray | None:
+        """A trace's send offsets (ns from the start), None for any other workload."""
+        return self._source.trace.offsets_ns if isinstance(self._source, TraceSource) else None
 
     def _block(self, b: int) -> tuple[np.ndarray, np.ndarray]:
         if b in self._blocks:
@@ -86,33 +149,52 @@ class Workload:
         return lengths
 
     def lengths(self, i: int) -> tuple[int, int]:
-        """(input tokens, output tokens) sampled for request ``i``."""
+        """(input tokens, output tokens) of request ``i``: sampled from the profile's
+        distributions, or a dataset's or trace's own (plus a shared prefix, if any)."""
         inp, out = self._block(i // BLOCK)
-        return int(inp[i % BLOCK]), int(out[i % BLOCK])
+        n_in, n_out = int(inp[i % BLOCK]), int(out[i % BLOCK])
+        if self._source is not None:
+            n_in, n_out = self._source.lengths(i, n_out)
+            n_in += self._shared(i)[1]
+        return n_in, n_out
+
+    def _shared(self, i: int) -> tuple[str | list[int] | None, int]:
+        """The prefix request ``i`` shares (its group's, or the one system prompt), if any."""
+        if self._groups is not None:
+            g = self._groups.group(i)
+            return (None, 0) if g is None else self._groups.prefix(g)
+        return self._system, self._system_tokens
 
     def request(self, i: int) -> RequestSpec:
-        """Request ``i``; its input length counts the shared system prompt, if any."""
+        """Request ``i``; its input length counts the shared prefix, if any."""
         if i < 0:
             raise ValueError(f"request index must be >= 0, got {i}")
+        if self.sessions is not None:
+            raise TypeError("a multi-turn request depends on its history: build it with workload.sessions")
         n_in, n_out = self.lengths(i)
-        user, n_user = self._prompts.build(i, max(1, n_in - self._system_tokens))
-        total = self._system_tokens + n_user
+        system, n_sys = self._shared(i)
+        expected, match = None, "exact"
+        if self._source is not None:
+            user, n_user, expected, match = self._source.user(i, self._prompts)
+        else:
+            user, n_user = self._prompts.build(i, max(1, n_in - n_sys))
+        total = n_sys + n_user
         messages = None
         if self.endpoint == "chat":
             # The chat endpoint takes text prompts only (the config rejects token_ids for it).
-            messages = chat_messages(user, cast("str | None", self._system))
+            messages = chat_messages(cast(str, user), cast("str | None", system))
             prompt: str | list[int] = user
-        elif self._system is None:
+        elif system is None:
             prompt = user
-        elif isinstance(user, list):  # token ids: the system prompt is token ids as well
-            prompt = cast("list[int]", self._system) + user
+        elif isinstance(user, list):  # token ids: the shared prefix is token ids as well
+            prompt = cast("list[int]", system) + user
         else:
-            prompt = f"{self._system} {user}"
+            prompt = f"{system} {user}"
             if isinstance(self._prompts, TokenizerPrompts):
                 total = self._prompts.count(prompt)
         if isinstance(self._prompts, TokenizerPrompts):
             self._prompt_tokens[i] = total
-        return RequestSpec(i, prompt, messages, total, n_out)
+        return RequestSpec(i, prompt, messages, total, n_out, expected, match)
 
     def take(self, n: int) -> tuple[RequestSpec, ...]:
         """Requests 0..n-1."""
@@ -121,10 +203,13 @@ class Workload:
     def _expected_prompt_tokens(self, i: int, n_in: int) -> int:
         if i in self._prompt_tokens:
             return self._prompt_tokens[i]
-        n_user = max(1, n_in - self._system_tokens)
+        if self._source is not None:
+            return n_in
+        n_sys = self._shared(i)[1]
+        n_user = max(1, n_in - n_sys)
         if isinstance(self._prompts, TextPrompts):
             n_user = max(n_user, TextPrompts.prefix_words)
-        return self._system_tokens + n_user
+        return n_sys + n_user
 
     def realised(self, ids: Iterable[int]) -> dict[str, dict]:
         """Statistics of the prompt and output lengths of the requests actually made."""
@@ -141,6 +226,11 @@ def build_schedule(load: LoadConfig, workload: WorkloadConfig) -> np.ndarray | N
     ``num_requests`` plus the warm-up requests, or every offset before ``duration_s`` (counted
     from run start, warm-up included), whichever ends first.
     """
+    if workload.trace is not None:
+        offsets = trace_for(workload.trace).offsets_ns
+        if workload.duration_s is not None:
+            offsets = offsets[offsets < int(workload.duration_s * 1e9)]
+        return offsets if workload.num_requests is None else offsets[: workload.num_requests]
     if load.rate is None:
         return None
     shape = (load.rate, load.arrival, load.burstiness, workload.seed)

@@ -180,6 +180,7 @@ WORDS: tuple[str, ...] = tuple(
 
 _POOL = 4096  # distinct pool positions a prompt may start from
 _SPREAD = 2654435761  # Knuth's multiplicative hash spreads consecutive ids over the pool
+_BLOCK_SPREAD = 40503  # a different spread for shared blocks, so they start elsewhere in the pool
 
 
 class EncodingLike(Protocol):
@@ -256,6 +257,16 @@ class TextPrompts:
     def system(self, n: int) -> tuple[str, int]:
         return self._slice(0, n).lstrip(), n
 
+    def block(self, key: int, n: int) -> tuple[str, int]:
+        """n words shared by everything that names ``key`` (a prefix group, a trace's hash id):
+        the key spelled out, then pool words from a place of its own, so two keys' blocks
+        differ from their first words on (a prefix cache tells them apart at once)."""
+        body = max(0, n - self.prefix_words)
+        head = self.prefix(key)
+        if n < self.prefix_words:
+            return " ".join(head.split()[:n]), n
+        return head + self._slice((key * _BLOCK_SPREAD + 11) % _POOL, body), n
+
 
 class TokenIdPrompts:
     """Exact-length token-id prompts with ids in [low, vocab_size).
@@ -289,6 +300,12 @@ class TokenIdPrompts:
     def system(self, n: int) -> tuple[list[int], int]:
         return self._ids(0, n), n
 
+    def block(self, key: int, n: int) -> tuple[list[int], int]:
+        """n ids shared by everything that names ``key``: two ids spelling it, then pool ids."""
+        ids = self._ids((key * _BLOCK_SPREAD + 11) % _POOL, max(0, n - 2))
+        ids[:0] = [self.low + key % self.span, self.low + (key // self.span) % self.span][:n]
+        return ids, n
+
 
 class TokenizerPrompts:
     """Text whose encoding (without special tokens) has exactly n tokens under a tokenizer."""
@@ -321,4 +338,8 @@ class TokenizerPrompts:
 
     def system(self, n: int) -> tuple[str, int]:
         candidate, _ = self._text.system(n + n // 2 + 16)
+        return self._exact(candidate, n)
+
+    def block(self, key: int, n: int) -> tuple[str, int]:
+        candidate, _ = self._text.block(key, n + n // 2 + 16)
         return self._exact(candidate, n)

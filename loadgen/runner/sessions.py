@@ -1,0 +1,85 @@
+"""The multi-turn load shape: conversations, each turn waiting for the last one's answer.
+
+A session sends turn 1, waits for its whole answer, waits the user's think time, then sends
+turn 2 carrying the history (the earlier messages and the answers the server really sent), and
+so on. Sessions run ``concurrency`` at a time (closed loop: a finished session's slot starts the
+next one at once) or start at the absolute deadlines of ``schedule_ns`` (open loop: session
+arrivals). A turn's ``t_sched_ns`` is when its user was ready to send (the previous answer's
+end plus the think time), so a client that sends late shows it as lag. A failed turn ends its
+session: the next turn would need the answer that never came.
+
+Request ids come from the driver's shared iterator in send order, so a count-limited run sends
+exactly its count of turns; session ids are numbered as sessions start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from loadgen.clock import now_ns, sleep_until
+from loadgen.runner.shapes import Dispatcher
+from loadgen.workload.sessions import SessionPlan, Turn
+
+
+@dataclass(frozen=True, slots=True)
+class Sessions:
+    plan: SessionPlan
+    concurrency: int | None = None
+    schedule_ns: Sequence[int] | npt.NDArray[np.int64] | None = None
+
+    async def run(self, d: Dispatcher) -> None:
+        ids = d.request_ids()
+        numbers = itertools.count()
+        if self.concurrency is not None:
+
+            async def slot() -> None:
+                while await self._session(d, ids, next(numbers), now_ns()):
+                    pass
+
+            await asyncio.gather(*(slot() for _ in range(self.concurrency)))
+            return
+        assert self.schedule_ns is not None  # open loop: session arrivals
+        tasks: set[asyncio.Task[bool]] = set()
+        t0 = d.started_ns
+        try:
+            for off in self.schedule_ns:
+                deadline = t0 + int(off)
+                if d.past_end(deadline):
+                    break
+                late = await sleep_until(deadline)
+                if late is not None:
+                    d.wake_late(late)
+                task = asyncio.create_task(self._session(d, ids, next(numbers), deadline))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await asyncio.gather(*tasks)
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _session(self, d: Dispatcher, ids: Iterator[int], s: int, t_ready: int) -> bool:
+        """Run session ``s`` to its end; False when the run has no ids or time left for it."""
+        plan = self.plan
+        history: list[Turn] = []
+        for turn in range(1, plan.turns(s) + 1):
+            if turn > 1:
+                t_ready = now_ns() + int(plan.think_s(s, turn) * 1e9)
+                await sleep_until(t_ready)
+            if d.past_end(now_ns()):
+                return False
+            i = next(ids, None)
+            if i is None:
+                return False
+            spec, mine = plan.spec(i, s, turn, history)
+            answer = await d.send(i, t_ready, spec)
+            if answer is None:  # failed: the next turn has no answer to carry
+                return True
+            mine.answer, mine.answer_tokens = answer.text, answer.tokens
+            history.append(mine)
+        return True
