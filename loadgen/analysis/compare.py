@@ -22,6 +22,11 @@ all on purpose and all listed here:
 - A realised length distribution (``lengths.realised.*``, a dict of count/mean/p50/...) is one
   field, compared without its ``count`` (the number of requests, which is listed on its own as
   ``profile.workload.num_requests``); an empty mapping is the same as an absent one.
+
+Output agreement (``Comparison.agreements``): when runs kept their answers
+(``output.answers.keep``, ``--keep-answers``), each later run's answers against the first run's,
+prompt by prompt (``loadgen.analysis.agreement``). Each run's accuracy against expected answers
+is a table row (``QUALITY_ROWS``) when some run scored its answers.
 """
 
 from __future__ import annotations
@@ -38,9 +43,10 @@ import pandas as pd
 
 from loadgen import metric_defs
 from loadgen.analysis import fidelity
+from loadgen.analysis.agreement import Answer, agreement, read_answers
 from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
 from loadgen.errors import ConfigError
-from loadgen.result import load_summary, load_table
+from loadgen.result import REQUESTS, ResultError, load_summary, load_table
 
 IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
 SHADOWED: dict[str, str] = {
@@ -70,6 +76,8 @@ FIDELITY_ROWS: tuple[str, ...] = (
     f"{fidelity.PREFIX}requests_matched",
 )
 FIDELITY_VERDICT_ROW = f"{fidelity.PREFIX}verdict"
+# Each run's own score against expected answers (``summary.quality``), when some run has one.
+QUALITY_ROWS: tuple[str, ...] = ("quality.accuracy", "quality.scored")
 ABSENT = "(absent)"
 
 
@@ -122,9 +130,12 @@ def workload_differences(diff: Sequence[ConditionDiff]) -> list[str]:
 
 def metric_value(summary: dict, row: str) -> float | None:
     """The number behind a table row label: ``"ttft_ms p99"``, ``"goodput_rps"``, ``"sent"`` or
-    ``"fidelity.chunk_lag_ms p99"`` (None for a run without a fidelity block)."""
+    ``"fidelity.chunk_lag_ms p99"`` (None for a run without a fidelity block) or
+    ``"quality.accuracy"`` (None for a run that scored no answer)."""
     metric, _, stat = row.partition(" ")
-    if metric in TABLE_COUNTS:
+    if metric in QUALITY_ROWS:
+        value = (summary.get("quality") or {}).get(metric.removeprefix("quality."))
+    elif metric in TABLE_COUNTS:
         value = summary["counts"].get(metric)
     elif metric.startswith(fidelity.PREFIX):
         value = fidelity.lookup(summary, metric.removeprefix(fidelity.PREFIX), stat or None)
@@ -146,7 +157,9 @@ class Comparison:
     indexed by row labels such as ``"ttft_ms p99"``, one column per run) and rendered by
     ``loadgen.report.compare`` into compare.md, compare.json and CDF plots (its ``markdown``
     is the text a notebook can display). ``curves`` is set when any run is multi-stage: the
-    runs' latency-throughput curves and capacity at the SLA (``analysis.compare_curves``)."""
+    runs' latency-throughput curves and capacity at the SLA (``analysis.compare_curves``).
+    ``answers_kept``: per run, whether it kept its answers; ``agreements``: per run after the
+    first, ``agreement(first run's answers, its answers)``, None where either kept none."""
 
     names: tuple[str, ...]
     paths: tuple[Path, ...]
@@ -156,6 +169,8 @@ class Comparison:
     conditions: tuple[ConditionDiff, ...]
     warnings: tuple[str, ...]
     curves: CurveComparison | None = None
+    answers_kept: tuple[bool, ...] = ()
+    agreements: tuple[dict[str, Any] | None, ...] = ()
 
     @property
     def differing_fields(self) -> list[str]:
@@ -167,6 +182,16 @@ class Comparison:
         simulator did not serve}; None when no run has a fidelity block."""
         verdicts = {n: (s.get("fidelity") or {}).get("verdict") for n, s in zip(self.names, self.summaries)}
         return verdicts if any(s.get("fidelity") for s in self.summaries) else None
+
+    @property
+    def output_agreement(self) -> dict[str, Any]:
+        """compare.json's ``output_agreement``: the reference, which runs kept answers, and
+        each later run's agreement with the reference (None where it could not be measured)."""
+        return {
+            "reference": self.names[0],
+            "answers_kept": dict(zip(self.names, self.answers_kept)),
+            "runs": dict(zip(self.names[1:], self.agreements)),
+        }
 
     def frame(self) -> pd.DataFrame:
         """Values and relative differences in one frame (columns ``run`` and ``run vs first``)."""
@@ -215,6 +240,7 @@ class Comparison:
             },
             # runs the built-in simulator served only, as are the table's fidelity rows
             **({"fidelity_verdict": self.fidelity_verdicts} if self.fidelity_verdicts else {}),
+            "output_agreement": self.output_agreement,
             # multi-stage runs only: a single-stage comparison's JSON is as it always was
             **({"curves": self.curves.to_dict()} if self.curves is not None else {}),
         }
@@ -236,6 +262,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     run_dirs = tuple(Path(p).parent if Path(p).is_file() else Path(p) for p in paths)
     names = _unique_names([s.get("run_id") or d.name for s, d in zip(summaries, run_dirs)])
     rows = TABLE_ROWS + (FIDELITY_ROWS if any(s.get("fidelity") for s in summaries) else ())
+    rows += QUALITY_ROWS if any(metric_value(s, QUALITY_ROWS[0]) is not None for s in summaries) else ()
     table = pd.DataFrame(
         {n: [metric_value(s, row) for row in rows] for n, s in zip(names, summaries)},
         index=list(rows),
@@ -245,6 +272,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = table.sub(first, axis=0).div(first.where(first != 0), axis=0)
     diff = condition_diff([s.get("conditions") or {} for s in summaries])
+    kept = tuple(answers_kept(s) for s in summaries)
     return Comparison(
         tuple(names),
         run_dirs,
@@ -254,7 +282,36 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
         tuple(diff),
         tuple(_warnings(names, summaries, diff)),
         curve_comparison(names, summaries, {d.field: d.values for d in diff}),
+        kept,
+        _agreements(run_dirs, kept),
     )
+
+
+def answers_kept(summary: dict) -> bool:
+    """Whether a run kept its measured answers (``output.answers.keep``): its summary counts
+    them, so a run that kept none is known without reading its records."""
+    return bool((summary.get("quality") or {}).get("answers_kept"))
+
+
+def run_answers(run: str | Path) -> dict[int, Answer]:
+    """``read_answers`` of a saved run (its directory or its summary.json); a missing or
+    damaged requests.jsonl is a ``ResultError``."""
+    path = (Path(run).parent if Path(run).is_file() else Path(run)) / REQUESTS
+    if not path.exists():
+        raise ResultError(f"{path} is missing: the run's answers are kept there")
+    try:
+        return read_answers(path)
+    except ValueError as exc:
+        raise ResultError(str(exc)) from None
+
+
+def _agreements(run_dirs: Sequence[Path], kept: Sequence[bool]) -> tuple[dict[str, Any] | None, ...]:
+    """Each later run's agreement with the first: the reference's answers and one other run's
+    are held at a time, as pieces of text (never a DataFrame)."""
+    if not kept[0]:
+        return tuple(None for _ in run_dirs[1:])
+    ref = run_answers(run_dirs[0])
+    return tuple(agreement(ref, run_answers(d)) if k else None for d, k in zip(run_dirs[1:], kept[1:]))
 
 
 def _warnings(names: Sequence[str], summaries: Sequence[dict], diff: Sequence[ConditionDiff]) -> list[str]:

@@ -11,7 +11,8 @@ schema version, an invalid rules file, a rule naming a stage the runs do not hav
 ``ConfigError`` or ``ResultError``. Rules on one stage of a multi-stage run (``stage:``) and on
 ``capacity_rps`` are described in ``loadgen.analysis.gate_stages``. A ``fidelity.<distribution>``
 rule bounds a stat of the candidate's ``summary.fidelity`` block (``loadgen.analysis.fidelity``)
-with ``max`` or ``min``, without a bootstrap, as the capacity rule does.
+with ``max`` or ``min``, without a bootstrap, as the capacity rule does; so do ``output_agreement``
+and ``quality.accuracy``, on what the runs answered (``loadgen.analysis.gate_quality``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
 from loadgen.analysis import fidelity
+from loadgen.analysis import gate_quality as gq
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
 from loadgen.analysis.table import RecordTable
@@ -117,6 +119,8 @@ class GateRule(StrictModel):
                 )
         elif self.metric.startswith(fidelity.PREFIX):
             self._valid_fidelity()
+        elif self.metric in gq.METRICS:
+            gq.validate(self)
         else:
             self._valid_metric()
         set_ = [b for b in BOUNDS if getattr(self, b) is not None]
@@ -128,7 +132,7 @@ class GateRule(StrictModel):
 
     def _valid_metric(self) -> None:
         d = metric_defs.BY_NAME.get(self.metric)
-        valid = ", ".join([*(g.name for g in metric_defs.GATED), gs.CAPACITY, *FIDELITY_METRICS])
+        valid = ", ".join([*(g.name for g in metric_defs.GATED), gs.CAPACITY, *FIDELITY_METRICS, *gq.METRICS])
         if d is None:
             raise ValueError(f"@metric: unknown metric {self.metric!r}; valid: {valid}")
         if not d.gate:
@@ -342,6 +346,9 @@ def gate(
         if rule.metric in FIDELITY_METRICS:
             results.append(_check_fidelity(rule, cand_s, base_s))
             continue
+        if rule.metric in gq.METRICS:
+            results.append(RuleResult(rule, *gq.check(rule, candidate, baseline, cand_s, base_s)))
+            continue
         c_idx, b_idx = (None, None) if st is None else (st[0][0], st[1][0])
         where = "" if st is None else f" in stage {st[0][0]} ({st[0][1]})"
         res = _check(
@@ -400,23 +407,11 @@ def _check(
     b_val = bs.statistic(base, rule.metric, rule.stat)
     shown = (None if np.isnan(b_val) else b_val), (None if np.isnan(c_val) else c_val)
     if rule.relative and np.isnan(b_val):
-        return RuleResult(
-            rule,
-            "error",
-            *shown,
-            None,
-            False,
-            f"the baseline has no {rule.metric} data{where}: cannot compare against it",
-        )
+        msg = f"the baseline has no {rule.metric} data{where}: cannot compare against it"
+        return RuleResult(rule, "error", *shown, None, False, msg)
     if np.isnan(c_val):
-        return RuleResult(
-            rule,
-            "fail",
-            *shown,
-            None,
-            False,
-            f"the candidate has no {rule.metric} data{where} (no successful requests?)",
-        )
+        msg = f"the candidate has no {rule.metric} data{where} (no successful requests?)"
+        return RuleResult(rule, "fail", *shown, None, False, msg)
     iv = bs.bootstrap(
         cand,
         base if rule.relative else None,

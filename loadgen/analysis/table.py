@@ -31,6 +31,7 @@ from loadgen.analysis.chunks import BLOCK_CHUNKS, ChunkBlock, Chunks
 from loadgen.analysis.table_build import (
     DERIVED,
     KINDS,
+    NULLABLE_BOOLS,
     RECORDS_PER_BLOCK,
     SCALAR_FIELDS,
     Builder,
@@ -191,8 +192,9 @@ class RecordTable:
         col = self._cols[name][r0:r1]
         if KINDS[name] not in ("nint", "float"):
             return col.tolist()
-        out = col.astype(object)  # python ints and floats, None where missing
-        out[~self._present[name][r0:r1] if KINDS[name] == "nint" else np.isnan(col)] = None
+        missing = ~self._present[name][r0:r1] if KINDS[name] == "nint" else np.isnan(col)
+        out = (col == 1.0).astype(object) if name in NULLABLE_BOOLS else col.astype(object)
+        out[missing] = None  # python ints, floats or bools, None where missing
         return out.tolist()
 
 

@@ -30,6 +30,8 @@ SCALAR_FIELDS: tuple[str, ...] = tuple(
 )
 _KINDS = {"int": "int", "bool": "bool", "int|None": "nint", "float|None": "float", "bool|None": "float"}
 _KINDS.update({"str": "str", "str|None": "str"})
+# Stored as floats (NaN where missing), rebuilt as bools.
+NULLABLE_BOOLS = frozenset(f.name for f in _FIELDS if str(f.type).replace(" ", "") == "bool|None")
 # Each scalar field's storage: a new field of another type fails here, at import, not in a run.
 KINDS: dict[str, str] = {
     f.name: _KINDS[str(f.type).replace(" ", "")] for f in _FIELDS if f.name in SCALAR_FIELDS

@@ -1,5 +1,7 @@
 """Render a Comparison: compare.md, compare.json and overlaid CDF plots (matplotlib, Agg); for
 multi-stage runs also the capacity table and the overlaid load curves (``report.compare_curves``).
+Output agreement comes right after the runs table, before any latency: whether the runs said
+the same thing decides whether their speeds are worth comparing at all.
 
 Figures are built as ``matplotlib.figure.Figure`` objects (no pyplot state), so this works
 headless and from several threads, and a notebook can show them directly.
@@ -14,6 +16,8 @@ from typing import Any
 from loadgen import metric_defs
 from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, LATENCIES, Comparison
 from loadgen.report import compare_curves
+
+KEEP_ANSWERS = "`--keep-answers` (profile: `output.answers.keep: true`)"
 
 
 def _title(metric: str) -> str:
@@ -45,6 +49,60 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _tokens(value: float) -> str:
+    return f"{value:.1f}".removesuffix(".0")
+
+
+def agreement_line(a: dict[str, Any]) -> str:
+    """One run's output agreement with the reference, as the console shows it:
+    ``output agreement 97.5 % (39 of 40 identical; mean common prefix 57.3 of 60 tokens)``."""
+    if a["agreement"] is None:
+        return (
+            f"output agreement: not measured: no prompt was sent identically by both runs "
+            f"({a['prompts_differ']} differed, {a['only_in_one']} in one run only)"
+        )
+    return (
+        f"output agreement {a['agreement'] * 100:.1f} % ({a['identical']} of {a['compared']} identical; "
+        f"mean common prefix {_tokens(a['mean_common_prefix_tokens'])} of "
+        f"{_tokens(a['mean_answer_tokens'])} tokens)"
+    )
+
+
+def agreement_lines(cmp: Comparison) -> list[str]:
+    """The "Output agreement" section: per later run its line against the reference, what was
+    not compared, and its first differences; a line saying why not where a run kept no answers."""
+    ref = cmp.names[0]
+    lines = [f"## Output agreement (answers compared with {ref}'s, prompt by prompt)", ""]
+    missing = [n for n, k in zip(cmp.names, cmp.answers_kept) if not k]
+    if missing:
+        who = "no run kept its" if len(missing) == len(cmp.names) else f"{', '.join(missing)} kept no"
+        lines += [
+            f"output agreement: not measured: {who} answers; run with {KEEP_ANSWERS} to compare "
+            "what the runs said",
+            "",
+        ]
+    for name, a in zip(cmp.names[1:], cmp.agreements):
+        if a is None:
+            continue
+        lines += [(f"{name}: " if len(cmp.names) > 2 else "") + agreement_line(a), ""]
+        skipped = [
+            f"{n} {what}"
+            for n, what in (
+                (a["prompts_differ"], "sent a different prompt (not compared)"),
+                (a["only_in_one"], "in one run only (not compared)"),
+                (a["truncated"], "compared on what was kept (answer cut at the run's max_chars)"),
+            )
+            if n
+        ]
+        if skipped:
+            lines += ["Requests: " + "; ".join(skipped) + ".", ""]
+        if a["first_differences"]:
+            lines += [f"| id | {_cell(ref)} | {_cell(name)} |", "|---|---|---|"]
+            lines += [f"| {d['id']} | {_cell(d['a'])} | {_cell(d['b'])} |" for d in a["first_differences"]]
+            lines.append("")
+    return lines
+
+
 def markdown(cmp: Comparison) -> str:
     names, ref = cmp.names, cmp.names[0]
     lines = [f"# loadgen compare: {' vs '.join(names)}", ""]
@@ -60,9 +118,9 @@ def markdown(cmp: Comparison) -> str:
             f"| {_cell(n)} | {_cell(str(p))} | {s.get('started_at', '—')} | {c.get('sent')} "
             f"| {c.get('ok')} | {c.get('failed')} | {(s.get('sla') or {}).get('verdict', '—')} |"
         )
+    lines += ["", *agreement_lines(cmp)]
     head = ["metric", *names, *(f"{n} vs {ref}" for n in names[1:])]
     lines += [
-        "",
         f"## Metrics (relative difference to {ref})",
         "",
         "| " + " | ".join(map(_cell, head)) + " |",

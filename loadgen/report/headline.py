@@ -1,5 +1,6 @@
 """The report's headline, first in every report: what a reader takes in at a glance before any
-condition table. The SLA verdict, the few numbers that answer the run's question (TTFT p50 and
+condition table. The four corners (``report.corners``: latency, throughput, quality, memory and
+cost, one row each), the SLA verdict, the few numbers that answer the run's question (TTFT p50 and
 p99, TPOT p50, output tokens/s, goodput and the share of requests that met every SLO; for a
 multi-stage run also the stages, the knee, the last stage meeting the SLA and the capacity
 when the summary has one), and the main plot: the TTFT CDF of a single stage, throughput
@@ -12,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
+from loadgen.report.corners import corners_table
 from loadgen.report.curve import MAIN_PLOT, is_multi_stage, offered, point_of, stage_label
 
 TITLE = "At a glance"
@@ -34,8 +36,12 @@ def main_plot(summary: Mapping[str, Any], plots: Sequence[Image]) -> Image | Non
     return next((p for p in plots if p.file.rsplit("/", 1)[-1] == f"{stem}.png"), None)
 
 
-def headline_section(summary: Mapping[str, Any], plots: Sequence[Image] = ()) -> Section:
-    blocks: list = [verdict_alert(summary), numbers_table(summary)]
+def headline_section(
+    summary: Mapping[str, Any], plots: Sequence[Image] = (), cost: Mapping[str, Any] | None = None
+) -> Section:
+    """The four corners first (``cost``: ``cost.json``'s content, None without a GPU price),
+    then the verdict, the numbers, a sentence and the main plot."""
+    blocks: list = [corners_table(summary, cost), verdict_alert(summary), numbers_table(summary)]
     if is_multi_stage(summary):
         blocks.append(Text(stages_sentence(summary)))
     else:

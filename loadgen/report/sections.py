@@ -1,9 +1,10 @@
 """The report, section by section, from a run's summary, its cost figures and its plots.
 
-Order: alerts, conditions, SLA verdict and goodput, latency table, throughput, errors, client
-health, measurement fidelity (simulator runs only), the server's view, Little's law, cost,
-plots. Every number here is read from ``summary.json`` (or ``cost.json``); nothing is
-recomputed, so the report and the result file cannot disagree.
+Order: the headline (opening with the four corners), alerts, conditions, SLA verdict and
+goodput, latency table, sessions (multi-turn runs only), throughput, errors, client health,
+measurement fidelity (simulator runs only), the server's view, Little's law, cost, plots.
+Every number here is read from ``summary.json`` (or ``cost.json``); nothing is recomputed, so
+the report and the result file cannot disagree.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
+from loadgen.report.traffic import sessions_section, with_traffic
 
 # (label, metric) of each row of the latency table: the registry's distributions shown there.
 LATENCY_ROWS: tuple[tuple[str, str], ...] = tuple(
@@ -31,15 +33,16 @@ LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe
 def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
     # The headline first (every report), then alerts; a multi-stage run's stages after its SLA.
     alerts = top_alerts(summary)
-    out = [headline_section(summary, plots)]
+    out = [headline_section(summary, plots, cost)]
     out += [Section("Alerts", tuple(alerts))] if alerts else []
     server_plots = tuple(p for p in plots if p.file.endswith(f"/{SERVER_PLOT}.png"))
     curve_plots = tuple(p for p in plots if is_curve_plot(p))
     out += [
-        conditions_section(summary),
+        with_traffic(conditions_section(summary), summary),
         sla_section(summary),
         *stages_sections(summary, curve_plots),
         latency_section(summary),
+        *filter(None, [sessions_section(summary)]),
         throughput_section(summary),
         errors_section(summary),
         client_section(summary),

@@ -115,8 +115,9 @@ async def prepare(profile: Profile, run_dir: Path, target: Target, status: Calla
         backend = backend_cls.for_target(t, probe.model, transport, live, token_counter(workload))
         stages = resolve_stages(load, profile.workload)
         total = planned_total(stages)
-        if workload.schedule_ns() is not None:  # a trace: as many requests as its window holds
-            total = len(build_schedule(load, profile.workload) or ())
+        schedule = build_schedule(load, profile.workload) if profile.workload.trace else None
+        if schedule is not None:  # a trace: as many requests as its window holds
+            total = len(schedule)
         specs, prompt_fit = await fit.fit_for_profile(
             profile, transport, probe.model, workload, total, status
         )

@@ -82,6 +82,8 @@ async def _stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_
     await resp.prepare(request)
     entry = log.open(rid, recv_ns, request, prompt_tokens)
     entry["answer"] = ""
+    # What was asked, as received: a test checks a multi-turn history against it.
+    entry["messages" if chat else "prompt"] = body.get("messages" if chat else "prompt")
     content: list[str] = []  # the content text as sent, logged however the stream ends
     try:
         if fail_kind == "garbage":

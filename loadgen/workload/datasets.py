@@ -97,7 +97,10 @@ def _sharegpt(path: Path, data: bytes) -> Dataset:
     try:
         items = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        raise DatasetError(f"{path}: not valid JSON ({e}); a ShareGPT file is one JSON array") from None
+        raise DatasetError(
+            f"{path}: not valid JSON ({e}); a ShareGPT file is one JSON array "
+            "(for one prompt object a line, name it .jsonl or pass fmt='jsonl')"
+        ) from None
     if not isinstance(items, list):
         raise DatasetError(f"{path}: the top level is {_kind(items)}, expected an array of conversations")
     entries, skipped = [], 0

@@ -99,7 +99,7 @@ def _sniff(path: Path, text: str) -> str:
     # .csv is Azure; JSON lines tell Mooncake from native by their time field.
     if path.suffix.lower() == ".csv":
         return "azure"
-    for n, line in enumerate(text.splitlines(), start=1):
+    for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         if line.lstrip().startswith("TIMESTAMP"):
@@ -130,7 +130,8 @@ def _jsonl(path: Path, text: str, kind: str) -> _Rows:
     out: list[int] = []
     hashes: list[tuple[int, ...]] = []
     lines: list[int] = []  # the line of each row, for the order check and the hash_ids rule
-    for n, line in enumerate(text.splitlines(), start=1):
+    # Split on newlines only, as editors count lines (str.splitlines also splits on U+2028 ...).
+    for n, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
@@ -221,7 +222,7 @@ def _azure(path: Path, text: str) -> _Rows:
         _in_order(path, n, t, times, lines, "TIMESTAMP")
         for key, value, dest in (("ContextTokens", row[1], inp), ("GeneratedTokens", row[2], out)):
             v = value.strip()
-            if not v.isdigit():
+            if not (v.isascii() and v.isdigit()):
                 raise TraceError(
                     f"{path} line {n}: {key} is {value!r}, expected a whole number of tokens >= 0"
                 )

@@ -1,0 +1,94 @@
+"""Gate rules on what the runs answered, not how fast: ``output_agreement`` and ``quality.accuracy``.
+
+``output_agreement`` is the fraction of the candidate's answers identical to the baseline's over
+the prompts both runs sent identically (``loadgen.analysis.agreement``): did FP8 still say what
+FP16 said? ``quality.accuracy`` is the candidate's own score against expected answers
+(``summary.quality``). Both are bounded with ``min`` or ``max`` (a fraction, 0 to 1), no stat,
+no stage, and are not resampled: agreement is already a comparison with the baseline, so a
+ratio to it would mean nothing, and a run's answers at temperature 0 do not vary the way its
+latencies do. A rule that cannot be judged is an error (exit 2), not a regression: a run that
+kept no answers (``--keep-answers``), runs that sent no prompt alike, a candidate that scored no
+answer.
+
+Kept apart from ``gate.py`` (which dispatches here), so the gate's bootstrap machinery stays
+one module and these rules need nothing from it; returns plain tuples for its ``RuleResult``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from loadgen.analysis.agreement import agreement
+from loadgen.analysis.compare import answers_kept, run_answers
+
+OUTPUT_AGREEMENT = "output_agreement"
+ACCURACY = "quality.accuracy"
+METRICS: tuple[str, ...] = (OUTPUT_AGREEMENT, ACCURACY)
+KEEP = "--keep-answers (profile: output.answers.keep: true)"
+_RELATIVE = ("max_regression", "min_ratio", "max_ratio")
+
+# (status, baseline value, candidate value, interval, within noise, message): a RuleResult's fields
+Outcome = tuple[str, float | None, float | None, None, bool, str]
+
+
+def validate(rule: Any) -> None:
+    """Raise ValueError ("@field: why") for a rule on these metrics that is not ``min`` or
+    ``max`` of a fraction, or that names a stat or a stage."""
+    if rule.stat is not None:
+        raise ValueError(f"@stat: {rule.metric} is a fraction of the whole run and takes no stat; drop stat")
+    if rule.stage is not None:
+        raise ValueError(f"@stage: {rule.metric} is the whole run's; drop stage")
+    for bound in _RELATIVE:
+        if getattr(rule, bound) is not None:
+            raise ValueError(
+                f"@{bound}: {rule.metric} takes an absolute bound on the candidate (min or max), "
+                f"not one relative to the baseline; write e.g. {{metric: {rule.metric}, min: 0.95}}"
+            )
+    for bound in ("min", "max"):
+        value = getattr(rule, bound)
+        if value is not None and not 0 <= value <= 1:
+            raise ValueError(f"@{bound}: {rule.metric} is a fraction; expected 0 to 1, got {value:g}")
+
+
+def check(rule: Any, candidate: str | Path, baseline: str | Path, cand_s: dict, base_s: dict) -> Outcome:
+    """Judge one rule on the saved runs (their paths and summaries)."""
+    op, limit = rule.limit()
+    if rule.metric == ACCURACY:
+        base, cand = _accuracy(base_s), _accuracy(cand_s)
+        if cand is None:
+            msg = (
+                "the candidate has no quality.accuracy: none of its requests carried an expected "
+                "answer (a task workload does: workload.tasks, as in profiles/quality.yaml)"
+            )
+            return "error", base, None, None, False, msg
+        q = cand_s["quality"]
+        what = f"quality.accuracy of the candidate {cand:.4g} ({q['correct']} of {q['scored']} right)"
+    else:
+        base = None  # a pair's statistic: the baseline has no value of its own
+        missing = [role for role, s in (("candidate", cand_s), ("baseline", base_s)) if not answers_kept(s)]
+        if missing:
+            msg = (
+                f"output_agreement cannot be measured: the {' and the '.join(missing)} kept no "
+                f"answers; run both with {KEEP}"
+            )
+            return "error", None, None, None, False, msg
+        a = agreement(run_answers(baseline), run_answers(candidate))
+        if a["agreement"] is None:
+            msg = (
+                f"output_agreement cannot be measured: no prompt was sent identically by both runs "
+                f"({a['prompts_differ']} differed, {a['only_in_one']} in one run only)"
+            )
+            return "error", None, None, None, False, msg
+        cand = a["agreement"]
+        what = f"output agreement {cand:.4g} ({a['identical']} of {a['compared']} answers identical)"
+    failed = cand > limit if op == "<=" else cand < limit
+    msg = f"{what}, bound {op} {limit:.4g}; not resampled: " + (
+        "beyond the bound" if failed else "within the bound"
+    )
+    return "fail" if failed else "pass", base, cand, None, False, msg
+
+
+def _accuracy(summary: dict) -> float | None:
+    value = (summary.get("quality") or {}).get("accuracy")
+    return None if value is None else float(value)

@@ -1,0 +1,101 @@
+"""The four corners, first in every report: where the run stands on each corner of the
+tetrahedron an inference deployment trades along (latency, throughput, quality, memory and cost).
+
+A faster configuration is only better if it did not buy its speed on another corner: FP8 that
+answers differently, a batch size that fills the KV cache, a GPU that costs twice as much. So
+every corner gets a row, and a corner the run did not measure says so and how to measure it,
+instead of being left out. Figures are read from ``summary.json`` (and ``cost.json``'s
+content), as the other sections read them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from loadgen.report.blocks import Table, money, num, pct
+from loadgen.report.cost import COST_LABEL
+
+HEADER = ("four corners", "this run")
+QUALITY_PROFILE = "profiles/quality.yaml"
+
+
+def corners_table(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> Table:
+    """One row per corner: (corner, what the run measured there)."""
+    return Table(HEADER, corner_rows(summary, cost), "ll")
+
+
+def corner_rows(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+    return (
+        ("latency", latency(summary)),
+        ("throughput", throughput(summary)),
+        ("quality", quality(summary)),
+        ("memory and cost", memory_and_cost(summary, cost)),
+    )
+
+
+def latency(summary: Mapping[str, Any]) -> str:
+    """TTFT p50/p99, then TPOT p50/p99, or ITL's when no request had two tokens to time."""
+    m = summary.get("metrics") or {}
+    ttft = m.get("ttft_ms") or {}
+    text = f"TTFT p50 {num(ttft.get('p50'))} ms, p99 {num(ttft.get('p99'))} ms"
+    for name, key in (("TPOT", "tpot_ms"), ("ITL", "itl_ms")):
+        d = m.get(key) or {}
+        if d.get("count"):
+            return text + f"; {name} p50 {num(d.get('p50'))} ms, p99 {num(d.get('p99'))} ms"
+    return text
+
+
+def throughput(summary: Mapping[str, Any]) -> str:
+    m = summary.get("metrics") or {}
+    goodput = m.get("goodput") or {}
+    return (
+        f"{num(m.get('output_tokens_per_s'))} output tokens/s, {num(m.get('request_throughput_rps'))} "
+        f"requests/s; goodput {num(goodput.get('requests_per_s'))} requests/s "
+        f"({pct(goodput.get('attained_fraction'))} met every SLO)"
+    )
+
+
+def quality(summary: Mapping[str, Any]) -> str:
+    """Accuracy over the scored answers, or why there is none; and whether answers were kept
+    (what ``loadgen compare`` needs for output agreement)."""
+    q = summary.get("quality") or {}
+    if q.get("scored"):
+        text = f"accuracy {pct(q.get('accuracy'))} ({q.get('correct')} of {q['scored']} scored answers right)"
+    else:
+        text = f"not measured: no expected answers (see {QUALITY_PROFILE})"
+    kept = q.get("answers_kept")
+    if kept:
+        cut = q.get("answers_truncated") or 0
+        text += (
+            f"; {kept} answers kept"
+            + (f" ({cut} cut at {q.get('max_chars')} characters)" if cut else "")
+            + " for `loadgen compare`'s output agreement"
+        )
+    return text
+
+
+def memory_and_cost(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> str:
+    """The server's KV-cache use and prefix-cache hit rate (from its /metrics, when scraped),
+    and dollars per million output tokens (when a GPU price is known)."""
+    server = summary.get("server") or {}
+    kv = (server.get("gauges") or {}).get("kv_cache_usage") or {}
+    parts = [
+        f"KV cache {pct(kv.get('mean'))} mean, {pct(kv.get('max'))} max"
+        if kv.get("samples")
+        else "KV cache not measured (the server's /metrics gave no KV-cache usage)"
+    ]
+    prefix = server.get("prefix_cache") or {}
+    if prefix.get("hit_rate") is not None:
+        parts.append(
+            f"prefix-cache hit rate {pct(prefix['hit_rate'])} "
+            f"({prefix.get('hits'):,.0f} of {prefix.get('queries'):,.0f} prompt tokens)"
+        )
+    if cost is not None:
+        parts.append(f"{money(cost.get('usd_per_million_output_tokens'))} per million output tokens")
+    else:
+        parts.append(
+            f"cost not computed: give a GPU-hour price (loadgen report --gpu-hour-cost USD, or "
+            f"--label {COST_LABEL}=USD when running)"
+        )
+    return "; ".join(parts)
