@@ -9,9 +9,10 @@ A scrape becomes one flat row (``normalize``): gauges ``running``, ``waiting``,
 ``kv_cache_usage`` (0..1), counters ``preemptions_total``, ``prompt_tokens_total``,
 ``generation_tokens_total``, ``prefix_cache_queries_total`` and ``prefix_cache_hits_total``
 (prompt tokens looked up in the prefix cache, and found), and ``<hist>_sum_s`` /
-``<hist>_count`` of the latency histograms ``ttft``, ``itl``, ``tpot``, ``e2e`` and ``queue_time``; None where the engine has no such
-metric. Series with several label sets (data-parallel engines, several models) are summed,
-except ``kv_cache_usage``, a fraction, which is averaged.
+``<hist>_count`` of the latency histograms ``ttft``, ``itl``, ``tpot``, ``e2e`` and
+``queue_time``; None where the engine has no such metric. Series with several label sets
+(data-parallel engines, several models) are summed, except ``kv_cache_usage``, a fraction,
+which is averaged.
 
 trtllm-serve answers ``/metrics`` with JSON iteration statistics, not Prometheus text (its
 Prometheus text is at ``/prometheus/metrics``); ``trtllm_json_row`` reads the gauges it has
