@@ -38,11 +38,17 @@ def quality_run(vllm_profile, url: str | None = None):
     return res
 
 
+def line(r: dict) -> str:
+    return (
+        f"{r['agreement']:.3f} ({r['identical']}/{r['compared']}), mean common prefix "
+        f"{r['mean_common_prefix_tokens']:.1f} of {r['mean_answer_tokens']:.1f} tokens"
+    )
+
+
 def test_the_same_server_twice_agrees_on_nearly_every_answer(vllm_profile):
     a, b = quality_run(vllm_profile), quality_run(vllm_profile)
     result = agreement(read_answers(a.run_dir / "requests.jsonl"), read_answers(b.run_dir / "requests.jsonl"))
-    print(f"\nsame server, bf16 twice: {result['agreement']:.3f} ({result['identical']}/{result['compared']}), "
-          f"mean common prefix {result['mean_common_prefix_tokens']:.1f} of {result['mean_answer_tokens']:.1f}")  # fmt: skip
+    print("\nsame server, bf16 twice: " + line(result))
     assert result["compared"] == N and result["prompts_differ"] == 0
     # Batches differ between the runs (4 in flight), and a CPU matmul's sums with them; with
     # random weights a near-tie can flip a greedy token. Measured: 1.000 (48 of 48) here.
@@ -64,8 +70,7 @@ def test_float32_against_bfloat16_shows_what_the_dtype_changed(vllm, vllm_profil
     result = agreement(
         read_answers(base.run_dir / "requests.jsonl"), read_answers(other.run_dir / "requests.jsonl")
     )
-    print(f"\nbf16 vs fp32: {result['agreement']:.3f} ({result['identical']}/{result['compared']}), "
-          f"mean common prefix {result['mean_common_prefix_tokens']:.1f} of {result['mean_answer_tokens']:.1f}")  # fmt: skip
+    print("\nbf16 vs fp32: " + line(result))
     assert result["compared"] == N and result["prompts_differ"] == 0 and result["only_in_one"] == 0
     # Measured: 0.792 (38 of 48 identical), mean common prefix 13.2 of 16 tokens: float32 and
     # bfloat16 logits part ways on a fifth of the answers, late in them.
