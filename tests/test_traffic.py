@@ -173,7 +173,7 @@ def _designed_hits(workload: Workload, n: int, shared: int) -> tuple[int, int]:
     for i in range(n):
         spec = workload.request(i)
         total += spec.prompt_tokens
-        g = workload._groups.group(i) if workload._groups else None  # noqa: SLF001 - the design itself
+        g = workload.prefix_group(i)
         if g is not None:
             hits += shared if g in seen else 0
             seen.add(g)

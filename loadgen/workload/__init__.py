@@ -158,6 +158,10 @@ class Workload:
             n_in += self._shared(i)[1]
         return n_in, n_out
 
+    def prefix_group(self, i: int) -> int | None:
+        """The shared-prefix group request ``i`` belongs to (None: it shares no prefix)."""
+        return self._groups.group(i) if self._groups is not None else None
+
     def _shared(self, i: int) -> tuple[str | list[int] | None, int]:
         """The prefix request ``i`` shares (its group's, or the one system prompt), if any."""
         if self._groups is not None:
