@@ -8,11 +8,12 @@ reaches inside it passes, flagged "within noise". Exit codes (``GateResult.exit_
 a rule could not be evaluated (on the baseline; a ``fidelity.*`` rule on a candidate the built-in
 simulator did not serve; an ``output_agreement`` rule on a run that kept no answers). Bad input
 (an unreadable run, an unknown schema version, an invalid rules file, a rule naming a stage the
-runs do not have) raises ``ConfigError`` or ``ResultError``. Rules on one stage of a multi-stage run (``stage:``) and on
-``capacity_rps`` are described in ``loadgen.analysis.gate_stages``. A ``fidelity.<distribution>``
-rule bounds a stat of the candidate's ``summary.fidelity`` block (``loadgen.analysis.fidelity``)
-with ``max`` or ``min``, without a bootstrap, as the capacity rule does; so do ``output_agreement``
-and ``quality.accuracy``, on what the runs answered (``loadgen.analysis.gate_quality``).
+runs do not have) raises ``ConfigError`` or ``ResultError``. Rules on one stage of a multi-stage
+run (``stage:``) and on ``capacity_rps`` are described in ``loadgen.analysis.gate_stages``. A
+``fidelity.<distribution>`` rule bounds a stat of the candidate's ``summary.fidelity`` block
+(``loadgen.analysis.fidelity``) with ``max`` or ``min``, without a bootstrap, as the capacity
+rule does; so do ``output_agreement`` and ``quality.accuracy``, on what the runs answered
+(``loadgen.analysis.gate_quality``).
 """
 
 from __future__ import annotations

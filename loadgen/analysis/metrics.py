@@ -24,7 +24,7 @@ import numpy as np
 from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
 from loadgen.analysis.gaps import SMALL, GapSamples, stream_stats
-from loadgen.analysis.table import KINDS, SCALAR_FIELDS, RecordTable, as_table
+from loadgen.analysis.table import KINDS, NULLABLE_BOOLS, SCALAR_FIELDS, RecordTable, as_table
 from loadgen.metric_defs import PERCENTILES, STATS
 from loadgen.records import CANCELLED, RequestRecord
 
@@ -130,6 +130,8 @@ def request_frame(records: Records) -> pd.DataFrame:
         kind, values = KINDS[name], t.column(name)
         if kind == "nint":  # pandas Int64: nanosecond timestamps keep full precision
             cols[name] = pd.arrays.IntegerArray(values, ~t.present(name))
+        elif name in NULLABLE_BOOLS:  # pandas boolean: True, False or <NA> (not scored)
+            cols[name] = pd.arrays.BooleanArray(values == 1.0, np.isnan(values))
         elif kind == "str":  # a list, so pandas infers the dtype it always did (str, or object)
             cols[name] = values.tolist()
         elif kind == "float" and np.isnan(values).all():  # all missing: object, as from a list

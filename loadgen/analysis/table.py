@@ -40,7 +40,16 @@ from loadgen.analysis.table_build import (
 )
 from loadgen.records import ReadReport, RequestRecord
 
-__all__ = ["DERIVED", "KINDS", "SCALAR_FIELDS", "ChunkBlock", "Chunks", "RecordTable", "as_table"]
+__all__ = [
+    "DERIVED",
+    "KINDS",
+    "NULLABLE_BOOLS",
+    "SCALAR_FIELDS",
+    "ChunkBlock",
+    "Chunks",
+    "RecordTable",
+    "as_table",
+]
 
 
 class RecordTable:
