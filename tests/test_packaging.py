@@ -69,7 +69,7 @@ def test_every_package_is_listed_for_the_wheel():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "loadgen").rglob("__init__.py")}
-    assert listed == on_disk | {"loadgen._profiles"}
+    assert listed == on_disk | {"loadgen._profiles", "loadgen.data", "loadgen.traces"}
 
 
 def _run(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> str:
@@ -122,3 +122,8 @@ def test_installed_wheel_runs_a_shipped_profile_from_an_empty_folder(tmp_path):
     assert [r["ok"] for r in records] == [True] * 4
     assert summary["counts"]["ok"] == 4
     assert summary["conditions"]["profile"]["name"] == "quickstart"
+    # The sample data ship beside the profiles: a profile naming ../data or ../traces runs too.
+    for name in ("sharegpt", "replay"):
+        extra = ["--set", "workload.trace.window_s=2"] if name == "replay" else []
+        _run(venv / "bin" / "loadgen", "run", name, *flags, *extra, "--run-id", name, cwd=empty, env=env)
+        assert json.loads((empty / "reports" / name / "summary.json").read_text())["counts"]["failed"] == 0

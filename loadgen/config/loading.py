@@ -22,6 +22,8 @@ _PATH_KEYS = (
     ("workload", "input_tokens", "file"),
     ("workload", "output_tokens", "file"),
     ("workload", "prompt", "tokenizer"),
+    ("workload", "dataset", "path"),
+    ("workload", "trace", "path"),
     ("target", "ca_bundle"),
 )
 
