@@ -16,11 +16,12 @@ import orjson
 import pytest
 
 from loadgen.config import load_profile
+from loadgen.config.stages import resolve_stages
 from loadgen.errors import ConfigError
 from loadgen.result import GROUND_TRUTH
 from loadgen.runner import api
 from loadgen.testing.server import StreamServer
-from loadgen.workload import Workload
+from loadgen.workload import Workload, stage_schedule
 from loadgen.workload.traces import load_trace
 
 MS = 1e6
@@ -315,3 +316,45 @@ class TestDatasets:
         )  # fmt: skip
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert "line 2" in out.stderr and "output_tokens" in out.stderr
+
+
+def test_open_loop_sessions_start_on_the_schedule(make_profile):
+    """Sessions arriving at 20/s (Poisson, seed 0), 2 turns each, 8 turns in all: the first
+    turns of the sessions are scheduled at the run's session arrivals, in order, and every
+    second turn follows its first."""
+    with StreamServer(ttft_ms=2, itl_ms=1) as srv:
+        profile = make_profile(
+            srv.url,
+            load__concurrency=None,
+            load__rate=20.0,
+            workload__num_requests=8,
+            workload__output_tokens=3,
+            workload__sessions={"turns": 2},
+        )
+        res = run(profile)
+    recs = res.records
+    assert len(recs) == 8 and all(r.ok for r in recs)
+    firsts = sorted((r for r in recs if r.turn == 1), key=lambda r: r.session_id)
+    schedule = stage_schedule(resolve_stages(profile.load, profile.workload)[0], profile.workload.seed)
+    assert schedule is not None and len(firsts) == 4
+    t0 = firsts[0].t_sched_ns - int(schedule[0])
+    assert [r.t_sched_ns - t0 for r in firsts] == [int(x) for x in schedule[:4]]
+    seconds = {r.session_id: r for r in recs if r.turn == 2}
+    for r in firsts:
+        assert seconds[r.session_id].t_send_ns >= r.t_end_ns
+
+
+def test_console_lines_name_accuracy_turns_and_the_hit_rate():
+    from loadgen.analysis.traffic import console_lines
+
+    summary = {
+        "quality": {"accuracy": 0.75, "correct": 30, "scored": 40, "answers_kept": 40},
+        "sessions": {"sessions": 8, "by_turn": [{"turn": 1, "ttft_ms": {"p50": 63.14}}, {"turn": 2, "ttft_ms": {"p50": 14.3}}]},
+        "server": {"prefix_cache": {"hit_rate": 0.723, "hits": 12704, "queries": 17579}},
+    }  # fmt: skip
+    assert console_lines(summary) == [
+        "quality     accuracy 75.0% (30 of 40 scored answers right); 40 answers kept",
+        "sessions    8; TTFT p50 by turn (ms) 1: 63.1, 2: 14.3",
+        "prefix cache  server hit rate 72.3% (12,704 of 17,579 prompt tokens)",
+    ]
+    assert console_lines({}) == []

@@ -79,3 +79,29 @@ def sessions(table: RecordTable) -> dict[str, Any] | None:
 
 def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if values.size else None
+
+
+def console_lines(summary: dict[str, Any]) -> list[str]:
+    """One line each for what production-like traffic adds to a run: accuracy, TTFT by turn,
+    the server's prefix-cache hit rate."""
+    lines = []
+    q = summary.get("quality")
+    if q:
+        acc = "not scored" if q["accuracy"] is None else f"accuracy {q['accuracy']:.1%}"
+        kept = f"; {q['answers_kept']} answers kept" if q["answers_kept"] else ""
+        lines.append(f"quality     {acc} ({q['correct']} of {q['scored']} scored answers right){kept}")
+    sess = summary.get("sessions")
+    if sess and sess["by_turn"]:
+        turns = ", ".join(
+            f"{t['turn']}: {t['ttft_ms']['p50']:.1f}"
+            for t in sess["by_turn"]
+            if t["ttft_ms"]["p50"] is not None
+        )
+        lines.append(f"sessions    {sess['sessions']}; TTFT p50 by turn (ms) {turns}")
+    cache = (summary.get("server") or {}).get("prefix_cache")
+    if cache and cache.get("hit_rate") is not None:
+        lines.append(
+            f"prefix cache  server hit rate {cache['hit_rate']:.1%} "
+            f"({cache['hits']:,.0f} of {cache['queries']:,.0f} prompt tokens)"
+        )
+    return lines

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from loadgen import metric_defs
-from loadgen.analysis import fidelity
+from loadgen.analysis import fidelity, traffic
 
 # The latency table: the registry's distributions shown on the console, and its columns. A row
 # with a ``same_as`` (TTFT and E2E from the scheduled send) is left out while it matches that
@@ -219,6 +219,8 @@ def print_summary(result: Any, file: Any = None) -> None:
             con.print(
                 f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else "")
             )
+    for line in traffic.console_lines(s):
+        con.print(line, soft_wrap=True)
     client = s.get("client") or {}
     con.print(
         f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
