@@ -349,7 +349,8 @@ def test_console_lines_name_accuracy_turns_and_the_hit_rate():
 
     summary = {
         "quality": {"accuracy": 0.75, "correct": 30, "scored": 40, "answers_kept": 40},
-        "sessions": {"sessions": 8, "by_turn": [{"turn": 1, "ttft_ms": {"p50": 63.14}}, {"turn": 2, "ttft_ms": {"p50": 14.3}}]},
+        "sessions": {"sessions": 8, "by_turn": [{"turn": 1, "ttft_ms": {"p50": 63.14}},
+                                                {"turn": 2, "ttft_ms": {"p50": 14.3}}]},
         "server": {"prefix_cache": {"hit_rate": 0.723, "hits": 12704, "queries": 17579}},
     }  # fmt: skip
     assert console_lines(summary) == [
