@@ -7,8 +7,9 @@ If the loop falls more than ``_REANCHOR_NS`` behind (the CPU, not the simulated 
 bottleneck), the schedule restarts from now and the lag is counted in
 ``loadgen_sim_pacing_lag_seconds_total`` rather than being paid back as a burst.
 
-Ground truth: ``chunk_ns`` holds ``time.perf_counter_ns()`` taken right AFTER
-``await response.write(chunk)`` returns, i.e. when the bytes have been handed to the transport.
+Ground truth: ``chunk_ns`` holds ``time.perf_counter_ns()`` taken the instant before
+``response.write(chunk)`` hands the bytes to the transport, so no client can see a chunk
+before its stamp.
 """
 
 from __future__ import annotations
