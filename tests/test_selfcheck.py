@@ -5,8 +5,9 @@ The search is exercised with a client made slow on purpose (every chunk read cos
 machine is: at c streams of the real-time simulator a decode step's c tokens arrive together
 and the last is read (c - 1) x BURN_MS late on top of the machine's own lag B (first-token lag
 p99 0.3-1.5 ms here without the burn). With a 4 ms threshold c=4 passes (1.8 ms + B) and c=8
-fails (4.2 ms + B), with a margin of 0.7 ms or more either side: the ceiling lies in [4, 8), on
-every run (the stated spread: one doubling). Each step runs 3 s (about 70 requests at c=4), so
+fails (4.2 ms + B). The ceiling lies in [4, 8) on a quiet machine; one CI run saw c=4 fail
+(its end-of-stream reads burn too), so the stated spread is: every ceiling in [1, 8), two runs
+within a factor of two of each other. Each step runs 3 s (about 70 requests at c=4), so
 its p99 is not the single slowest request. The burn is not smaller: at 0.25 ms and a 2 ms
 threshold c=4 sat 0.05-0.25 ms under it, and a busy CI machine (B = 1.3 ms) failed it.
 """
@@ -132,10 +133,10 @@ class TestRunWarning:
 
 def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
     slow_client(monkeypatch, BURN_MS)
-    steps: list[selfcheck.Step] = []
     overrides = {"load.concurrency": 8, "workload.output_tokens": 24, "workload.input_tokens": 32}
-    ceilings = []
+    ceilings, runs = [], []
     for _ in range(2):
+        steps: list[selfcheck.Step] = []
         check = selfcheck.SelfCheck(
             None, overrides, [], threshold_ms=THRESHOLD_MS, step_s=3.0, max_load=16, on_step=steps.append
         )
@@ -143,10 +144,17 @@ def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
         (r,) = result["results"]
         assert r["workers"] == 1 and not r["at_least"]
         ceilings.append(r["ceiling"])
+        runs.append([(s.load, s.passed, s.reasons) for s in steps])
         assert r["tokens_per_s"] > 0 and r["first_token_lag_p99_ms"] <= THRESHOLD_MS
-    assert all(4 <= c < 8 for c in ceilings), (ceilings, [(s.load, s.passed, s.reasons) for s in steps])
-    assert [s.load for s in steps[:4]] == [1, 2, 4, 8]  # doubling, then bisections inside [4, 8)
-    assert all(s.passed == (not s.reasons) for s in steps)
+        assert all(s.passed == (not s.reasons) for s in steps)
+        # Doubling up to the first failed level, then bisections below it, above the last pass.
+        f = next(k for k, s in enumerate(steps) if not s.passed)
+        assert [s.load for s in steps[: f + 1]] == [2**k for k in range(f + 1)], runs
+        assert all(steps[f].load / 2 < s.load < steps[f].load for s in steps[f + 1 :]), runs
+    # c=8 always fails (4.2 ms + B); c=4 passes on a quiet machine and has failed once in CI
+    # (B = 1.6 ms: the streams' end-of-stream reads burn too): the stated spread is one doubling
+    # between runs, inside [1, 8).
+    assert all(1 <= c < 8 for c in ceilings) and max(ceilings) <= 2 * min(ceilings), (ceilings, runs)
     assert result["key"] == "httptools/closed" and result["machine"] == selfcheck_store.machine()
 
 

@@ -41,6 +41,10 @@ vllm:prompt_tokens_total{engine="0",model_name="tiny-llama"} 37396.0
 vllm:prompt_tokens_by_source_total{engine="0",model_name="tiny-llama",source="local_compute"} 37396.0
 # TYPE vllm:generation_tokens_total counter
 vllm:generation_tokens_total{engine="0",model_name="tiny-llama"} 60700.0
+# TYPE vllm:prefix_cache_queries counter
+vllm:prefix_cache_queries_total{engine="0",model_name="tiny-llama"} 30300.0
+# TYPE vllm:prefix_cache_hits counter
+vllm:prefix_cache_hits_total{engine="0",model_name="tiny-llama"} 22784.0
 # HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.
 # TYPE vllm:time_to_first_token_seconds histogram
 vllm:time_to_first_token_seconds_bucket{engine="0",le="0.1",model_name="tiny-llama"} 390.0
@@ -126,6 +130,8 @@ class TestNormalize:
             "preemptions_total": 3.0,
             "prompt_tokens_total": 37396.0,
             "generation_tokens_total": 60700.0,
+            "prefix_cache_queries_total": 30300.0,
+            "prefix_cache_hits_total": 22784.0,
             "ttft_sum_s": 41.5,
             "ttft_count": 393.0,
             "itl_sum_s": 595.5,
