@@ -7,13 +7,30 @@ conftest itself, under its own rules, and importing it again as a module is not 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from loadgen.backends.stream import SSEResponse
 from loadgen.runner import api
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m loadgen ARGS`` in ``cwd`` with this checkout on the path (bounded, 120 s)."""
+    return subprocess.run(
+        [sys.executable, "-m", "loadgen", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def run(profile: Any, **kw: Any) -> Any:

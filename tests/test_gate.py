@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -20,6 +18,8 @@ from loadgen.analysis.metrics import summarize
 from loadgen.errors import ConfigError
 from loadgen.report import gate as gate_report
 from loadgen.result import load_records, load_summary
+
+from helpers import cli
 
 ROOT = Path(__file__).parent.parent
 RUNS = Path(__file__).parent / "fixtures" / "runs"
@@ -221,17 +221,6 @@ class TestJUnit:
         failure = cases[1].find("failure")
         assert failure.get("message").startswith("ratio candidate/baseline 1.191, 95% CI [")
         assert cases[2].find("failure") is None
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
 
 
 class TestCli:

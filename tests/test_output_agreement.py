@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 import zlib
 from pathlib import Path
 
@@ -26,6 +24,8 @@ from loadgen.report import compare as compare_report
 from loadgen.runner import api
 from loadgen.testing.server import StreamServer
 from loadgen.workload import Workload
+
+from helpers import cli
 
 ROOT = Path(__file__).parent.parent
 N = 40
@@ -75,17 +75,6 @@ def changed_ids() -> list[int]:
     ids = [i for i in range(N) if zlib.crc32(str(work.request(i).prompt).encode()) % WRONG_MOD == 0]
     assert len(ids) == 10 and ids[:5] == [1, 2, 3, 5, 7]
     return ids
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-    )
 
 
 def rules(*entries: dict) -> GateRules:

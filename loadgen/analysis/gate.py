@@ -121,7 +121,7 @@ class GateRule(StrictModel):
         elif self.metric.startswith(fidelity.PREFIX):
             self._valid_fidelity()
         elif self.metric in gq.METRICS:
-            gq.validate(self)
+            gq.validate(self, RELATIVE_BOUNDS)
         else:
             self._valid_metric()
         set_ = [b for b in BOUNDS if getattr(self, b) is not None]

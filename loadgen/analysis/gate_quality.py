@@ -16,6 +16,7 @@ one module and these rules need nothing from it; returns plain tuples for its ``
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +27,20 @@ OUTPUT_AGREEMENT = "output_agreement"
 ACCURACY = "quality.accuracy"
 METRICS: tuple[str, ...] = (OUTPUT_AGREEMENT, ACCURACY)
 KEEP = "--keep-answers (profile: output.answers.keep: true)"
-_RELATIVE = ("max_regression", "min_ratio", "max_ratio")
 
 # (status, baseline value, candidate value, interval, within noise, message): a RuleResult's fields
 Outcome = tuple[str, float | None, float | None, None, bool, str]
 
 
-def validate(rule: Any) -> None:
+def validate(rule: Any, relative_bounds: Sequence[str]) -> None:
     """Raise ValueError ("@field: why") for a rule on these metrics that is not ``min`` or
-    ``max`` of a fraction, or that names a stat or a stage."""
+    ``max`` of a fraction, or that names a stat or a stage. ``relative_bounds``: the gate's
+    bounds against the baseline (``gate.RELATIVE_BOUNDS``), none of which these rules take."""
     if rule.stat is not None:
         raise ValueError(f"@stat: {rule.metric} is a fraction of the whole run and takes no stat; drop stat")
     if rule.stage is not None:
         raise ValueError(f"@stage: {rule.metric} is the whole run's; drop stage")
-    for bound in _RELATIVE:
+    for bound in relative_bounds:
         if getattr(rule, bound) is not None:
             raise ValueError(
                 f"@{bound}: {rule.metric} takes an absolute bound on the candidate (min or max), "
