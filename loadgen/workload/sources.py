@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from loadgen.config.traffic import DatasetConfig, PrefixConfig, TasksConfig, TraceConfig
-from loadgen.quality.tasks import TaskSet
+from loadgen.quality.tasks import Task, TaskSet
 from loadgen.workload.datasets import Entry, load_dataset, select, word_count
 from loadgen.workload.traces import Trace, load_trace
 
@@ -113,13 +113,22 @@ class TraceSource:
 class TaskSource:
     def __init__(self, cfg: TasksConfig, seed: int):
         self.tasks = TaskSet(seed, cfg.kinds)
+        self._last: tuple[int, Task, int] | None = None
+
+    def _task(self, i: int) -> tuple[Task, int]:
+        """Task ``i`` and its length: building a request asks for its lengths, then its
+        prompt, so the last one is kept rather than drawn twice."""
+        if self._last is None or self._last[0] != i:
+            task = self.tasks.task(i)
+            self._last = (i, task, word_count(task.prompt))
+        return self._last[1], self._last[2]
 
     def lengths(self, i: int, profile_output: int) -> tuple[int, int]:
-        return word_count(self.tasks.task(i).prompt), profile_output
+        return self._task(i)[1], profile_output
 
     def user(self, i: int, prompts: Any) -> tuple[Prompt, int, str | None, str]:
-        task = self.tasks.task(i)
-        return task.prompt, word_count(task.prompt), task.expected, task.match
+        task, n = self._task(i)
+        return task.prompt, n, task.expected, task.match
 
 
 class PrefixGroups:
