@@ -2,9 +2,10 @@
 
 Why a third transport: with aiohttp or httpx every read wakes a task through a stream reader,
 and that machinery, not the measuring, is most of a client's CPU per streamed token. Here the
-read is stamped inside ``data_received`` (the earliest point Python sees the bytes), parsed by
-httptools (llhttp, the C parser uvicorn uses; no HTTP parsing is written here) and pushed
-straight into the consumer, with no wake-up in between. What is ours is a plain keep-alive pool:
+read is stamped inside ``data_received`` (the earliest point Python sees the bytes), then, once
+every socket ready in that turn of the loop has been read (``_Batch``), parsed by httptools
+(llhttp, the C parser uvicorn uses; no HTTP parsing is written here) and pushed straight into
+the consumer, with no task wake-up in between. What is ours is a plain keep-alive pool:
 idle connections are reused, broken ones dropped, and a watchdog enforces the read timeout.
 """
 
@@ -53,10 +54,36 @@ class _NoConsumer:
 _IDLE = _NoConsumer()
 
 
+class _Batch:
+    """Reads stamped as they come, parsed once every socket ready in this turn of the loop has
+    been read.
+
+    When a decode step's tokens reach many connections at once, the loop reads them one after
+    another in a single turn; parsing each before reading the next would add the parse of every
+    earlier one to the later stamps (about 30 µs each here, so 0.5 ms at 16 streams). The stamps
+    stay the instant each read reached Python; only the parsing waits for the turn's reads.
+    """
+
+    def __init__(self) -> None:
+        self._ready: list[_Conn] = []
+
+    def add(self, conn: _Conn) -> None:
+        if not self._ready:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._ready.append(conn)
+
+    def _flush(self) -> None:
+        ready, self._ready = self._ready, []
+        for conn in ready:
+            conn.process()
+
+
 class _Conn(asyncio.Protocol):
     """One connection, one request at a time."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch: _Batch) -> None:
+        self._batch = batch
+        self._inbox: list[tuple[int, bytes]] = []
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.busy = False
@@ -101,10 +128,25 @@ class _Conn(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        t = self._t = self.last_io_ns = now_ns()
+        t = self.last_io_ns = now_ns()
         if self._parser is None or self._stopped:
             return
         self.got_bytes = True
+        if not self._inbox:
+            self._batch.add(self)
+        self._inbox.append((t, data))
+
+    def process(self) -> None:
+        """Parse what was read since the last turn, each read with its own stamp."""
+        inbox, self._inbox = self._inbox, []
+        for t, data in inbox:
+            if self._parser is None or self._stopped:
+                return
+            self._parse(t, data)
+
+    def _parse(self, t: int, data: bytes) -> None:
+        assert self._parser is not None  # process() checks
+        self._t = t
         try:
             self._parser.feed_data(data)
             if self._body:
@@ -132,6 +174,7 @@ class _Conn(asyncio.Protocol):
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self.process()  # bytes read in this turn came before the close
         self.closed = True
         if self._waiter is None or self._waiter.done():
             return
@@ -192,6 +235,7 @@ class HttptoolsTransport:
         ]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
         self._opts = opts
+        self._batch = _Batch()
         self._idle: list[_Conn] = []
         self._active: set[_Conn] = set()
         self._sem: asyncio.Semaphore | None = None
@@ -251,7 +295,11 @@ class HttptoolsTransport:
         try:
             _, conn = await asyncio.wait_for(
                 loop.create_connection(
-                    _Conn, self._host, self._port, ssl=self._ssl, ssl_handshake_timeout=handshake_s
+                    lambda: _Conn(self._batch),
+                    self._host,
+                    self._port,
+                    ssl=self._ssl,
+                    ssl_handshake_timeout=handshake_s,
                 ),
                 self._opts.connect_timeout_s,
             )
