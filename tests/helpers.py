@@ -9,13 +9,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from loadgen.backends.stream import SSEResponse
+from loadgen.backends.transports import httptools_pool
 from loadgen.runner import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,15 +38,17 @@ def run(profile: Any, **kw: Any) -> Any:
 
 
 def slow_client(monkeypatch: pytest.MonkeyPatch, burn_ms: float) -> None:
-    """Make this process's client slow on purpose: every chunk it reads costs ``burn_ms`` of
-    CPU in the consumer, after the read's timestamp, so later chunks queue behind it."""
-    feed = SSEResponse.feed
+    """Make this process's client slow on purpose: every read of the (default) httptools
+    transport costs ``burn_ms`` of CPU before it is stamped, so reads that arrive together are
+    stamped one burn after another, as on a client whose read path is that slow. (A burn in
+    the consumer would not do: the transport stamps every read of a loop turn before parsing
+    any of them.)"""
+    clock = httptools_pool.now_ns
 
-    def slow_feed(self: SSEResponse, t: int, raw: bytes) -> bool:
-        out = feed(self, t, raw)
-        until = time.perf_counter_ns() + int(burn_ms * 1e6)
-        while time.perf_counter_ns() < until:
+    def slow_now() -> int:
+        until = clock() + int(burn_ms * 1e6)
+        while clock() < until:
             pass
-        return out
+        return clock()
 
-    monkeypatch.setattr(SSEResponse, "feed", slow_feed)
+    monkeypatch.setattr(httptools_pool, "now_ns", slow_now)

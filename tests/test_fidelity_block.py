@@ -80,8 +80,8 @@ def test_a_simulator_run_carries_its_own_measurement_error(make_profile):
 
 
 def test_a_client_slowed_on_purpose_shows_a_larger_error_and_fails(make_profile, monkeypatch):
-    """Every chunk the client reads costs it 3 ms of CPU (test-only, in the consumer): chunks
-    queue behind one another, their stamps trail the server's by milliseconds, the verdict fails
+    """Every read costs the client 3 ms of CPU before its stamp (test-only): reads that arrive
+    together are stamped one after another, their stamps trail the server's by milliseconds, the verdict fails
     and names the lag."""
     slow_client(monkeypatch, 3.0)
     res = sim_run(make_profile)
