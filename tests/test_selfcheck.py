@@ -5,8 +5,9 @@ CPU before its stamp, test-only), so the ceiling is set by that cost and not by 
 test machine is: at c streams of the real-time simulator a decode step's c tokens arrive
 together and the last is stamped about c x BURN_MS late on top of the machine's own lag.
 Measured here with a 4 ms threshold (first-token lag p99): c=1 1.1-1.4 ms, c=2 1.7-2.3 ms,
-c=4 3.3-3.5 ms (or flagged client_limited, the loop lagging 6-7 ms), c=6 4.3 ms, c=8 5.7 ms;
-ceilings 3, 3, 4. A busy CI machine has moved c=4 across the line before, so the stated
+c=4 2.9-4.1 ms (or flagged client_limited, the loop lagging 5-7 ms), c=5 3.6-4.7 ms, c=6
+4.0-4.7 ms, c=8 5.2-8.0 ms. Without repeating a failed load the ceilings were 3, 3, 4; with
+it (``SelfCheck._judged``) 5, 4, 5. A busy CI machine has moved c=4 across the line, so the stated
 spread is: every ceiling in [1, 8), two runs within a factor of two of each other. Each step
 runs 3 s (about 70 requests at c=4), so its p99 is not the single slowest request.
 """
@@ -146,10 +147,18 @@ def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
         runs.append([(s.load, s.passed, s.reasons) for s in steps])
         assert r["tokens_per_s"] > 0 and r["first_token_lag_p99_ms"] <= THRESHOLD_MS
         assert all(s.passed == (not s.reasons) for s in steps)
+        # Only a failed run is repeated, once, and the repeat decides the load.
+        loads: list[tuple[float, bool]] = []
+        for k, s in enumerate(steps):
+            if k and s.load == steps[k - 1].load:
+                assert not steps[k - 1].passed and (k < 2 or steps[k - 2].load != s.load), runs
+                loads[-1] = (s.load, s.passed)
+            else:
+                loads.append((s.load, s.passed))
         # Doubling up to the first failed level, then bisections below it, above the last pass.
-        f = next(k for k, s in enumerate(steps) if not s.passed)
-        assert [s.load for s in steps[: f + 1]] == [2**k for k in range(f + 1)], runs
-        assert all(steps[f].load / 2 < s.load < steps[f].load for s in steps[f + 1 :]), runs
+        f = next(k for k, (_, ok) in enumerate(loads) if not ok)
+        assert [x for x, _ in loads[: f + 1]] == [2**k for k in range(f + 1)], runs
+        assert all(loads[f][0] / 2 < x < loads[f][0] for x, _ in loads[f + 1 :]), runs
     # c=8 always fails (5.7 ms); c=4 sits near the line (3.3-3.5 ms): the stated spread is one
     # doubling between runs, inside [1, 8).
     assert all(1 <= c < 8 for c in ceilings) and max(ceilings) <= 2 * min(ceilings), (ceilings, runs)

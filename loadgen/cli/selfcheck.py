@@ -23,7 +23,8 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         "selfcheck",
         help="measure how much load this machine drives without distorting what it measures",
         description="Run the profile's load shape against the built-in simulator at rising load "
-        "(doubling, then two bisections), once per number of workers from 1 to the usable cores, "
+        "(doubling, then two bisections; a load fails when a second run at it fails too), once "
+        "per number of workers from 1 to the usable cores, "
         "and report the highest load at which the client's own timestamp error stays under the "
         "threshold (first-token lag p99 vs the simulator's ground truth, chunk lag p99 under twice "
         "it, no client_limited flag, open loop: send lag p99). Saved with this machine's identity; "
