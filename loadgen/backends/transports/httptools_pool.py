@@ -137,10 +137,11 @@ class _Conn(asyncio.Protocol):
         self._inbox.append((t, data))
 
     def process(self) -> None:
-        """Parse what was read since the last turn, each read with its own stamp."""
+        """Parse what was read since the last turn, each read with its own stamp. Nothing once
+        this side aborted the connection (a failure, a cancel): its request is already over."""
         inbox, self._inbox = self._inbox, []
         for t, data in inbox:
-            if self._parser is None or self._stopped:
+            if self._parser is None or self._stopped or self.closed:
                 return
             self._parse(t, data)
 
