@@ -23,6 +23,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from loadgen.cli.selfcheck import verdict
 from loadgen.report.blocks import Table
 from loadgen.report.sections import client_section
 from loadgen.runner import api, selfcheck, selfcheck_store
@@ -179,3 +180,27 @@ def test_cli_rejects_bad_worker_counts(cache):
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "--check-workers 'one'" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_the_verdict_names_the_workers_the_asked_load_needs():
+    def result(requested: float, *ceilings: float | None) -> dict:
+        rows = [{"workers": w, "ceiling": c} for w, c in enumerate(ceilings, start=1)]
+        return {"requested": requested, "unit": "concurrent streams", "results": rows}
+
+    assert selfcheck.workers_needed(result(16, 23, 64)) == 1
+    assert selfcheck.workers_needed(result(48, 23, 64)) == 2
+    assert selfcheck.workers_needed(result(512, 23, 64)) is None
+    assert (
+        verdict(result(16, 23, 64)) == "the requested 16 concurrent streams: one process drives it truthfully"
+    )
+    assert (
+        verdict(result(48, 23, 64))
+        == "the requested 48 concurrent streams: needs --workers 2 (up to 64 with 2)"
+    )
+    assert verdict(result(512, 23, 64)) == (
+        "the requested 512 concurrent streams: above every ceiling found here (highest 64 with 2 worker(s)); "
+        "split it over more cores or machines (--workers, --ray), or its latencies will hold client delay"
+    )
+    assert verdict(result(4, None, None)).endswith(
+        "not even the lowest load was driven truthfully on this machine"
+    )

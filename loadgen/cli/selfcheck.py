@@ -91,6 +91,7 @@ def cmd_selfcheck(a: argparse.Namespace, path: Any, overrides: dict[str, Any]) -
     result = asyncio.run(check.run(counts))
     for line in table(result):
         print(line)
+    print(verdict(result))
     if not a.no_save:
         print(f"saved to {selfcheck_store.save(result)}")
     return 0 if any(r["ceiling"] is not None for r in result["results"]) else 1
@@ -110,3 +111,25 @@ def table(result: dict[str, Any]) -> list[str]:
             f"{r['first_token_lag_p99_ms']:.2f} ms <= {result['threshold_ms']:g} ms"
         )
     return lines
+
+
+def verdict(result: dict[str, Any]) -> str:
+    """What the table means for the load that was asked for."""
+    from loadgen.runner.selfcheck import workers_needed
+
+    asked = f"the requested {result['requested']:g} {result['unit']}"
+    n = workers_needed(result)
+    if n == 1:
+        return f"{asked}: one process drives it truthfully"
+    if n is not None:
+        (r,) = (r for r in result["results"] if r["workers"] == n)
+        return f"{asked}: needs --workers {n} (up to {r['ceiling']:g} with {n})"
+    found = [r for r in result["results"] if r["ceiling"] is not None]
+    if not found:
+        return f"{asked}: not even the lowest load was driven truthfully on this machine"
+    best = max(found, key=lambda r: r["ceiling"])
+    return (
+        f"{asked}: above every ceiling found here (highest {best['ceiling']:g} with "
+        f"{best['workers']} worker(s)); split it over more cores or machines (--workers, --ray), "
+        "or its latencies will hold client delay"
+    )

@@ -92,6 +92,14 @@ def judge(summary: Mapping[str, Any], open_loop: bool, threshold_ms: float) -> l
     return reasons
 
 
+def workers_needed(result: Mapping[str, Any]) -> int | None:
+    """The fewest workers whose ceiling covers the load asked for (None: no count checked does)."""
+    for r in sorted(result["results"], key=lambda r: r["workers"]):
+        if r["ceiling"] is not None and r["ceiling"] >= result["requested"]:
+            return int(r["workers"])
+    return None
+
+
 def _figures(summary: Mapping[str, Any]) -> dict[str, Any]:
     fid = summary.get("fidelity") or {}
     metrics = summary.get("metrics") or {}
