@@ -58,7 +58,7 @@ class RequestRecord:
     id: int
     warmup: bool
     t_sched_ns: int  # when the schedule wanted it sent (closed loop: when a slot freed)
-    t_send_ns: int  # just before the request bytes were handed to the transport
+    t_send_ns: int  # just before the request bytes were handed to the transport (the answered attempt)
     requested_output_tokens: int
     requested_prompt_tokens: int
     ok: bool = False
@@ -66,6 +66,10 @@ class RequestRecord:
     error_message: str | None = None
     http_status: int | None = None
     retry_after_s: float | None = None  # a 429/503's Retry-After: the server asked for a back-off
+    # 2 when the request was sent again on a fresh connection because the reused one it first
+    # went out on ended before any byte of the answer (the only retry loadgen ever makes).
+    attempts: int = 1
+    retry_reason: str | None = None
     response_id: str | None = None
     t_first_byte_ns: int | None = None  # first byte of the response body
     t_first_token_ns: int | None = None  # first token-bearing chunk (content or reasoning)

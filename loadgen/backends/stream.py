@@ -92,6 +92,14 @@ class SSEResponse:
             if retry_after is not None:
                 rec.retry_after_s = retry_after_seconds(retry_after)
 
+    def resent(self, t_ns: int, reason: str) -> None:
+        """The transport sends the request again (its reused connection ended before any byte
+        of the answer): nothing was read yet, so only the attempt and its send time change."""
+        rec = self.rec
+        rec.attempts += 1
+        rec.retry_reason = reason
+        rec.t_send_ns = t_ns
+
     def feed(self, t: int, raw: bytes) -> bool:
         if self.error_body is not None:
             self.error_body += raw

@@ -37,6 +37,10 @@ class _Collect:
         self.parts.append(data)
         return True
 
+    def resent(self, t_ns: int, reason: str) -> None:
+        self.status = 0
+        self.parts.clear()
+
 
 async def post_json(transport: Any, path: str, obj: Any, timeout_s: float = 10.0) -> tuple[int, Any]:
     """POST a JSON body, return (status, parsed JSON or None)."""

@@ -8,11 +8,22 @@ before the adapter parses anything. Each transport maps its own exceptions to lo
 classes (``classify_common`` for what they share) and keeps one connection pool per run with
 limits and timeouts set from the load, not the libraries' defaults (httpx caps its pool at 100
 and times out after 5 s, which would silently queue a c=256 run).
+
+Connection reuse is where a keep-alive client loses requests it never needed to: a server that
+said it would close (``Connection: close``, HTTP/1.0, a ``Keep-Alive: max`` reached, an idle
+``timeout`` passed), or that has already closed, gets the next request on a socket it will not
+read. Every transport asks ``ConnLife`` before reusing a connection and checks the socket for a
+pending EOF (``eof_pending``, one ``poll`` with no wait, as curl and httpcore do). A close that
+races the next request past every check (the server's FIN still in flight when the request
+leaves) ends a *reused* connection before one byte of the answer: that request, and only that
+one, is sent once more on a fresh connection, and the consumer is told (``Consumer.resent``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import select
+import socket
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -20,6 +31,14 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from loadgen import records as R
+
+# An idle connection is reused only well inside the server's announced Keep-Alive timeout: the
+# server's clock started when it sent the last byte, ours when we read it.
+IDLE_MARGIN = 0.8
+# Without a Keep-Alive header, an idle connection is reused for this long at most: uvicorn (vLLM,
+# SGLang), cpp-httplib (llama.cpp), Node and Apache close idle connections after 5 s.
+DEFAULT_IDLE_S = 4.0
+RETRY_REASON = "reused connection closed before any byte of the answer"
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +70,84 @@ class Consumer(Protocol):
     def feed(self, t_ns: int, data: bytes) -> bool:
         """Take one read's body bytes; return False to stop reading (the stream is beyond use)."""
         ...
+
+    def resent(self, t_ns: int, reason: str) -> None:
+        """The request is being sent again, at ``t_ns``, on a fresh connection: the reused one
+        it went out on ended before a byte of the answer arrived (never called otherwise)."""
+        ...
+
+
+def parse_keep_alive(value: str | None) -> tuple[float | None, int | None]:
+    """``Keep-Alive: timeout=5, max=100`` as (timeout seconds, max requests); None where absent
+    or unreadable (the header is advisory: a bad one must never fail a request)."""
+    timeout: float | None = None
+    most: int | None = None
+    for part in (value or "").split(","):
+        name, _, raw = part.partition("=")
+        name, raw = name.strip().lower(), raw.strip().strip('"')
+        try:
+            if name == "timeout":
+                timeout = float(raw)
+            elif name == "max":
+                most = int(raw)
+        except ValueError:
+            continue
+    return timeout, most
+
+
+class ConnLife:
+    """What the server said about one keep-alive connection, and whether it may carry another
+    request. ``sent`` counts the requests it carried; ``answered`` reads each response's
+    headers (a ``Keep-Alive`` header's max is taken from the first response on the connection:
+    cpp-httplib repeats a fixed max, Apache counts down and says ``close`` on the last one);
+    ``idle`` stamps the moment the connection went back to the pool."""
+
+    __slots__ = ("sent", "max_requests", "timeout_ns", "idle_since_ns", "closing")
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.max_requests: int | None = None
+        self.timeout_ns: int | None = None
+        self.idle_since_ns = 0
+        self.closing = False  # the server said this response is the connection's last
+
+    def answered(self, headers: Mapping[str, str], keep_alive: bool) -> None:
+        """One response's headers (lower-case names) and whether HTTP/1.1 keeps it alive
+        (``Connection: close`` and HTTP/1.0 without keep-alive say no)."""
+        if not keep_alive:
+            self.closing = True
+        value = headers.get("keep-alive")
+        if value is None:
+            return
+        timeout, most = parse_keep_alive(value)
+        if timeout is not None:
+            self.timeout_ns = int(timeout * 1e9)
+        if most is not None:
+            if self.max_requests is None:
+                self.max_requests = most
+            if most <= 0:
+                self.closing = True
+
+    def reusable(self, t_ns: int) -> bool:
+        if self.closing:
+            return False
+        if self.max_requests is not None and self.sent >= self.max_requests:
+            return False
+        limit = DEFAULT_IDLE_S * 1e9 if self.timeout_ns is None else self.timeout_ns * IDLE_MARGIN
+        return t_ns - self.idle_since_ns < limit
+
+
+def eof_pending(sock: socket.socket | None) -> bool:
+    """True when an idle connection's socket is readable: the server closed it (or sent bytes no
+    request asked for); either way it must not carry a request. One ``poll`` with no wait."""
+    if sock is None:
+        return True
+    fd = sock.fileno()
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLPRI)
+    return bool(poller.poll(0))
 
 
 class Transport(Protocol):

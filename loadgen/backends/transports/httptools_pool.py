@@ -6,7 +6,9 @@ read is stamped inside ``data_received`` (the earliest point Python sees the byt
 every socket ready in that turn of the loop has been read (``_Batch``), parsed by httptools
 (llhttp, the C parser uvicorn uses; no HTTP parsing is written here) and pushed straight into
 the consumer, with no task wake-up in between. What is ours is a plain keep-alive pool:
-idle connections are reused, broken ones dropped, and a watchdog enforces the read timeout.
+idle connections are reused only while the server's word allows it and their socket has no EOF
+pending (``ConnLife``, ``eof_pending``), broken ones dropped, and a watchdog enforces the read
+timeout.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from urllib.parse import urlsplit
 import httptools
 
 from loadgen.backends.transports.base import (
+    RETRY_REASON,
     BadHTTP,
     ConnectFailed,
+    ConnLife,
     Consumer,
     ReadTimedOut,
     StreamBroken,
     TransportOptions,
     classify_common,
+    eof_pending,
     tls_context,
 )
 from loadgen.clock import now_ns
@@ -49,6 +54,9 @@ class _NoConsumer:
 
     def feed(self, t_ns: int, data: bytes) -> bool:
         return False
+
+    def resent(self, t_ns: int, reason: str) -> None:
+        return None
 
 
 _IDLE = _NoConsumer()
@@ -99,6 +107,7 @@ class _Conn(asyncio.Protocol):
         self._stopped = False
         self._until_close = False  # the body ends when the server closes (no length, not chunked)
         self.got_bytes = False
+        self.life = ConnLife()
 
     # -- driving a request
     def start(self, request: bytes, consumer: Consumer) -> asyncio.Future[bool]:
@@ -108,6 +117,7 @@ class _Conn(asyncio.Protocol):
         self._headers = {}
         self._complete = self._stopped = self._until_close = self.got_bytes = False
         self.busy = True
+        self.life.sent += 1
         self.last_io_ns = now_ns()
         assert self.transport is not None, "connection_made runs before a connection is handed out"
         self.transport.write(request)
@@ -214,6 +224,7 @@ class _Conn(asyncio.Protocol):
         self._complete = True
         assert self._parser is not None  # called from inside its feed_data
         self._keep_alive = self._parser.should_keep_alive()
+        self.life.answered(self._headers, self._keep_alive)
 
     def _done(self, reuse: bool) -> None:
         self.busy = False
@@ -268,28 +279,48 @@ class HttptoolsTransport:
         if self._sem is not None:
             await self._sem.acquire()
         try:
-            # Never re-sent: a request the server may have received is one record, whatever
-            # became of it (a silent retry puts load on the server that no record shows).
-            conn = await self._acquire()
-            self._active.add(conn)
+            # Re-sent only when a reused connection ended before one byte of the answer (the
+            # server closed it as the request left: it never read it), once, on a fresh
+            # connection, and the consumer records it; a request answered in any part is
+            # one record whatever became of it.
+            conn, reused = await self._acquire()
             try:
-                reuse = await conn.start(request, consumer)
-            except BaseException:
-                conn.abort()
-                raise
-            finally:
-                self._active.discard(conn)
-            if reuse and not conn.closed:
-                self._idle.append(conn)
+                await self._send(conn, request, consumer)
+            except StreamBroken:
+                if not reused or conn.got_bytes:
+                    raise
+                consumer.resent(now_ns(), RETRY_REASON)
+                conn, _ = await self._acquire(fresh=True)
+                await self._send(conn, request, consumer)
         finally:
             if self._sem is not None:
                 self._sem.release()
 
-    async def _acquire(self) -> _Conn:
-        while self._idle:
+    async def _send(self, conn: _Conn, request: bytes, consumer: Consumer) -> None:
+        self._active.add(conn)
+        try:
+            reuse = await conn.start(request, consumer)
+        except BaseException:
+            conn.abort()
+            raise
+        finally:
+            self._active.discard(conn)
+        if reuse and not conn.closed:
+            conn.life.idle_since_ns = conn.last_io_ns
+            self._idle.append(conn)
+
+    async def _acquire(self, fresh: bool = False) -> tuple[_Conn, bool]:
+        """A connection and whether it carried requests before: an idle one the server still
+        keeps (its word, and no EOF waiting on its socket), else a new one."""
+        while self._idle and not fresh:
             conn = self._idle.pop()
-            if not conn.closed:
-                return conn
+            if conn.closed:
+                continue
+            transport = conn.transport
+            sock = None if transport is None else transport.get_extra_info("socket")
+            if conn.life.reusable(now_ns()) and not eof_pending(sock):
+                return conn, True
+            conn.abort()
         loop = asyncio.get_running_loop()
         where = f"{self._host}:{self._port}"
         handshake_s = None if self._ssl is None else min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s)
@@ -317,7 +348,7 @@ class HttptoolsTransport:
             raise ConnectFailed(f"cannot connect to {where}: {exc}") from None
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {where}: {exc}") from None
-        return conn
+        return conn, False
 
     async def _watch(self) -> None:
         limit = int(self._opts.read_timeout_s * 1e9)
@@ -353,3 +384,7 @@ class _Collect:
     def feed(self, t_ns: int, data: bytes) -> bool:
         self.parts.append(data)
         return True
+
+    def resent(self, t_ns: int, reason: str) -> None:
+        self.status, self.headers = 0, {}
+        self.parts.clear()

@@ -1,20 +1,34 @@
 """The ``httpx`` transport: httpx's AsyncClient with explicit pool limits and timeouts.
 
 Kept for users whose environment standardises on httpx; it costs the most CPU per streamed
-token of the three (``bench/client_overhead.py``).
+token of the three (``bench/client_overhead.py``). httpcore itself declines a pooled connection
+whose socket is readable (an EOF pending) and honours ``Connection: close`` and HTTP/1.0; here
+the client is built at its first stream, with the idle expiry the server announced in any answer
+before it (the probe's), and a connection whose ``Keep-Alive: max`` is spent is shut down as its
+last response ends, so httpcore drops it. httpcore raises the same error whether or not a partial
+status line came before a close, so a reused connection that ends before the response head is
+taken as unanswered and its request is sent once more.
 """
 
 from __future__ import annotations
 
+import socket
+import weakref
 from collections.abc import Mapping
+from typing import Any
 
 from loadgen import records as R
 from loadgen.backends.transports.base import (
+    DEFAULT_IDLE_S,
+    IDLE_MARGIN,
+    RETRY_REASON,
+    ConnLife,
     Consumer,
     TransportOptions,
     classify_common,
     connect_timed_out,
     describe,
+    parse_keep_alive,
     tls_context,
 )
 from loadgen.clock import now_ns
@@ -25,15 +39,23 @@ class HttpxTransport:
         import httpx
 
         self._httpx = httpx
+        self._opts = opts
         self._https = opts.base_url.startswith("https://")
         self._connect_s = opts.connect_timeout_s
-        self._client = httpx.AsyncClient(
+        self._idle_s = DEFAULT_IDLE_S
+        self._probe = self._client_for(DEFAULT_IDLE_S)
+        self._client: Any = None
+        self._lives: weakref.WeakKeyDictionary[Any, ConnLife] = weakref.WeakKeyDictionary()
+
+    def _client_for(self, idle_s: float) -> Any:
+        httpx, opts = self._httpx, self._opts
+        return httpx.AsyncClient(
             base_url=opts.base_url,
             headers=dict(opts.headers),
             limits=httpx.Limits(
                 max_connections=opts.max_connections,
                 max_keepalive_connections=opts.max_connections,
-                keepalive_expiry=60.0,
+                keepalive_expiry=idle_s,
             ),
             timeout=httpx.Timeout(
                 connect=opts.connect_timeout_s,
@@ -47,16 +69,68 @@ class HttpxTransport:
             verify=tls_context(opts) or True,
         )
 
+    def _learn(self, headers: Mapping[str, str]) -> None:
+        timeout, _ = parse_keep_alive(headers.get("keep-alive"))
+        if timeout is not None and self._client is None:
+            self._idle_s = min(DEFAULT_IDLE_S, timeout * IDLE_MARGIN)
+
     async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
-        async with self._client.stream("POST", path, content=body) as resp:
+        if self._client is None:
+            self._client = self._client_for(self._idle_s)
+        opened: list[bool] = []
+
+        async def trace(event: str, info: Mapping[str, Any]) -> None:
+            if event == "connection.connect_tcp.started":
+                opened.append(True)
+
+        answered: list[bool] = []
+        try:
+            await self._post(path, body, consumer, trace, answered)
+        except (self._httpx.RemoteProtocolError, self._httpx.ReadError, self._httpx.WriteError):
+            if opened or answered:
+                raise
+            consumer.resent(now_ns(), RETRY_REASON)
+            # httpcore takes a pooled connection before opening one; the re-send must not land on
+            # another that the same server is closing, so it goes on a client of its own.
+            async with self._client_for(self._idle_s) as fresh:
+                await self._post(path, body, consumer, None, answered, fresh)
+
+    async def _post(
+        self, path: str, body: bytes, consumer: Consumer, trace: Any, answered: list[bool], client: Any = None
+    ) -> None:
+        ext = {} if trace is None else {"trace": trace}
+        async with (client or self._client).stream("POST", path, content=body, extensions=ext) as resp:
+            answered.append(True)
             consumer.head(resp.status_code, resp.headers, now_ns())
             async for raw in resp.aiter_raw():
                 if not consumer.feed(now_ns(), raw):
                     return
+            if client is None:
+                self._spent(resp)
+
+    def _spent(self, resp: Any) -> None:
+        """Count the response against its connection's ``Keep-Alive: max``; when that is spent,
+        shut the socket down so httpcore sees it readable and never hands it out again."""
+        stream = resp.extensions.get("network_stream")
+        if stream is None:
+            return
+        life = self._lives.get(stream)
+        if life is None:
+            life = self._lives[stream] = ConnLife()
+        life.sent += 1
+        life.answered(resp.headers, keep_alive=True)  # Connection: close is httpcore's to honour
+        if life.max_requests is not None and life.sent >= life.max_requests:
+            sock = stream.get_extra_info("socket")
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass  # already closed: httpcore drops it anyway
 
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
         timeout = self._httpx.Timeout(timeout_s, connect=min(timeout_s, self._connect_s))
-        resp = await self._client.get(path, timeout=timeout)
+        resp = await (self._client or self._probe).get(path, timeout=timeout)
+        self._learn(resp.headers)
         return resp.status_code, resp.headers, resp.content
 
     def classify(self, exc: BaseException) -> tuple[str, str]:
@@ -72,4 +146,6 @@ class HttpxTransport:
         return classify_common(exc)
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        await self._probe.aclose()
+        if self._client is not None:
+            await self._client.aclose()
