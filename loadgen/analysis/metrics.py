@@ -278,6 +278,10 @@ def summarize(records: Records, *, sla: Any = None) -> dict:
         "anomalies": {"zero_output_tokens": int((ok & (out_all == 0)).sum())},
         # The server asked the client to back off (429/503 with Retry-After): how often, how long.
         "retry_after": _retry_after(table.column("retry_after_s")[keep]),
+        # Requests sent a second time because the reused connection they first went out on
+        # ended before any byte of the answer (the only retry loadgen makes): the server saw
+        # them twice, so they are counted, never hidden.
+        "retries": _retries(table.column("attempts")[keep], table.column("retry_reason")[keep]),
     }
 
     send = table.column("t_send_ns")[keep]
@@ -341,6 +345,12 @@ def _filled(table: RecordTable, name: str) -> np.ndarray:
 def _retry_after(column: np.ndarray) -> dict:
     values = column[~np.isnan(column)]
     return {"requests": len(values), "max_s": float(values.max()) if len(values) else None}
+
+
+def _retries(attempts: np.ndarray, reasons: np.ndarray) -> dict:
+    again = attempts > 1
+    why = Counter(str(r) for r in reasons[again].tolist())
+    return {"requests": int(again.sum()), "by_reason": dict(sorted(why.items()))}
 
 
 def _littles_law(send: np.ndarray, end: np.ndarray, has_end: np.ndarray) -> dict:

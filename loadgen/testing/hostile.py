@@ -51,7 +51,16 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     no_usage              never a usage chunk, even when asked for one
     zero_tokens           a valid stream without a single content event, usage of 0 tokens
     close_without_answer  every 2nd streaming request on a kept-alive connection is read whole,
-                          then the connection is closed without an answer
+                          then the connection is closed without an answer: the close arrives
+                          just as the next request does
+    close_after_response  every streamed response ends normally (chunked, no Connection
+                          header), then the server closes after ``close_delay_s``; a request
+                          the client sent on it meanwhile is dropped unanswered
+    close_after_keepalive llama-server's way: ``Keep-Alive: timeout=5, max=100`` on every
+                          response, and yet a FIN right after each streamed one
+    keepalive_limits      ``Keep-Alive: timeout=1, max=3`` on every response; the server keeps
+                          serving, and counts in ``limit_violations`` each request that came
+                          as the 4th or later on a connection, or after it was idle over 1 s
     eof_body              200 with neither Content-Length nor chunked: the body ends when the
                           server closes the connection (valid HTTP/1.1)
     echo_auth_body        401 whose JSON error message echoes the request's Authorization value
@@ -85,6 +94,7 @@ from loadgen.testing.hostile_wire import (
     ThreadedServer,
     chunk,
     dumps,
+    fin_after,
     hold_connection,
     reset_connection,
     response_head,
@@ -114,6 +124,9 @@ MODES: tuple[str, ...] = (
     "no_usage",
     "zero_tokens",
     "close_without_answer",
+    "close_after_response",
+    "close_after_keepalive",
+    "keepalive_limits",
     "eof_body",
     "echo_auth_body",
     "echo_auth_header",
@@ -125,6 +138,8 @@ MODES: tuple[str, ...] = (
 STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions"))
 ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
 RETRY_AFTER_S = 7
+_KEEP_ALIVE = {"close_after_keepalive": "timeout=5, max=100", "keepalive_limits": "timeout=1, max=3"}
+LIMIT_TIMEOUT_S, LIMIT_MAX = 1.0, 3  # keepalive_limits' announced timeout and max
 
 
 class HostileServer(ThreadedServer):
@@ -133,7 +148,8 @@ class HostileServer(ThreadedServer):
     Options: ``itl_s`` (pause between events), ``tokens`` (content events per stream; default
     the request's ``max_tokens``, at most 64), ``reset_after`` / ``stall_after`` (events before
     the fault), ``headers_delay_s`` (``slow_headers``), ``die_after`` (``dies``), ``huge_bytes``
-    (``huge_event``), ``model`` (the listed model id)."""
+    (``huge_event``), ``close_delay_s`` (``close_after_response``), ``model`` (the listed model
+    id)."""
 
     def __init__(
         self,
@@ -146,6 +162,7 @@ class HostileServer(ThreadedServer):
         headers_delay_s: float = 2.0,
         die_after: int = 3,
         huge_bytes: int = 10_000_000,
+        close_delay_s: float = 0.005,
         model: str = "hostile-model",
         host: str = "127.0.0.1",
         tls: ssl.SSLContext | None = None,
@@ -161,6 +178,8 @@ class HostileServer(ThreadedServer):
         self.headers_delay_s = headers_delay_s
         self.die_after = die_after
         self.huge_bytes = huge_bytes
+        self.close_delay_s = close_delay_s
+        self._limit_violations = 0
         self.model = model
         self._requests_seen = 0
         self._streams_finished = 0
@@ -183,6 +202,11 @@ class HostileServer(ThreadedServer):
     def unanswered(self) -> int:
         with self._lock:
             return self._unanswered
+
+    @property
+    def limit_violations(self) -> int:
+        with self._lock:
+            return self._limit_violations
 
     def _count(self, what: str) -> int:
         with self._lock:
@@ -209,6 +233,8 @@ class HostileServer(ThreadedServer):
             headers.append(("x-echo-auth", req.headers.get("authorization", "")))
         if self.mode == "connection_close":
             headers.append(("Connection", "close"))
+        if self.mode in _KEEP_ALIVE:
+            headers.append(("Keep-Alive", _KEEP_ALIVE[self.mode]))
         return response_head(status, headers)
 
     async def _json(
@@ -254,6 +280,9 @@ class HostileServer(ThreadedServer):
             self._dead = True
             self._kill_all()
             return False
+        idle = time.monotonic() - conn.idle_since if conn.idle_since else 0.0
+        if mode == "keepalive_limits" and (conn.streams > LIMIT_MAX or idle > LIMIT_TIMEOUT_S):
+            self._count("_limit_violations")
         if mode == "close_without_answer" and conn.streams % 2 == 0:
             self._count("_unanswered")
             conn.writer.close()
@@ -329,8 +358,14 @@ class HostileServer(ThreadedServer):
         if mode != "eof_body":
             await conn.send(b"0\r\n\r\n")
         self._count("_streams_finished")
+        conn.idle_since = time.monotonic()
         if close_after:
             conn.writer.close()
+            return False
+        if mode in ("close_after_response", "close_after_keepalive"):
+            delay = self.close_delay_s if mode == "close_after_response" else 0.0
+            if await fin_after(conn, delay):
+                self._count("_unanswered")
             return False
         return True
 

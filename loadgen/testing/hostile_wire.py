@@ -56,6 +56,7 @@ class Conn:
     writer: asyncio.StreamWriter
     one_byte: bool = False
     streams: int = 0  # streaming requests received on this connection
+    idle_since: float = 0.0  # time.monotonic() when its last response ended (0: none yet)
     extra: list[tuple[str, str]] = field(default_factory=list)
 
     async def send(self, data: bytes) -> None:
@@ -139,6 +140,24 @@ def reset_connection(conn: Conn) -> None:
     if sock is not None:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     conn.writer.transport.abort()
+
+
+async def fin_after(conn: Conn, delay_s: float, grace_s: float = 0.05) -> bool:
+    """End the connection as a server that closes after its response does: wait ``delay_s``,
+    send FIN, then keep reading for ``grace_s`` so that a request the client had already sent
+    is seen, and dropped unanswered. True when one was (any byte of it arrived)."""
+    reader = conn.reader
+    got = b""
+    with contextlib.suppress(ConnectionError, TimeoutError, asyncio.TimeoutError):
+        if delay_s > 0:
+            got = await asyncio.wait_for(reader.read(1), delay_s)
+    if not got and not conn.writer.is_closing():
+        with contextlib.suppress(OSError):
+            conn.writer.write_eof()
+        with contextlib.suppress(ConnectionError, TimeoutError, asyncio.TimeoutError):
+            got = await asyncio.wait_for(reader.read(1), grace_s)
+    conn.writer.close()
+    return bool(got)
 
 
 async def hold_connection(conn: Conn) -> None:
