@@ -44,6 +44,7 @@ class Sla:
     tpot_ms: float | None = None
     e2e_ms: float | None = None
     rules: list = field(default_factory=list)
+    max_error_rate: float = 0.01
 
 
 def ok_record(
@@ -266,8 +267,8 @@ class TestFromSchedule:
         records = [ok_record(id=i, send_ms=100 * i + 50, sched_ms=100 * i) for i in range(4)]
         rules = [Rule("ttft_ms", "p99", "<", 120), Rule("ttft_from_sched_ms", "p99", "<", 120)]
         block = summarize(records, sla=Sla(rules=rules))["sla"]
-        assert [d["passed"] for d in block["details"]] == [True, False]
-        assert block["details"][1]["value"] == 150.0
+        assert [d["passed"] for d in block["details"]] == [True, True, False]  # error rate first
+        assert block["details"][2]["value"] == 150.0
         assert block["verdict"] == "fail"
 
 
@@ -311,6 +312,7 @@ class TestSummarize:
             failed_record(id=7, warmup=True),
         ]
         c = summarize(records)["counts"]
+        assert c.pop("retries") == {"requests": 0, "by_reason": {}}
         assert c == {
             "sent": 6,
             "ok": 2,
@@ -502,11 +504,36 @@ class TestSla:
             Rule("error_rate", None, "<=", 0.0),
         ]
         block = summarize(self.RECORDS, sla=Sla(rules=rules))["sla"]
-        assert block["rules"] == ["p50 ttft_ms < 200", "max ttft_ms <= 105", "error_rate <= 0"]
-        assert [d["passed"] for d in block["details"]] == [True, False, True]
-        assert block["details"][1]["value"] == 109.0
-        assert block["details"][1]["threshold"] == 105.0 and block["details"][1]["op"] == "<="
+        assert block["rules"] == [
+            "error_rate <= 0.01",
+            "p50 ttft_ms < 200",
+            "max ttft_ms <= 105",
+            "error_rate <= 0",
+        ]
+        assert [d["passed"] for d in block["details"]] == [True, True, False, True]
+        assert block["details"][2]["value"] == 109.0
+        assert block["details"][2]["threshold"] == 105.0 and block["details"][2]["op"] == "<="
         assert block["verdict"] == "fail"
+
+    def test_failed_requests_fail_every_verdict_with_the_reason_first(self):
+        """Latency rules judge the ok requests only: with 6 of 10 failed they all pass, and the
+        error-rate check (sla.max_error_rate, 1 % by default) fails the verdict, saying first
+        how many failed and why."""
+        records = [
+            *(ok_record(id=i, send_ms=i * 10) for i in range(4)),
+            *(failed_record(id=4 + i, error_class="read") for i in range(4)),
+            *(failed_record(id=8 + i, error_class="http_400") for i in range(2)),
+        ]
+        block = summarize(records, sla=Sla(rules=[Rule("ttft_ms", "p99", "<", 700)]))["sla"]
+        assert block["verdict"] == "fail"
+        first, latency = block["details"]
+        assert first["max_error_rate"] is True and first["passed"] is False and first["value"] == 0.6
+        assert first["reason"] == (
+            "6 of 10 requests failed (read 4, http_400 2): error rate 60.0% > max_error_rate 1.0%"
+        )
+        assert latency["passed"] is True
+        lenient = Sla(rules=[Rule("ttft_ms", "p99", "<", 700)], max_error_rate=0.7)
+        assert summarize(records, sla=lenient)["sla"]["verdict"] == "pass"
 
     def test_all_pass(self):
         """Every rule met: verdict pass, including run-level throughput and goodput rules."""
@@ -522,7 +549,8 @@ class TestSla:
         """A rule on a metric with no samples fails with value None and a reason."""
         rules = [Rule("ttft_ms", "p99", "<", 700)]
         block = summarize([failed_record()], sla=Sla(rules=rules))["sla"]
-        (d,) = block["details"]
+        errors, d = block["details"]
+        assert errors["passed"] is False and errors["value"] == 1.0
         assert d["passed"] is False and d["value"] is None and "no data" in d["reason"]
         assert block["verdict"] == "fail"
 

@@ -41,6 +41,8 @@ CSV_COLUMNS = [
     "error_message",
     "http_status",
     "retry_after_s",
+    "attempts",
+    "retry_reason",
     "response_id",
     "t_first_byte_ns",
     "t_first_token_ns",

@@ -21,6 +21,8 @@ SLO_FIELDS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
 # A rule may name any metric of the registry: a distribution with one of
 # ``metric_defs.RULE_STATS``, a run scalar (read at its ``path`` in the summary) without a stat.
 
+DEFAULT_MAX_ERROR_RATE = 0.01  # the profile's default, for an SLA object that does not say
+
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     "<=": operator.le,
@@ -68,7 +70,9 @@ def rule_text(rule: Any) -> str:
 
 
 def evaluate(sla: Any, summary: dict) -> dict:
-    """The ``sla`` block: each rule checked against ``summary`` ({counts, metrics, ...}).
+    """The ``sla`` block: each rule checked against ``summary`` ({counts, metrics, ...}), after
+    the error-rate check that is part of every verdict (``sla.max_error_rate``): its detail comes
+    first, and when it fails its reason says how many requests failed and why.
 
     A rule whose metric has no data (an empty distribution, a rate over a zero-length
     window) fails, with value ``None`` and a ``reason``; so does an unknown metric or stat.
@@ -76,6 +80,8 @@ def evaluate(sla: Any, summary: dict) -> dict:
     rules = list(getattr(sla, "rules", None) or ()) if sla is not None else []
     slos = set_slos(sla)
     details = [_check(rule, summary) for rule in rules]
+    if details or slos:
+        details.insert(0, _errors(float(getattr(sla, "max_error_rate", DEFAULT_MAX_ERROR_RATE)), summary))
     if not details:
         verdict = "none"
     else:
@@ -89,6 +95,38 @@ def evaluate(sla: Any, summary: dict) -> dict:
     if not slos:
         block["slo_note"] = "no per-request SLO set: goodput equals request throughput"
     return block
+
+
+def failures_text(counts: dict) -> str | None:
+    """'48 of 80 requests failed (read 40, http_400 8)', or None when none failed."""
+    failed = int(counts.get("failed") or 0)
+    if not failed:
+        return None
+    done = failed + int(counts.get("ok") or 0)
+    why = ", ".join(f"{k} {v}" for k, v in (counts.get("errors_by_class") or {}).items())
+    return f"{failed} of {done} requests failed" + (f" ({why})" if why else "")
+
+
+def _errors(limit: float, summary: dict) -> dict:
+    counts = summary.get("counts") or {}
+    rate = counts.get("error_rate")
+    passed = rate is not None and rate <= limit
+    reason = None
+    if rate is None:
+        reason = "no request finished: nothing to judge"
+    elif not passed:
+        reason = f"{failures_text(counts)}: error rate {rate:.1%} > max_error_rate {limit:.1%}"
+    return {
+        "rule": f"error_rate <= {limit:g}",
+        "metric": "error_rate",
+        "stat": None,
+        "op": "<=",
+        "threshold": limit,
+        "value": rate,
+        "passed": passed,
+        "reason": reason,
+        "max_error_rate": True,
+    }
 
 
 def _check(rule: Any, summary: dict) -> dict:

@@ -78,7 +78,9 @@ def _fmt(v: Any, digits: int = 1) -> str:
 
 
 def summary_table(summary: dict) -> Table:
-    t = Table(title="latency (ms)", title_justify="left", show_edge=False, pad_edge=False)
+    failed = (summary.get("counts") or {}).get("failed") or 0
+    title = "latency (ms)" if not failed else f"latency (ms) of the ok requests only ({failed} failed)"
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
     t.add_column("metric")
     t.add_column("n", justify="right")
     for c in _COLS:
@@ -212,7 +214,9 @@ def print_summary(result: Any, file: Any = None) -> None:
     sla = s.get("sla") or {}
     if sla.get("verdict") != "none":
         colour = {"pass": "green", "incomplete": "yellow"}.get(sla["verdict"], "red")
-        con.print(f"SLA [{colour}]{sla['verdict'].upper()}[/{colour}]")
+        first = next((d for d in sla.get("details", []) if not d["passed"]), None)
+        why = f": {first['reason'] or first['rule']}" if first is not None else ""
+        con.print(f"SLA [{colour}]{sla['verdict'].upper()}[/{colour}]{why}")
         for d in sla.get("details", []):
             mark = "[green]ok[/green]  " if d["passed"] else "[red]FAIL[/red]"
             val = "no data" if d.get("value") is None else f"{d['value']:.4g}"

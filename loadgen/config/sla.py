@@ -80,3 +80,7 @@ class SlaConfig(StrictModel):
     tpot_ms: float | None = Field(None, gt=0)
     e2e_ms: float | None = Field(None, gt=0)
     rules: tuple[SlaRule, ...] = ()
+    # Failed / (ok + failed) above which every verdict fails, whatever the latency rules say:
+    # percentiles are of the ok requests, so without it a run with most requests failed could
+    # pass. 1.0 turns it off.
+    max_error_rate: float = Field(0.01, ge=0, le=1)

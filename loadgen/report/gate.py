@@ -59,6 +59,12 @@ def markdown(res: GateResult) -> str:
             + ", ".join(f"`{f}`" for f in res.allowed_differences),
             "",
         ]
+    if res.failures:
+        lines += [
+            "> **Failed requests** (latency figures below are of the ok requests only): "
+            + "; ".join(res.failures),
+            "",
+        ]
     lines += [
         f"Bootstrap: {res.resamples} resamples, {res.confidence:.0%} confidence interval, "
         f"seed {res.seed}; requests resampled with replacement within each run. A rule fails "
@@ -176,6 +182,7 @@ def to_dict(res: GateResult) -> dict[str, Any]:
         "not_comparable": list(res.not_comparable),
         "allowed_differences": list(res.allowed_differences),
         "condition_differences": list(res.condition_differences),
+        "failures": list(res.failures),
         "rules": [
             {
                 "rule": r.rule.text(),

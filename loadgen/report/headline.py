@@ -71,7 +71,9 @@ def verdict_alert(summary: Mapping[str, Any]) -> Alert:
         alert = Alert("ok", "SLA: PASS", f"every rule met: {', '.join(sla.get('rules') or [])}.")
     else:
         failed = [
-            d["rule"] + (" (no data)" if d.get("value") is None else f" (measured {d['value']:.4g})")
+            d["reason"]
+            if d.get("max_error_rate")
+            else d["rule"] + (" (no data)" if d.get("value") is None else f" (measured {d['value']:.4g})")
             for d in sla.get("details") or []
             if not d.get("passed")
         ]

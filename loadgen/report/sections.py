@@ -143,8 +143,14 @@ def scalar_rows(summary: dict, table: str) -> tuple[tuple[str, str], ...]:
 
 def latency_section(summary: dict) -> Section:
     table = latency_table(summary)
+    failed = (summary.get("counts") or {}).get("failed") or 0
+    lead = (
+        f"Of the ok requests only ({failed} failed and have no latency here), warm-up excluded."
+        if failed
+        else "Measured ok requests, warm-up excluded."
+    )
     text = (
-        "Measured ok requests, warm-up excluded. TTFT: first token-bearing event minus send; TTFB: "
+        lead + " TTFT: first token-bearing event minus send; TTFB: "
         "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
         "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
         "end of stream minus send."
