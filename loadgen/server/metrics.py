@@ -58,6 +58,11 @@ COUNTERS = (
     "generation_tokens_total",
     "prefix_cache_queries_total",
     "prefix_cache_hits_total",
+    # The engine's own busy time (llama.cpp): seconds spent on prompts and on generation, and
+    # its decode calls, so its per-token cost stands beside the client's TTFT and TPOT.
+    "prompt_seconds_total",
+    "generation_seconds_total",
+    "decode_calls_total",
 )
 # The keys of a normalized row, in order (the columns of ``server_metrics.jsonl`` after t_ns).
 ROW_KEYS = GAUGES + COUNTERS + tuple(f"{h}_{p}" for h in HISTOGRAMS for p in ("sum_s", "count"))
@@ -139,6 +144,25 @@ ENGINES: dict[str, EngineNames] = {
             "sglang:context_len",
         ),
     ),
+    # llama.cpp's llama-server with --metrics: gauges of slots processing and requests deferred
+    # (waiting for a slot), token and busy-time counters, no latency histograms; KV usage only
+    # on the builds that still serve it; cached prompt tokens are prefix-cache hits.
+    "llamacpp": EngineNames(
+        "llamacpp",
+        "llamacpp:",
+        {
+            "running": ("llamacpp:requests_processing",),
+            "waiting": ("llamacpp:requests_deferred",),
+            "kv_cache_usage": ("llamacpp:kv_cache_usage_ratio",),
+            "prompt_tokens_total": ("llamacpp:prompt_tokens_total",),
+            "generation_tokens_total": ("llamacpp:tokens_predicted_total",),
+            "prefix_cache_hits_total": ("llamacpp:prompt_tokens_cached_total",),
+            "prompt_seconds_total": ("llamacpp:prompt_seconds_total",),
+            "generation_seconds_total": ("llamacpp:tokens_predicted_seconds_total",),
+            "decode_calls_total": ("llamacpp:n_decode_total",),
+        },
+        {},
+    ),
     # trtllm-serve's /prometheus/metrics. Its time_per_output_token is per request (TPOT).
     "trtllm": EngineNames(
         "trtllm",
@@ -185,11 +209,11 @@ def parse(text: str | bytes) -> Samples:
 
 def detect_engine(samples: Samples) -> str | None:
     """The engine whose names the samples use: sim (vLLM names plus the simulator's marker),
-    vllm, sglang or trtllm; None when no known name is present."""
+    vllm, sglang, trtllm or llamacpp; None when no known name is present."""
     names = samples.keys()
     if ENGINES["sim"].marker in names:
         return "sim"
-    for engine in ("vllm", "sglang", "trtllm"):
+    for engine in ("vllm", "sglang", "trtllm", "llamacpp"):
         wanted = set(ENGINES[engine].wanted())
         if any(n in wanted for n in names):
             return engine
@@ -326,6 +350,9 @@ def summarize(
             "hits": hits,
             "hit_rate": hits / queries if queries > 0 else None,
         }
+    busy = _busy(first, last, out["tokens"])
+    if busy:
+        out["engine_time"] = busy
     for h in HISTOGRAMS:
         count, total = _delta(first, last, f"{h}_count"), _delta(first, last, f"{h}_sum_s")
         if count is None or total is None:
@@ -381,6 +408,26 @@ def client_means(records: Any) -> dict[str, float | None]:
     }
 
 
+def _busy(first: Mapping, last: Mapping, tokens: Mapping[str, Any]) -> dict | None:
+    """The engine's own prompt and generation seconds over the run, per token, and its decode
+    calls (llama.cpp's counters); None for an engine without them."""
+    prompt_s = _delta(first, last, "prompt_seconds_total")
+    gen_s = _delta(first, last, "generation_seconds_total")
+    if prompt_s is None and gen_s is None:
+        return None
+
+    def per_token_ms(seconds: float | None, n: Any) -> float | None:
+        return seconds / n * 1e3 if seconds is not None and n else None
+
+    return {
+        "prompt_s": prompt_s,
+        "generation_s": gen_s,
+        "decode_calls": _delta(first, last, "decode_calls_total"),
+        "prompt_ms_per_token": per_token_ms(prompt_s, tokens.get("prompt")),
+        "generation_ms_per_token": per_token_ms(gen_s, tokens.get("generation")),
+    }
+
+
 def _delta(first: Mapping, last: Mapping, key: str) -> float | None:
     """last - first (an int when whole: counts), None when absent or when the counter went
     down (the server restarted during the run)."""
@@ -388,4 +435,4 @@ def _delta(first: Mapping, last: Mapping, key: str) -> float | None:
     if a is None or b is None or b < a:
         return None
     d = b - a
-    return int(d) if float(d).is_integer() and not key.endswith("_sum_s") else d
+    return int(d) if float(d).is_integer() and not key.endswith("_s") and "seconds" not in key else d
