@@ -83,6 +83,11 @@ class RequestRecord:
     reasoning_tokens: list[int] = field(default_factory=list)
     prompt_tokens: int | None = None  # server usage.prompt_tokens, else the workload's target
     output_tokens: int | None = None  # server usage.completion_tokens, else sum(chunk_tokens)
+    # What the server said it spent on this request (llama.cpp's per-response ``timings``): its
+    # prompt processing and its generation in ms, and the tokens generated in that time.
+    server_prompt_ms: float | None = None
+    server_predicted_ms: float | None = None
+    server_predicted_tokens: int | None = None
     token_source: str = "chunks"  # "usage" | "continuous_usage" | "tokenizer" | "chunks"
     prompt_tokens_source: str = "target"  # "usage" | "target"
     worker: int = 0

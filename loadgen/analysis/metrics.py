@@ -24,6 +24,7 @@ import numpy as np
 from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
 from loadgen.analysis.gaps import SMALL, GapSamples, stream_stats
+from loadgen.analysis.server_timings import server_timings
 from loadgen.analysis.table import KINDS, NULLABLE_BOOLS, SCALAR_FIELDS, RecordTable, as_table
 from loadgen.metric_defs import PERCENTILES, STATS
 from loadgen.records import CANCELLED, RequestRecord
@@ -331,6 +332,9 @@ def summarize(records: Records, *, sla: Any = None) -> dict:
     metrics["token_count_source"] = _value_counts(table.column("token_source")[measured_ok])
     metrics["prompt_tokens_source"] = _value_counts(table.column("prompt_tokens_source")[measured_ok])
 
+    timings = server_timings(table, derived, measured_ok)
+    if timings is not None:
+        metrics["server_timings"] = timings
     summary = {"counts": counts, "window": window, "metrics": metrics}
     summary["sla"] = sla_mod.evaluate(sla, summary)
     return summary

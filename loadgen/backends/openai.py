@@ -73,6 +73,11 @@ class OpenAIBackend(StreamingBackend):
             st, _h, version = await get_json(transport, "/version", timeout_s=5.0)
             if st == 200 and version is not None:
                 info["version"] = version
+        data = (info["models"] or {}).get("data") if isinstance(info["models"], dict) else None
+        listed = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
+        if str(listed.get("owned_by")).lower() == "llamacpp" or info["headers"].get("server") == "llama.cpp":
+            with contextlib.suppress(Exception):
+                info["props"] = await llamacpp_props(transport)
         if not model:
             data = (info["models"] or {}).get("data") or []
             if not data:
@@ -82,6 +87,8 @@ class OpenAIBackend(StreamingBackend):
                 )
             model = str(data[0]["id"])
         return ProbeResult(info, model, cls.identify(info))
+
+    SOURCES = (("version", "/version"), ("models", "/v1/models"), ("props", "/props"))
 
     def body(self, spec: R.RequestSpec) -> dict[str, Any]:
         o = self.opts
@@ -106,13 +113,14 @@ class _Stream(SSEResponse):
     """Push-style consumer of one response: the transport calls ``head`` then ``feed`` per read
     (with the read's arrival time); ``finish`` when the body is complete (see SSEResponse)."""
 
-    __slots__ = ("usage", "prev_completion", "continuous")
+    __slots__ = ("usage", "prev_completion", "continuous", "timings")
     requires_done = True
     chat: bool  # a chat delta (``choices[0].delta``) or a completions choice (``.text``)
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
         super().__init__(rec, live, keep_texts)
         self.usage: dict[str, Any] | None = None
+        self.timings: Any = None
         self.prev_completion = 0
         self.continuous = False
 
@@ -132,6 +140,8 @@ class _Stream(SSEResponse):
             u = obj.get("usage")
             if u:
                 self.usage = u  # the last one seen is the total (final chunk or continuous)
+            if "timings" in obj:  # llama.cpp: what the server spent on this request, in ms
+                self.timings = obj["timings"]
             if choices:
                 c = choices[0]
                 reasoning: Any = None
@@ -166,6 +176,12 @@ class _Stream(SSEResponse):
     def on_end(self) -> None:
         rec = self.rec
         rec.ok = True
+        tm = self.timings
+        if isinstance(tm, dict):
+            rec.server_prompt_ms = _ms(tm.get("prompt_ms"))
+            rec.server_predicted_ms = _ms(tm.get("predicted_ms"))
+            n = tm.get("predicted_n")
+            rec.server_predicted_tokens = n if isinstance(n, int) and not isinstance(n, bool) else None
         usage = self.usage
         if usage:
             rec.output_tokens = _count(usage, "completion_tokens")
@@ -205,6 +221,27 @@ class CompletionsBackend(OpenAIBackend):
     PATH = "/v1/completions"
     STREAM = _CompletionsStream
     token_ids = True
+
+
+async def llamacpp_props(transport: Transport) -> dict[str, Any] | None:
+    """What llama-server's ``/props`` says of its capacity: the per-slot context (``-c`` over
+    ``-np``: the longest prompt plus max_tokens one request may ask), the slots, the build and
+    the model file; None when it does not answer."""
+    status, _h, body = await get_json(transport, "/props", timeout_s=5.0)
+    if status != 200 or not isinstance(body, dict):
+        return None
+    settings = body.get("default_generation_settings")
+    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
+    return {
+        "n_ctx_slot": n_ctx,
+        "total_slots": body.get("total_slots"),
+        "build_info": body.get("build_info"),
+        "model_path": body.get("model_path"),
+    }
+
+
+def _ms(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
 
 
 def _count(usage: dict[str, Any], key: str) -> int | None:

@@ -39,6 +39,10 @@ class TargetConfig(StrictModel):
     include_usage: bool = True
     continuous_usage_stats: bool = False
     prompt_format: Literal["text", "token_ids"] = "text"
+    # Requests whose prompt plus max_tokens exceed the server's context (max_model_len; for
+    # llama.cpp the context of one slot), known before the run: refuse the run and say which
+    # (default), trim them to fit (max_tokens first, then the prompt), or send them anyway.
+    context_overflow: Literal["refuse", "trim", "send"] = "refuse"
     # HTTP client, a name in loadgen.backends.transports.TRANSPORTS: httptools (asyncio Protocol
     # over llhttp, the cheapest per streamed token), aiohttp, or httpx.
     transport: str = "httptools"

@@ -31,7 +31,8 @@ from loadgen.redact import Scrubber
 from loadgen.result import GROUND_TRUTH
 from loadgen.runner.driver import SpecSource
 from loadgen.runner.plan import pool_size
-from loadgen.server import fit, identity
+from loadgen.server import fit
+from loadgen.server.context import fit_context
 from loadgen.workload import Workload, build_schedule
 
 _NAME_IN_ID = 48  # characters of the profile name kept in a generated run id
@@ -124,7 +125,7 @@ async def prepare(profile: Profile, run_dir: Path, target: Target, status: Calla
         server = dict(probe.info)
         # A session's turns are built from their history as the run goes: none to check ahead.
         ahead = total if workload.sessions is None else None
-        server["identity"] = identity.identity(probe.identity, specs, ahead)
+        specs, server["identity"] = fit_context(probe.identity, specs, ahead, t.context_overflow)
     except BaseException:
         await transport.aclose()
         raise

@@ -3,15 +3,14 @@
 Each protocol adapter's probe builds a ``ServerIdentity`` from what it heard (the OpenAI
 ``/v1/models`` listing, ``/version`` and the response headers through ``from_listing``; a
 protocol that names its engine, or serves its own metadata, builds one directly). Once the run's
-requests are known, ``identity`` counts those that would not fit the context and gives the
-``conditions.server.identity`` block of summary.json.
+requests are known, ``server.context.fit_context`` counts those that would not fit the context
+and gives the ``conditions.server.identity`` block of summary.json.
 
 A leaf of loadgen: it imports only the records, so the adapters can build what it defines.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -42,6 +41,9 @@ class ServerIdentity:
     root: str | None = None  # the model's path or hub name, when the server gives it
     max_model_len: int | None = None
     server_header: str | None = None
+    # llama.cpp: the parallel slots its context is split over (-np); max_model_len is then the
+    # context of one slot (-c divided by the slots), the most one request can use.
+    slots: int | None = None
     # Requests whose prompt plus max_tokens exceed max_model_len; None: not counted (no limit known).
     requests_over_max_model_len: int | None = None
 
@@ -54,13 +56,22 @@ class ServerIdentity:
         data = models.get("data") if isinstance(models, Mapping) else None
         first = data[0] if isinstance(data, list) and data and isinstance(data[0], Mapping) else {}
         owned_by = first.get("owned_by")
+        props = info.get("props") if isinstance(info.get("props"), Mapping) else {}
+        assert isinstance(props, Mapping)
+        meta = first.get("meta") if isinstance(first.get("meta"), Mapping) else {}
+        assert isinstance(meta, Mapping)
         return cls(
             engine=engine or _OWNERS.get(str(owned_by).lower()) or text(owned_by),
-            version=version_of(info.get("version")),
+            version=version_of(info.get("version")) or text(props.get("build_info")),
             served_model=text(first.get("id")),
-            root=text(first.get("root")),
-            max_model_len=integer(first.get("max_model_len")),
+            root=text(first.get("root")) or text(props.get("model_path")),
+            # vLLM and SGLang list max_model_len; llama.cpp says its per-slot context in /props
+            # (and in its listing's meta.n_ctx).
+            max_model_len=integer(first.get("max_model_len"))
+            or integer(props.get("n_ctx_slot"))
+            or integer(meta.get("n_ctx")),
             server_header=header(info),
+            slots=integer(props.get("total_slots")),
         )
 
     def as_dict(self) -> dict[str, object]:
@@ -73,6 +84,8 @@ class ServerIdentity:
             "max_model_len": self.max_model_len,
             "server_header": self.server_header,
         }
+        if self.slots is not None:
+            out["slots"] = self.slots
         if self.requests_over_max_model_len is not None:
             out["requests_over_max_model_len"] = self.requests_over_max_model_len
         return out
@@ -80,17 +93,6 @@ class ServerIdentity:
 
 class SpecSource(Protocol):
     def request(self, i: int) -> RequestSpec: ...
-
-
-def identity(ident: ServerIdentity, specs: SpecSource, total: int | None) -> dict[str, object]:
-    """``ident`` as summary.json keeps it, with how many of the run's requests would not fit the
-    served model's context (they will fail), when the server gave its length."""
-    limit = ident.max_model_len
-    if limit is not None and total:
-        n = min(total, FIT_LIMIT)
-        over = sum(1 for i in range(n) if (s := specs.request(i)).prompt_tokens + s.output_tokens > limit)
-        ident = dataclasses.replace(ident, requests_over_max_model_len=over)
-    return ident.as_dict()
 
 
 def version_of(answer: object) -> str | None:

@@ -60,18 +60,44 @@ class ServerTokenizer:
         self.model = model
         self.chat = chat
         self.calls = 0
+        self.dialect = "openai"  # or "llamacpp", as ``available`` found it
 
     async def available(self) -> bool:
+        """Whether the server offers /tokenize in a form known here: vLLM's and SGLang's
+        (``{"model", "prompt"}`` -> ``{"count"}``), else llama.cpp's (``{"content"}`` ->
+        ``{"tokens"}``, chat prompts through its ``/apply-template`` first)."""
         try:
             status, body = await post_json(
                 self.transport, "/tokenize", {"model": self.model, "prompt": "hello world"}, 5.0
             )
+            if status == 200 and isinstance(body, dict) and isinstance(body.get("count"), int):
+                return True
+            status, body = await post_json(self.transport, "/tokenize", {"content": "hello world"}, 5.0)
         except Exception:  # noqa: BLE001 - no /tokenize (or no answer) simply means "not offered"
             return False
-        return status == 200 and isinstance(body, dict) and isinstance(body.get("count"), int)
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        if status == 200 and isinstance(tokens, list) and tokens:
+            self.dialect = "llamacpp"
+            return True
+        return False
+
+    async def _count_llamacpp(self, prompt: str, messages: list[dict] | None) -> int:
+        text = prompt
+        if self.chat:
+            status, body = await post_json(self.transport, "/apply-template", {"messages": messages})
+            if status != 200 or not isinstance(body, dict) or not isinstance(body.get("prompt"), str):
+                raise RuntimeError(f"/apply-template answered HTTP {status}: {str(body)[:200]}")
+            text = body["prompt"]
+        req = {"content": text, "add_special": True, "parse_special": self.chat}
+        status, body = await post_json(self.transport, "/tokenize", req)
+        if status != 200 or not isinstance(body, dict) or not isinstance(body.get("tokens"), list):
+            raise RuntimeError(f"/tokenize answered HTTP {status}: {str(body)[:200]}")
+        return len(body["tokens"])
 
     async def count(self, prompt: str, messages: list[dict] | None) -> int:
         self.calls += 1
+        if self.dialect == "llamacpp":
+            return await self._count_llamacpp(prompt, messages)
         if self.chat:
             req = {"model": self.model, "messages": messages, "add_generation_prompt": True}
         else:
@@ -152,7 +178,7 @@ async def fit_prompts(tokenizer: ServerTokenizer, workload: Any, n: int) -> tupl
     targets = [workload.request(i).prompt_tokens for i in range(n)]
     exact = sum(1 for s, t in zip(specs, targets) if s.prompt_tokens == t)
     return FittedSpecs(workload, fitted), {
-        "method": "server /tokenize",
+        "method": "server /tokenize" + (" (llama.cpp)" if tokenizer.dialect == "llamacpp" else ""),
         "requests_fitted": n,
         "exact": exact,
         "tokenize_calls": tokenizer.calls,

@@ -12,6 +12,7 @@ taken as unanswered and its request is sent once more.
 
 from __future__ import annotations
 
+import os
 import socket
 import weakref
 from collections.abc import Mapping
@@ -121,11 +122,16 @@ class HttpxTransport:
         life.answered(resp.headers, keep_alive=True)  # Connection: close is httpcore's to honour
         if life.max_requests is not None and life.sent >= life.max_requests:
             sock = stream.get_extra_info("socket")
-            if sock is not None:
-                try:
-                    sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass  # already closed: httpcore drops it anyway
+            fd = -1 if sock is None else sock.fileno()
+            if fd < 0:
+                return
+            # uvloop's transport sockets refuse shutdown(); a duplicate of the descriptor names
+            # the same socket, and shutdown acts on the socket, not on the descriptor.
+            try:
+                with socket.socket(fileno=os.dup(fd)) as dup:
+                    dup.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: httpcore drops it anyway
 
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
         timeout = self._httpx.Timeout(timeout_s, connect=min(timeout_s, self._connect_s))
