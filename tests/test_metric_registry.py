@@ -200,7 +200,8 @@ class TestProfileRules:
                     config_ok = True
                 except ValidationError:
                     config_ok = False
-                (detail,) = sla_mod.evaluate(Sla(rules=(Rule(metric, stat),)), SUMMARY)["details"]
+                # The error-rate check leads every verdict's details; the rule under test follows.
+                _errors, detail = sla_mod.evaluate(Sla(rules=(Rule(metric, stat),)), SUMMARY)["details"]
                 assert config_ok == (detail["reason"] is None), (metric, stat, detail["reason"])
                 if config_ok:  # 'p99.9' is accepted, as 'p99_9'
                     accepted.add((metric, stat and stat.replace(".", "_")))
@@ -271,12 +272,19 @@ class TestSlaEvaluation:
     def test_every_profile_rule_finds_its_value(self):
         p = load_profile(
             None,
-            sets=["workload.num_requests=4", "load.concurrency=1", f"sla.rules={json.dumps(every_rule())}"],
+            sets=[
+                "workload.num_requests=4",
+                "load.concurrency=1",
+                f"sla.rules={json.dumps(every_rule())}",
+                "sla.max_error_rate=1",  # RECORDS hold failures on purpose
+            ],
         )
         block = summarize(RECORDS, sla=p.sla)["sla"]
         assert block["verdict"] == "pass"
-        assert len(block["details"]) == len(every_rule())
-        for d in block["details"]:
+        errors, *details = block["details"]
+        assert errors["max_error_rate"] is True and errors["passed"] is True
+        assert len(details) == len(every_rule())
+        for d in details:
             assert d["reason"] is None, d
             assert d["value"] == md.lookup(SUMMARY, d["metric"], d["stat"])
 

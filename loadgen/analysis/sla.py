@@ -82,8 +82,12 @@ def evaluate(sla: Any, summary: dict) -> dict:
     details = [_check(rule, summary) for rule in rules]
     if details or slos:
         details.insert(0, _errors(float(getattr(sla, "max_error_rate", DEFAULT_MAX_ERROR_RATE)), summary))
+    counts = summary.get("counts") or {}
+    all_warmup = not counts.get("sent") and bool(counts.get("warmup"))
     if not details:
         verdict = "none"
+    elif all_warmup:
+        verdict = "none"  # nothing was measured: no rule can pass or fail
     else:
         verdict = "pass" if all(d["passed"] for d in details) else "fail"
     block: dict[str, Any] = {
@@ -92,6 +96,8 @@ def evaluate(sla: Any, summary: dict) -> dict:
         "details": details,
         "slos": slos,
     }
+    if details and all_warmup:
+        block["no_verdict"] = "no measured request: every request sent was warm-up"
     if not slos:
         block["slo_note"] = "no per-request SLO set: goodput equals request throughput"
     return block

@@ -81,6 +81,15 @@ def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if values.size else None
 
 
+def _shares_prefix(summary: dict) -> bool:
+    """The run's prompts were built to share a prefix: a shared system prompt, multi-turn
+    sessions (each turn repeats the history), or a trace whose blocks repeat."""
+    t = (summary.get("conditions") or {}).get("traffic") or {}
+    prefix = t.get("prefix") or {}
+    trace = t.get("trace") or {}
+    return bool(prefix.get("shared_tokens") or t.get("sessions") or trace.get("designed_prefix_reuse"))
+
+
 def console_lines(summary: dict[str, Any]) -> list[str]:
     """One line each for what production-like traffic adds to a run: accuracy, TTFT by turn,
     the server's prefix-cache hit rate."""
@@ -99,7 +108,7 @@ def console_lines(summary: dict[str, Any]) -> list[str]:
         )
         lines.append(f"sessions    {sess['sessions']}; TTFT p50 by turn (ms) {turns}")
     cache = (summary.get("server") or {}).get("prefix_cache")
-    if cache and cache.get("hit_rate") is not None:
+    if cache and cache.get("hit_rate") is not None and (cache["hit_rate"] > 0 or _shares_prefix(summary)):
         lines.append(
             f"prefix cache  server hit rate {cache['hit_rate']:.1%} "
             f"({cache['hits']:,.0f} of {cache['queries']:,.0f} prompt tokens)"

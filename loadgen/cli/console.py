@@ -120,7 +120,7 @@ def stage_table(summary: dict) -> Table:
             _fmt(m["ttft_ms"].get("p99")),
             _fmt(m["tpot_ms"].get("p99"), 2),
             _fmt((m.get("goodput") or {}).get("requests_per_s"), 2),
-            st["sla"]["verdict"],
+            "none: all warm-up" if st["sla"].get("no_verdict") else st["sla"]["verdict"],
             "yes" if st["steady_state"]["steady"] else "no",
         )
     return t
@@ -156,8 +156,15 @@ def print_summary(result: Any, file: Any = None) -> None:
     tgt = cond["target"]
     load = cond["load"]
     stages = s.get("stages") or []
+    trace = (cond.get("traffic") or {}).get("trace")
     if stages:
         shape = f"{len(stages)} stages: {', '.join(st['name'] for st in stages)}"
+    elif trace is not None:
+        scale = trace.get("time_scale") or 1.0
+        shape = (
+            f"trace replay {trace.get('path')}: {trace['requests']} requests over "
+            f"{trace['span_s'] * scale:.1f} s (the trace's {trace['span_s']:.1f} s, time scale {scale:g})"
+        )
     else:
         shape = (
             f"closed loop, concurrency {load['concurrency']}"
@@ -171,6 +178,8 @@ def print_summary(result: Any, file: Any = None) -> None:
     )
     con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
     con.print(f"load    {shape}")
+    if s.get("ended_by"):
+        con.print(f"ended   {s['ended_by']['text']}")
     con.print(
         f"requests  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  cancelled {c['cancelled']}"
         f"  warm-up {c.get('warmup', 0)}  window {_fmt(s['window']['seconds'], 2)} s"
@@ -180,6 +189,12 @@ def print_summary(result: Any, file: Any = None) -> None:
     zero = (c.get("anomalies") or {}).get("zero_output_tokens")
     if zero:
         con.print(f"[yellow]anomaly[/yellow]  {zero} ok request(s) streamed no output token at all")
+    resent = (c.get("retries") or {}).get("requests")
+    if resent:
+        con.print(
+            f"[yellow]re-sent[/yellow]  {resent} request(s) went out again on a fresh connection: the "
+            "reused one closed before any byte of the answer"
+        )
     backoff = c.get("retry_after") or {}
     if backoff.get("requests"):
         con.print(

@@ -296,6 +296,12 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
         v = getattr(a, flag, None)
         if v is not None:
             out[path] = v
+    # A limit given on the command line replaces the profile's other one (a profile's
+    # num_requests would otherwise end a --duration 60 run after 200 requests), unless both are.
+    if getattr(a, "duration", None) is not None and getattr(a, "num_requests", None) is None:
+        out["workload.num_requests"] = None
+    elif getattr(a, "num_requests", None) is not None and getattr(a, "duration", None) is None:
+        out["workload.duration_s"] = None
     if a.rate is not None:
         out["load.concurrency"] = None
     elif a.concurrency is not None:

@@ -174,6 +174,17 @@ def _named(index: int, concurrency: int | None, rate: float | None) -> str:
     return f"c={concurrency}" if concurrency is not None else f"rate={rate:g}"
 
 
+def sweep_warmup(warmup: int, concurrency: int | None, rate: float | None) -> int:
+    """A sweep stage's warm-up: ``load.warmup_requests`` at most, and no more than one request
+    per slot (closed loop) or one second of arrivals (open loop). A fixed count would fill the
+    low stages: 16 warm-up requests at c=1 are a 6 s stage's whole length."""
+    if concurrency is not None:
+        return min(warmup, concurrency)
+    if rate is not None:
+        return min(warmup, max(1, math.ceil(rate)))
+    return warmup
+
+
 def resolve_stages(load: Any, workload: Any) -> list[Stage]:
     """The stages a profile runs: its ``load.stages``, its ``load.sweep`` expanded, or its one
     load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count)."""
@@ -203,6 +214,7 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
         out = []
         for i, v in enumerate(sw.values()):
             c, r = (int(v), None) if closed else (None, float(v))
+            warmup = sweep_warmup(load.warmup_requests, c, r)
             out.append(
                 Stage(
                     i,
@@ -215,7 +227,7 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
                     duration,
                     count,
                     sw.ramp_s,
-                    load.warmup_requests,
+                    warmup,
                 )
             )
         return out

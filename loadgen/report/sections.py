@@ -189,11 +189,29 @@ def throughput_section(summary: dict) -> Section:
     )
 
 
+def resent_alert(counts: dict) -> Alert | None:
+    """The requests sent twice (a reused connection that ended before any byte of the answer):
+    the server saw each of them twice, so the report says how many."""
+    retries = counts.get("retries") or {}
+    n = retries.get("requests") or 0
+    if not n:
+        return None
+    return Alert(
+        "warning",
+        f"{n} request(s) were sent twice:",
+        "the kept-alive connection each first went out on closed before any byte of the answer "
+        "(the server was closing it), so loadgen sent it once more on a fresh connection; each "
+        "record says attempts 2, and its latencies are of the attempt that was answered.",
+    )
+
+
 def errors_section(summary: dict) -> Section:
     c = summary.get("counts") or {}
     by_class = c.get("errors_by_class") or {}
+    resent = resent_alert(c)
     if not by_class:
-        return Section("Errors", (Text(f"No errors: all {c.get('sent', 0)} measured requests succeeded."),))
+        ok_text = Text(f"No errors: all {c.get('sent', 0)} measured requests succeeded.")
+        return Section("Errors", (ok_text,) if resent is None else (ok_text, resent))
     sent = c.get("sent") or 0
     rows = tuple((k, str(v), pct(v / sent if sent else None)) for k, v in by_class.items())
     blocks: list = [
@@ -203,6 +221,8 @@ def errors_section(summary: dict) -> Section:
             "count against goodput and are never dropped."
         ),
     ]
+    if resent is not None:
+        blocks.append(resent)
     backoff = c.get("retry_after") or {}
     if backoff.get("requests"):
         blocks.append(

@@ -48,9 +48,10 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
     }
     fit = p.prompt_fit
     summary["conditions"]["prompt_lengths"] = fit
-    if fit["method"] == "server /tokenize" and fit["exact"] == fit["requests_fitted"]:
+    if fit["method"].startswith("server /tokenize") and fit["exact"] == fit["requests_fitted"]:
         summary["conditions"]["prompt_lengths_approximate"] = False
     summary.update(metrics.summarize(table, sla=profile.sla))
+    summary["ended_by"] = ended_by(p, ex, summary["counts"], reason)
     if reason is not None and summary["sla"]["verdict"] != "none":
         summary["sla"]["verdict"] = "incomplete"
     if len(p.stages) > 1:
@@ -97,6 +98,31 @@ def _stage(o: StageOutcome, profile: Any, table: RecordTable) -> dict[str, Any]:
         block["sla"]["verdict"] = "incomplete"
     block["steady_state"] = curve.steady_state(table)
     return block
+
+
+def ended_by(p: Prepared, ex: Executed, counts: dict[str, Any], reason: str | None) -> dict[str, Any]:
+    """Which limit ended the run, said in words: a user who gave ``--duration 60`` to a profile
+    with ``num_requests: 200`` must see that the count, not the time, ended it."""
+    work = p.profile.workload
+    seconds = (ex.result.ended_ns - ex.result.started_ns) / 1e9
+    if reason is not None:
+        return {"limit": "stopped", "text": f"stopped early: {reason}"}
+    if len(p.stages) > 1:
+        return {"limit": "stages", "text": f"all {len(p.stages)} stages ran, each to its own limit"}
+    if work.trace is not None:
+        return {"limit": "trace", "text": f"the trace's end ({counts['sent']} requests sent)"}
+    n, d = work.num_requests, work.duration_s
+    if n is not None and (d is None or counts["sent"] >= n):
+        text = f"workload.num_requests: {n} requests sent, in {seconds:.1f} s"
+        if d is not None:
+            text += f", before workload.duration_s ({d:g} s)"
+        return {"limit": "num_requests", "text": text}
+    if d is not None:
+        text = f"workload.duration_s: {d:g} s elapsed, {counts['sent']} requests sent"
+        if n is not None:
+            text += f" of workload.num_requests {n}"
+        return {"limit": "duration_s", "text": text}
+    return {"limit": "none", "text": f"{counts['sent']} requests sent"}
 
 
 def incomplete_reason(ex: Executed) -> str | None:

@@ -31,12 +31,12 @@ from loadgen.config import load_profile
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _load_script():
-    """scripts/real_engines.py as a module (it is a script, not part of the package)."""
-    name = "loadgen_real_engines"
+def _load_script(file: str = "real_engines.py"):
+    """A script of scripts/ as a module (it is a script, not part of the package)."""
+    name = "loadgen_" + file.removesuffix(".py")
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / "real_engines.py")
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / file)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
@@ -44,6 +44,7 @@ def _load_script():
 
 
 real_engines = _load_script()
+llamacpp_engine = _load_script("llamacpp_engine.py")
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,66 @@ def vllm(request):
     finally:
         os.sched_setaffinity(0, before)
         real_engines.stop(name=name)
+
+
+def _wanted(request) -> str | None:
+    """Skip unless the real-engine suite was asked for; the LOADGEN_REAL_ENGINES flag."""
+    flag = os.environ.get("LOADGEN_REAL_ENGINES")
+    if flag == "0":
+        pytest.skip("LOADGEN_REAL_ENGINES=0")
+    if flag != "1" and not _asked_for(request.config):
+        pytest.skip(
+            "the real-engine suite runs when asked for: "
+            "python -m pytest -q tests/integration (or LOADGEN_REAL_ENGINES=1)"
+        )
+    return flag
+
+
+@pytest.fixture(scope="package")
+def llamacpp(request):
+    """A running llama-server (the tiny GGUF, -c 8192 -np 8 --metrics -t 1) pinned to core 0,
+    the client on the others; stopped when the package's tests are done."""
+    flag = _wanted(request)
+    ok, why = llamacpp_engine.available()
+    if not ok:
+        msg = f"llama-server not available: {why}; set it up with: python scripts/llamacpp_engine.py setup"
+        if flag == "1":
+            pytest.fail("LOADGEN_REAL_ENGINES=1 but " + msg)
+        pytest.skip(msg)
+    try:
+        st = llamacpp_engine.serve(cpus={0})
+    except RuntimeError as exc:
+        pytest.fail(f"llama-server did not start: {exc}")
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, (before - {0}) or before)
+    try:
+        yield Engine(st["url"], st["model"])
+    finally:
+        os.sched_setaffinity(0, before)
+        if not st.get("reused"):
+            llamacpp_engine.stop()
+
+
+@pytest.fixture
+def llamacpp_profile(llamacpp, tmp_path: Path):
+    """A profile against llama-server, as if the CLI had been given these dotted overrides."""
+
+    def make(**overrides: Any):
+        base = {
+            "target.url": llamacpp.url,
+            "target.model": llamacpp.model,
+            "workload.num_requests": 80,
+            "load.concurrency": 8,
+            "load.warmup_requests": 0,
+            "workload.input_tokens": 300,
+            "workload.output_tokens": 100,
+            "output.dir": str(tmp_path / "reports"),
+            "output.progress": False,
+        }
+        base.update({k.replace("__", "."): v for k, v in overrides.items()})
+        return load_profile(None, overrides=base)
+
+    return make
 
 
 @pytest.fixture
