@@ -128,3 +128,27 @@ def test_a_stage_of_only_warm_up_has_no_verdict_and_says_why():
     block = summarize([rec], sla=Sla())["sla"]
     assert block["verdict"] == "none"
     assert block["no_verdict"] == "no measured request: every request sent was warm-up"
+
+
+def test_a_trace_replay_says_what_it_replays(tmp_path):
+    """The load line of a trace replay names the file, the requests, the span as replayed and
+    the time scale (it read "open loop, None req/s poisson"), and the run says the trace ended it."""
+    out = tmp_path / "reports"
+    cmd = [sys.executable, "-m", "loadgen", "run", "replay", "--set", "workload.trace.window_s=5",
+           "--set", "workload.trace.time_scale=0.5", "--out", str(out), "--no-report",
+           "--no-progress"]  # fmt: skip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode in (0, 1), res.stderr
+    (run_dir,) = out.iterdir()
+    s = json.loads((run_dir / "summary.json").read_text())
+    trace = s["conditions"]["traffic"]["trace"]
+    line = " ".join(res.stdout.split())  # the console wraps at 110 columns
+    assert (
+        f"load trace replay {trace['path']}: {trace['requests']} requests over "
+        f"{trace['span_s'] * 0.5:.1f} s (the trace's {trace['span_s']:.1f} s, time scale 0.5)"
+    ) in line
+    assert "None req/s" not in line
+    assert s["ended_by"] == {
+        "limit": "trace",
+        "text": f"the trace's end ({s['counts']['sent']} requests sent)",
+    }
