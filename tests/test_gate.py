@@ -121,6 +121,22 @@ class TestVerdicts:
         assert (res.exit_code, r.status, r.candidate) == (1, "fail", 0.1)
         assert r.interval.low > 0.01
 
+    def test_the_gate_says_how_many_requests_failed_and_why(self):
+        """A latency rule alone judges the ok requests: the gate's report says, above its
+        table, how many of the candidate's requests failed and of which class."""
+        res = gate(RUNS / "with-errors", RUNS / "base-a", rules({"metric": "ttft_ms", "stat": "p99",
+                                                                  "max_regression": "50%"}))  # fmt: skip
+        counts = load_summary(RUNS / "with-errors")["counts"]
+        why = ", ".join(f"{k} {v}" for k, v in counts["errors_by_class"].items())
+        done = counts["ok"] + counts["failed"]
+        assert res.failures == (f"candidate: {counts['failed']} of {done} requests failed ({why})",)
+        md = gate_report.markdown(res)
+        assert (
+            f"**Failed requests** (latency figures below are of the ok requests only): {res.failures[0]}"
+            in md
+        )
+        assert gate_report.to_dict(res)["failures"] == list(res.failures)
+
     def test_a_difference_within_noise_passes_and_says_so(self):
         """slow-ttft's TTFT is 19 % higher; a 19 % allowance puts the bound inside the interval."""
         res = gate(

@@ -34,7 +34,7 @@ from loadgen.analysis import fidelity
 from loadgen.analysis import gate_quality as gq
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
-from loadgen.analysis.sla import failures_text
+from loadgen.analysis.sla import run_failures
 from loadgen.analysis.table import RecordTable
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
@@ -258,9 +258,7 @@ class GateResult:
     not_comparable: tuple[str, ...] = ()  # differing GATE_FIELDS when the gate refused
     allowed_differences: tuple[str, ...] = ()  # differing GATE_FIELDS let through by allow_different
     condition_differences: tuple[str, ...] = field(default=())
-    # "candidate: 48 of 80 requests failed (read 40, http_400 8)": the runs' failures, said
-    # beside any latency rule (percentiles are of the ok requests only).
-    failures: tuple[str, ...] = field(default=())
+    failures: tuple[str, ...] = field(default=())  # "candidate: 48 of 80 requests failed (...)"
 
     @property
     def exit_code(self) -> int:
@@ -322,11 +320,7 @@ def gate(
         confidence=cfg.confidence,
         seed=seed,
         condition_differences=tuple(d.field for d in diff),
-        failures=tuple(
-            f"{role}: {text}"
-            for role, s in (("candidate", cand_s), ("baseline", base_s))
-            if (text := failures_text(s.get("counts") or {}))
-        ),
+        failures=run_failures(candidate=cand_s, baseline=base_s),
     )
     stages = gs.resolve_stages([(r.stage, r.text()) for r in rules.rules], cand_s, base_s, source)
     if blocking and not allow_different:

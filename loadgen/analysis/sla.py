@@ -113,6 +113,12 @@ def failures_text(counts: dict) -> str | None:
     return f"{failed} of {done} requests failed" + (f" ({why})" if why else "")
 
 
+def run_failures(**summaries: dict) -> tuple[str, ...]:
+    """'candidate: 48 of 80 requests failed (...)' for each named summary with failures."""
+    out = ((name, failures_text(s.get("counts") or {})) for name, s in summaries.items())
+    return tuple(f"{name}: {text}" for name, text in out if text)
+
+
 def _errors(limit: float, summary: dict) -> dict:
     counts = summary.get("counts") or {}
     rate = counts.get("error_rate")

@@ -80,9 +80,8 @@ def _asked_for(config) -> bool:
     return False
 
 
-@pytest.fixture(scope="package")
-def vllm(request):
-    """A running vLLM (the tiny model), stopped when the package's tests are done."""
+def _wanted(request) -> str | None:
+    """Skip unless the real-engine suite was asked for; the LOADGEN_REAL_ENGINES flag."""
     flag = os.environ.get("LOADGEN_REAL_ENGINES")
     if flag == "0":
         pytest.skip("LOADGEN_REAL_ENGINES=0")
@@ -91,6 +90,13 @@ def vllm(request):
             "the real-engine suite runs when asked for: "
             "python -m pytest -q tests/integration (or LOADGEN_REAL_ENGINES=1)"
         )
+    return flag
+
+
+@pytest.fixture(scope="package")
+def vllm(request):
+    """A running vLLM (the tiny model), stopped when the package's tests are done."""
+    flag = _wanted(request)
     url = os.environ.get("LOADGEN_VLLM_URL")
     if url:
         yield Engine(url.rstrip("/"), _model_at(url))
@@ -119,19 +125,6 @@ def vllm(request):
         real_engines.stop(name=name)
 
 
-def _wanted(request) -> str | None:
-    """Skip unless the real-engine suite was asked for; the LOADGEN_REAL_ENGINES flag."""
-    flag = os.environ.get("LOADGEN_REAL_ENGINES")
-    if flag == "0":
-        pytest.skip("LOADGEN_REAL_ENGINES=0")
-    if flag != "1" and not _asked_for(request.config):
-        pytest.skip(
-            "the real-engine suite runs when asked for: "
-            "python -m pytest -q tests/integration (or LOADGEN_REAL_ENGINES=1)"
-        )
-    return flag
-
-
 @pytest.fixture(scope="package")
 def llamacpp(request):
     """A running llama-server (the tiny GGUF, -c 8192 -np 8 --metrics -t 1) pinned to core 0,
@@ -157,44 +150,37 @@ def llamacpp(request):
             llamacpp_engine.stop()
 
 
-@pytest.fixture
-def llamacpp_profile(llamacpp, tmp_path: Path):
-    """A profile against llama-server, as if the CLI had been given these dotted overrides."""
+def profile_maker(engine: Engine, tmp_path: Path, **defaults: Any):
+    """``make(**overrides)``: a profile against ``engine``, as if the CLI had been given these
+    dotted overrides (``a__b`` for ``a.b``) over ``defaults``."""
 
     def make(**overrides: Any):
         base = {
-            "target.url": llamacpp.url,
-            "target.model": llamacpp.model,
-            "workload.num_requests": 80,
-            "load.concurrency": 8,
-            "load.warmup_requests": 0,
-            "workload.input_tokens": 300,
-            "workload.output_tokens": 100,
+            "target.url": engine.url,
+            "target.model": engine.model,
             "output.dir": str(tmp_path / "reports"),
             "output.progress": False,
+            **{k.replace("__", "."): v for k, v in defaults.items()},
         }
         base.update({k.replace("__", "."): v for k, v in overrides.items()})
         return load_profile(None, overrides=base)
 
     return make
+
+
+@pytest.fixture
+def llamacpp_profile(llamacpp, tmp_path: Path):
+    """80 requests of 300 / 100 tokens at c=8 against llama-server, no warm-up."""
+    return profile_maker(
+        llamacpp, tmp_path, workload__num_requests=80, load__concurrency=8, load__warmup_requests=0,
+        workload__input_tokens=300, workload__output_tokens=100,
+    )  # fmt: skip
 
 
 @pytest.fixture
 def vllm_profile(vllm, tmp_path: Path):
-    """A profile against the vLLM server, as if the CLI had been given these dotted overrides."""
-
-    def make(**overrides: Any):
-        base = {
-            "target.url": vllm.url,
-            "target.model": vllm.model,
-            "workload.num_requests": 8,
-            "load.concurrency": 4,
-            "workload.input_tokens": 64,
-            "workload.output_tokens": 16,
-            "output.dir": str(tmp_path / "reports"),
-            "output.progress": False,
-        }
-        base.update({k.replace("__", "."): v for k, v in overrides.items()})
-        return load_profile(None, overrides=base)
-
-    return make
+    """8 requests of 64 / 16 tokens at c=4 against the vLLM server."""
+    return profile_maker(
+        vllm, tmp_path, workload__num_requests=8, load__concurrency=4, workload__input_tokens=64,
+        workload__output_tokens=16,
+    )  # fmt: skip
