@@ -62,7 +62,7 @@ def server_section(summary: dict, plots: Sequence[Image] = ()) -> Section:
     g = server.get("gauges") or {}
     tokens = server.get("tokens") or {}
     rtt = server.get("scrape_rtt_ms") or {}
-    rows = (
+    rows: tuple[tuple[str, str], ...] = (
         (
             "engine (from metric names)",
             f"{server.get('engine')} ({server.get('format')}, {server.get('path')})",
@@ -82,7 +82,21 @@ def server_section(summary: dict, plots: Sequence[Image] = ()) -> Section:
             f"prompt {_int(tokens.get('prompt'))}, generation {_int(tokens.get('generation'))}",
         ),
     )
+    busy = server.get("engine_time")
+    if busy:  # llama.cpp's own prompt and generation time
+        rows += (
+            (
+                "engine busy time (server counters)",
+                f"prompt {num(busy.get('prompt_s'))} s ({num(busy.get('prompt_ms_per_token'))} ms/token), "
+                f"generation {num(busy.get('generation_s'))} s "
+                f"({num(busy.get('generation_ms_per_token'))} ms/token), "
+                f"{_int(busy.get('decode_calls'))} decode calls",
+            ),
+        )
     blocks: list = [Table(("server view", "value"), rows, "ll")]
+    timings = timings_table(summary)
+    if timings is not None:
+        blocks.append(timings)
     if server.get("note"):
         blocks.append(Text(f"Note: {server['note']}."))
     blocks += [
@@ -99,6 +113,21 @@ def server_section(summary: dict, plots: Sequence[Image] = ()) -> Section:
     ]
     blocks += list(plots)
     return Section("Server view", tuple(blocks))
+
+
+def timings_table(summary: dict) -> Table | None:
+    """llama.cpp's per-response timings beside the client's TTFT and TPOT, request by request."""
+    t = (summary.get("metrics") or {}).get("server_timings")
+    if not t:
+        return None
+    rows = []
+    for key, label in (("ttft", "TTFT vs prompt_ms"), ("tpot", "TPOT vs predicted_ms / predicted_n")):
+        pair = t.get(key)
+        if pair:
+            rows.append((label, str(pair["requests"]), num(pair["client_mean_ms"]),
+                         num(pair["server_mean_ms"]), num(pair["difference_ms"])))  # fmt: skip
+    header = ("each response's own timings (ms)", "requests", "client mean", "server mean", "client - server")
+    return Table(header, tuple(rows), "lrrrr")
 
 
 def means_table(server: dict) -> Table:
