@@ -230,6 +230,21 @@ class TestHeadlineParts:
         assert verdict_alert(incomplete).text == "stopped by Ctrl-C; no verdict is given."
         assert verdict_alert({}).title == "SLA: NONE"
 
+    def test_the_error_rate_check_says_how_many_failed_first(self):
+        """The error-rate check leads the details; the headline gives its reason, then the rest."""
+        reason = "48 of 80 requests failed (read 40, http_400 8): error rate 60.0% > max_error_rate 1.0%"
+        fail = {
+            "sla": {
+                "verdict": "fail",
+                "details": [
+                    {"rule": "error_rate <= 0.01", "value": 0.6, "passed": False, "reason": reason,
+                     "max_error_rate": True},
+                    {"rule": "p99 ttft_ms < 100", "value": 154.9, "passed": False},
+                ],
+            }
+        }  # fmt: skip
+        assert verdict_alert(fail).text == f"failed: {reason}; p99 ttft_ms < 100 (measured 154.9)."
+
     def test_capacity_absent_or_undetermined(self):
         assert capacity_sentence(None) == ""
         assert capacity_sentence({"capacity_rps": None}) == "Capacity: not determined."
