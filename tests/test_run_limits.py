@@ -152,3 +152,20 @@ def test_a_trace_replay_says_what_it_replays(tmp_path):
         "limit": "trace",
         "text": f"the trace's end ({s['counts']['sent']} requests sent)",
     }
+
+
+def test_the_console_fails_the_sla_on_failed_requests_and_says_why_first(tmp_path):
+    """ci-smoke's latency rules judge the ok requests only; against a server that fails every
+    request the console says FAIL with the count and the class first, and labels the
+    latency table as of the ok requests."""
+    from loadgen.testing.hostile import HostileServer
+
+    with HostileServer("http_500") as srv:
+        out = tmp_path / "reports"
+        cmd = [sys.executable, "-m", "loadgen", "run", str(REPO / "profiles" / "ci-smoke.yaml"), "--url",
+               srv.url, "--num-requests", "6", "--warmup", "0", "--out", str(out), "--no-report"]  # fmt: skip
+        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr  # no --fail-on-sla
+    text = " ".join(res.stdout.split())
+    assert "SLA FAIL: 6 of 6 requests failed (http_500 6): error rate 100.0% > max_error_rate 1.0%" in text
+    assert "latency (ms) of the ok requests only (6 failed)" in text
