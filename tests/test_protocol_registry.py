@@ -14,6 +14,7 @@ import pytest
 from loadgen import records as R
 from loadgen.backends import registry
 from loadgen.backends.base import BackendOptions, ProbeResult, StreamingBackend
+from loadgen.backends.identity import ServerIdentity
 from loadgen.backends.stream import Live, SSEResponse
 from loadgen.backends.transports import TRANSPORTS
 from loadgen.backends.transports.base import Transport
@@ -21,7 +22,6 @@ from loadgen.cli.main import build_parser
 from loadgen.config import ConfigError, load_profile
 from loadgen.report.conditions import server_rows
 from loadgen.server import fit
-from loadgen.server.identity import ServerIdentity
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads
 
 BUILT_IN = ("chat", "completions", "triton_generate", "sglang_generate")

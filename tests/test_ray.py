@@ -287,8 +287,8 @@ class _FakeActor:
 def test_channel_cuts_batches_into_frames_wherever_they_split() -> None:
     """A pull's batch ends where the actor's buffer did, mid-header or mid-payload; frames come
     out whole and in order, and the stream's end is the worker's own."""
-    from loadgen.cluster import RayChannel
     from loadgen.runner import frames
+    from loadgen.runner.cluster import RayChannel
 
     pong, record = frames.frame(frames.PONG, bytes(8)), frames.frame(frames.RECORD, b"x" * 300)
     wire = pong + record + frames.frame(frames.DONE)
@@ -317,7 +317,7 @@ def test_channel_cuts_batches_into_frames_wherever_they_split() -> None:
 
 
 def test_nothing_listening_is_a_one_line_error() -> None:
-    from loadgen.cluster import ray_channels
+    from loadgen.runner.cluster import ray_channels
 
     port = _free_port()  # bound and closed at once: nothing listens there
     t0 = time.monotonic()
@@ -334,7 +334,7 @@ def test_auto_is_one_actor_per_cluster_cpu_less_one(ray_cluster: Cluster) -> Non
     connection, which ``ray_channels`` opened."""
     import ray
 
-    from loadgen.cluster import ray_channels
+    from loadgen.runner.cluster import ray_channels
 
     async def start_and_close() -> list[str]:
         channels = await ray_channels(ray_cluster.address, "auto", lambda _msg: None)
@@ -352,7 +352,7 @@ def test_auto_is_one_actor_per_cluster_cpu_less_one(ray_cluster: Cluster) -> Non
 def test_more_actors_than_cluster_cpus_is_a_one_line_error(ray_cluster: Cluster) -> None:
     import ray
 
-    from loadgen.cluster import ray_channels
+    from loadgen.runner.cluster import ray_channels
 
     with pytest.raises(RunError) as err:
         asyncio.run(ray_channels(ray_cluster.address, 5, lambda _msg: None))
@@ -362,7 +362,7 @@ def test_more_actors_than_cluster_cpus_is_a_one_line_error(ray_cluster: Cluster)
 
 
 def test_without_ray_it_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from loadgen.cluster import ray_channels
+    from loadgen.runner.cluster import ray_channels
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now fails as if it were not installed
     with pytest.raises(RunError) as err:

@@ -45,8 +45,8 @@ from loadgen import metric_defs
 from loadgen.analysis import fidelity
 from loadgen.analysis.agreement import Answer, agreement, read_answers
 from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
-from loadgen.errors import ConfigError
-from loadgen.result import REQUESTS, ResultError, load_summary, load_table
+from loadgen.analysis.runs import REQUESTS, load_summary, load_table
+from loadgen.errors import ConfigError, ResultError
 
 IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
 SHADOWED: dict[str, str] = {

@@ -34,13 +34,13 @@ from loadgen.analysis import fidelity
 from loadgen.analysis import gate_quality as gq
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.compare import condition_diff, matches
+from loadgen.analysis.runs import load_summary, load_table
 from loadgen.analysis.sla import run_failures
 from loadgen.analysis.table import RecordTable
 from loadgen.config import StrictLoader
 from loadgen.config.base import StrictModel
 from loadgen.config.messages import render_validation_error, yaml_error_problem
 from loadgen.errors import ConfigError, ResultError
-from loadgen.result import load_summary, load_table
 
 # Condition fields that must match for a gate to mean anything: what was asked (workload shape,
 # lengths, load, seed), of which model, on which endpoint, and the per-request SLOs goodput

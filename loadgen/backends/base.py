@@ -22,12 +22,12 @@ from urllib.parse import quote
 import orjson
 
 from loadgen import records as R
+from loadgen.backends.identity import ServerIdentity
 from loadgen.backends.stream import Live, SSEResponse, fail
 from loadgen.backends.transports.base import Transport
 from loadgen.clock import now_ns
 from loadgen.errors import RunError
 from loadgen.redact import redact_url
-from loadgen.server.identity import ServerIdentity
 
 # Response headers worth keeping: they name the engine, its version or the proxy in front.
 _SERVER_HEADERS = re.compile(

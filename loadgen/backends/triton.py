@@ -46,11 +46,11 @@ from loadgen.backends.base import (
     server_headers,
     unreachable,
 )
+from loadgen.backends.identity import ServerIdentity, header, version_of
 from loadgen.backends.registry import register
 from loadgen.backends.stream import Live, SSEResponse
 from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
-from loadgen.server.identity import ServerIdentity, header, version_of
 
 TritonOptions = BackendOptions  # model, ignore_eos, extra_body, timeout_s: nothing of its own
 

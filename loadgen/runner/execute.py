@@ -114,7 +114,7 @@ async def _fleet(
     """This process alone, or worker processes / Ray actors as the profile's client section says."""
     client = p.profile.client
     if client.ray is not None:
-        from loadgen.cluster import ray_channels
+        from loadgen.runner.cluster import ray_channels
 
         channels = await ray_channels(client.ray, client.workers, status)
         actors = await Workers.start(p, len(channels), sink, keep, channels)

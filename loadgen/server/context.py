@@ -15,9 +15,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from loadgen.backends.identity import FIT_LIMIT, ServerIdentity, SpecSource
 from loadgen.errors import RunError
 from loadgen.records import RequestSpec
-from loadgen.server.identity import FIT_LIMIT, ServerIdentity, SpecSource
 from loadgen.server.tokenize import FittedSpecs
 
 POLICIES = ("refuse", "trim", "send")

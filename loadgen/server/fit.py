@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 from loadgen.backends import registry
+from loadgen.backends.identity import FIT_LIMIT
 from loadgen.backends.transports.base import Transport
 from loadgen.config import Profile
-from loadgen.server.identity import FIT_LIMIT
 from loadgen.server.tokenize import FittedSpecs, ServerTokenizer, fit_prompts
 from loadgen.workload import Workload
 

@@ -13,7 +13,7 @@ Ordering: an async actor may start calls out of submission order (a large argume
 fetched from the object store first, and the next call can overtake it), so each push
 carries a sequence number and pieces are fed to the stream strictly in that order.
 
-Ray is imported only inside ``start`` (which runs in the actor): ``loadgen.cluster`` wraps
+Ray is imported only inside ``start`` (which runs in the actor): ``loadgen.runner.cluster`` wraps
 the class with ``ray.remote`` when it connects, so importing loadgen never needs Ray.
 """
 

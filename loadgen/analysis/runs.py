@@ -1,0 +1,100 @@
+"""A saved run's files: ``reports/<run-id>/summary.json`` and ``requests.jsonl``, written and read.
+
+The layout and field names are a documented interface (docs/design.md, "Result files"); anything
+renamed bumps ``SCHEMA_VERSION`` and ``load_summary`` refuses versions it does not know. It
+lives in ``analysis`` because the analyses that compare and gate saved runs read them through it;
+``loadgen.result`` (the run's result object, above analysis) re-exports it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import orjson
+
+from loadgen.analysis.table import RecordTable
+from loadgen.errors import ResultError
+from loadgen.records import ReadReport, RequestRecord, read_records
+
+SCHEMA_VERSION = 1
+SUMMARY = "summary.json"
+REQUESTS = "requests.jsonl"
+GROUND_TRUTH = "ground_truth.jsonl"
+
+
+def write_summary(run_dir: Path, summary: dict) -> Path:
+    path = Path(run_dir) / SUMMARY
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    tmp.replace(path)  # a reader never sees half a summary
+    return path
+
+
+def _run_dir(path: str | Path) -> Path:
+    p = Path(path)
+    if p.is_file():
+        p = p.parent
+    if not (p / REQUESTS).exists() and not (p / SUMMARY).exists():
+        raise ResultError(f"{p}: not a loadgen run directory (no {SUMMARY} or {REQUESTS})")
+    return p
+
+
+def load_summary(path: str | Path) -> dict:
+    p = _run_dir(path) / SUMMARY
+    if not p.exists():
+        raise ResultError(
+            f"{p} is missing: the run was killed before it finished; "
+            f"its records are in {REQUESTS} (loadgen.load_run reads them)"
+        )
+    summary = orjson.loads(p.read_bytes())
+    version = summary.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ResultError(
+            f"{p}: schema_version {version!r} is not supported by this loadgen "
+            f"(it reads version {SCHEMA_VERSION}); use the loadgen version that wrote it"
+        )
+    return summary
+
+
+class SkippedLinesWarning(UserWarning):
+    """A saved run's requests.jsonl had lines that do not parse (a killed run's torn last line)."""
+
+
+def _requests(path: str | Path) -> Path:
+    p = _run_dir(path) / REQUESTS
+    if not p.exists():
+        raise ResultError(f"{p} is missing")
+    return p
+
+
+def _warn_skipped(p: Path, report: ReadReport) -> None:
+    if report.skipped_lines:
+        warnings.warn(
+            f"{p}: {report.skipped_lines} line(s) do not parse and were skipped (first: line "
+            f"{report.first_skipped}); a run killed mid-write leaves one torn last line",
+            SkippedLinesWarning,
+            stacklevel=3,
+        )
+
+
+def load_records(path: str | Path, report: ReadReport | None = None) -> list[RequestRecord]:
+    """Every record of a saved run. Unparseable lines are skipped, counted in ``report`` and
+    announced with a ``SkippedLinesWarning`` naming how many, never silently. A long run's
+    records take gigabytes as Python objects: ``load_table`` reads the same in a few bytes a
+    chunk, and is what every analysis reads."""
+    p = _requests(path)
+    report = report if report is not None else ReadReport()
+    records = list(read_records(p, report))
+    _warn_skipped(p, report)
+    return records
+
+
+def load_table(path: str | Path, report: ReadReport | None = None) -> RecordTable:
+    """The records of a saved run as a ``RecordTable``, read a block at a time (never all of
+    them as Python objects). Skipped lines are counted and warned about as by ``load_records``."""
+    p = _requests(path)
+    report = report if report is not None else ReadReport()
+    table = RecordTable.from_file(p, report)
+    _warn_skipped(p, report)
+    return table
