@@ -15,12 +15,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from loadgen.backends.identity import FIT_LIMIT, ServerIdentity, SpecSource
+from loadgen.backends.identity import FIT_LIMIT, ServerIdentity
 from loadgen.errors import RunError
 from loadgen.records import RequestSpec
 from loadgen.server.tokenize import FittedSpecs
-
-POLICIES = ("refuse", "trim", "send")
 
 
 class ContextOverflow(RunError):
@@ -31,7 +29,8 @@ def fit_context(
     ident: ServerIdentity, specs: Any, total: int | None, policy: str
 ) -> tuple[Any, dict[str, object]]:
     """The spec source to run (trimmed when asked) and the ``identity`` block, with
-    ``requests_over_max_model_len`` (before any trim) and ``context_overflow`` when counted."""
+    ``requests_over_max_model_len`` (before any trim) and ``context_overflow`` when counted.
+    ``policy`` is ``target.context_overflow``, whose values config/target.py defines."""
     limit = ident.max_model_len
     if limit is None or not total:
         return specs, ident.as_dict()
@@ -96,4 +95,4 @@ def trim(spec: RequestSpec, limit: int) -> RequestSpec:
     )
 
 
-__all__ = ["POLICIES", "ContextOverflow", "SpecSource", "fit_context", "trim"]
+__all__ = ["ContextOverflow", "fit_context", "trim"]
