@@ -73,9 +73,8 @@ class OpenAIBackend(StreamingBackend):
             st, _h, version = await get_json(transport, "/version", timeout_s=5.0)
             if st == 200 and version is not None:
                 info["version"] = version
-        data = (info["models"] or {}).get("data") if isinstance(info["models"], dict) else None
-        listed = data[0] if isinstance(data, list) and data and isinstance(data[0], dict) else {}
-        if str(listed.get("owned_by")).lower() == "llamacpp" or info["headers"].get("server") == "llama.cpp":
+        heard = cls.identify(info)
+        if "llama.cpp" in (heard.engine, heard.server_header):  # its listing or its Server header
             with contextlib.suppress(Exception):
                 info["props"] = await llamacpp_props(transport)
         if not model:
