@@ -93,6 +93,17 @@ def _wanted(request) -> str | None:
     return flag
 
 
+def _require(flag: str | None, available: tuple[bool, str], engine: str, setup: str) -> None:
+    """Skip when ``engine`` is not set up, or fail when LOADGEN_REAL_ENGINES=1 asked for it."""
+    ok, why = available
+    if ok:
+        return
+    msg = f"{engine} not available: {why}; set it up with: {setup}"
+    if flag == "1":
+        pytest.fail("LOADGEN_REAL_ENGINES=1 but " + msg)
+    pytest.skip(msg)
+
+
 @pytest.fixture(scope="package")
 def vllm(request):
     """A running vLLM (the tiny model), stopped when the package's tests are done."""
@@ -101,12 +112,7 @@ def vllm(request):
     if url:
         yield Engine(url.rstrip("/"), _model_at(url))
         return
-    ok, why = real_engines.available()
-    if not ok:
-        msg = f"real vLLM not available: {why}; set it up with: {real_engines.SETUP_HINT}"
-        if flag == "1":
-            pytest.fail("LOADGEN_REAL_ENGINES=1 but " + msg)
-        pytest.skip(msg)
+    _require(flag, real_engines.available(), "real vLLM", real_engines.SETUP_HINT)
     # A server of this session's own: a concurrent suite (or `serve` by hand) never shares it,
     # so the /metrics deltas count only these tests' requests.
     name = f"pytest-{os.getpid()}"
@@ -130,12 +136,7 @@ def llamacpp(request):
     """A running llama-server (the tiny GGUF, -c 8192 -np 8 --metrics -t 1) pinned to core 0,
     the client on the others; stopped when the package's tests are done."""
     flag = _wanted(request)
-    ok, why = llamacpp_engine.available()
-    if not ok:
-        msg = f"llama-server not available: {why}; set it up with: python scripts/llamacpp_engine.py setup"
-        if flag == "1":
-            pytest.fail("LOADGEN_REAL_ENGINES=1 but " + msg)
-        pytest.skip(msg)
+    _require(flag, llamacpp_engine.available(), "llama-server", "python scripts/llamacpp_engine.py setup")
     try:
         st = llamacpp_engine.serve(cpus={0})
     except RuntimeError as exc:
