@@ -1,4 +1,5 @@
-"""schemas/summary.schema.json describes summary.json as loadgen writes it."""
+"""schemas/summary.schema.json describes summary.json as loadgen writes it: it is generated from the
+types of loadgen.summary, and a saved summary is checked against those types when it is loaded."""
 
 from __future__ import annotations
 
@@ -48,6 +49,38 @@ def test_fixture_summaries_validate(path):
     assert errors == []
 
 
+def test_the_schema_file_is_generated_from_the_types():
+    """The committed file is exactly what the types generate: a field added to a block without
+    regenerating it (python -m loadgen.summary.schema > schemas/summary.schema.json) fails here."""
+    from loadgen.summary.schema import render
+
+    assert (ROOT / "schemas" / "summary.schema.json").read_text() == render()
+
+
+@pytest.mark.parametrize("path", SUMMARIES, ids=[p.parent.name for p in SUMMARIES])
+def test_summaries_of_an_earlier_loadgen_load(path):
+    """The fixtures were written by earlier loadgen versions (schema_version 1): they load, and
+    come back exactly as written."""
+    from loadgen.result import load_summary
+
+    assert load_summary(path) == json.loads(path.read_text())
+
+
+def test_a_damaged_summary_is_refused_naming_where(tmp_path):
+    from loadgen.errors import ResultError
+    from loadgen.result import load_summary
+
+    summary = json.loads(SUMMARIES[0].read_text())
+    summary["counts"]["ok"] = "many"
+    del summary["metrics"]["ttft_ms"]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ResultError) as e:
+        load_summary(tmp_path)
+    assert "does not match the summary layout" in str(e.value)
+    assert "counts.ok: Input should be a valid integer" in str(e.value)
+    assert "metrics.ttft_ms: Field required" in str(e.value)
+
+
 def test_an_old_schema_version_is_rejected():
     summary = json.loads(SUMMARIES[0].read_text())
     summary["schema_version"] = 0
@@ -80,3 +113,6 @@ def test_a_fresh_run_validates(tmp_path):
         res = asyncio.run(api.run_async(p))
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator().iter_errors(res.summary)]
     assert errors == []
+    from loadgen.summary.schema import validate
+
+    assert validate(res.summary) is res.summary

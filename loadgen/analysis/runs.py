@@ -16,14 +16,25 @@ import orjson
 from loadgen.analysis.table import RecordTable
 from loadgen.errors import ResultError
 from loadgen.records import ReadReport, RequestRecord, read_records
+from loadgen.summary import SCHEMA_VERSION, Summary
+from loadgen.summary.schema import validate
 
-SCHEMA_VERSION = 1
+__all__ = [
+    "GROUND_TRUTH",
+    "REQUESTS",
+    "SCHEMA_VERSION",
+    "SUMMARY",
+    "load_records",
+    "load_summary",
+    "load_table",
+    "write_summary",
+]
 SUMMARY = "summary.json"
 REQUESTS = "requests.jsonl"
 GROUND_TRUTH = "ground_truth.jsonl"
 
 
-def write_summary(run_dir: Path, summary: dict) -> Path:
+def write_summary(run_dir: Path, summary: Summary) -> Path:
     path = Path(run_dir) / SUMMARY
     tmp = path.with_suffix(".json.tmp")
     tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
@@ -40,7 +51,10 @@ def _run_dir(path: str | Path) -> Path:
     return p
 
 
-def load_summary(path: str | Path) -> dict:
+def load_summary(path: str | Path) -> Summary:
+    """A saved run's summary, checked against the types of ``loadgen.summary`` (a file of an
+    earlier loadgen with the same ``schema_version`` loads; a damaged one is a ``ResultError``
+    naming where)."""
     p = _run_dir(path) / SUMMARY
     if not p.exists():
         raise ResultError(
@@ -54,7 +68,7 @@ def load_summary(path: str | Path) -> dict:
             f"{p}: schema_version {version!r} is not supported by this loadgen "
             f"(it reads version {SCHEMA_VERSION}); use the loadgen version that wrote it"
         )
-    return summary
+    return validate(summary, str(p))
 
 
 class SkippedLinesWarning(UserWarning):

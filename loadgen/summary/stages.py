@@ -1,0 +1,127 @@
+"""The blocks of a run in stages: each stage's summary, the curve over them, the capacity search."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, with_config
+from typing_extensions import NotRequired, TypedDict
+
+from loadgen.summary.common import DOCS
+from loadgen.summary.measures import Counts, Metrics, SlaBlock, Window
+
+
+@with_config(DOCS)
+class StageSummary(TypedDict, total=True):
+    """one stage: the same counts, window, metrics and sla blocks as the whole run, for its own requests"""
+
+    index: int
+    """the stage's number; records carry it as `stage`"""
+    name: str
+    """the stage's name (c=8, rate=4, or the profile's)"""
+    load: dict[str, Any]
+    """the stage's load level: concurrency or rate, arrival, cap, length, ramp_s, warm-up"""
+    interrupted: NotRequired[bool]
+    """the run was stopped during this stage"""
+    counts: Counts
+    """the stage's request accounting (as the whole run's counts)"""
+    window: NotRequired[Window]
+    """the stage's measured window"""
+    metrics: Metrics
+    """the stage's metrics (as the whole run's metrics)"""
+    sla: SlaBlock
+    """the SLA evaluated on the stage alone"""
+    steady_state: dict[str, Any]
+    """steady: completion rate and in-flight requests within 20% from the first to the last third of the
+    stage's dispatch window; reason when not"""
+
+
+@with_config(DOCS)
+class Curve(TypedDict, total=False):
+    """multi-stage runs only: the latency-throughput curve over the stages"""
+
+    x: Literal["concurrency", "rate"]
+    """the offered-load knob the stages varied"""
+    points: list[dict[str, Any]]
+    """per stage: offered load, throughput, output tokens/s, goodput, attained fraction, TTFT/TPOT/E2E/ITL
+    p50/p90/p99, SLA verdict, steady"""
+    knee: dict[str, Any] | None
+    """the last stage before p99 TTFT grows faster than throughput (null: it never did over the stages
+    measured)"""
+    last_stage_meeting_sla: int | None
+    """the highest-numbered stage whose SLA verdict is pass"""
+    rules: dict[str, Any]
+    """the steady-state and knee rules in words"""
+
+
+@with_config(DOCS)
+class CapacityStages(TypedDict, total=True):
+    """one stage of the search"""
+
+    stage: int
+    """the stage's index"""
+    rate: float
+    """the level asked: the Poisson rate, req/s"""
+    offered_rps: NotRequired[float | None]
+    """the rate offered: measured requests over the time from the first one's schedule to the stage's end"""
+    attainment: float | None
+    """fraction of its measured ok + failed requests that met every SLO"""
+    passed: bool
+    """attainment >= the target"""
+    requests: NotRequired[int]
+    """measured requests counted (ok + failed)"""
+    throughput_rps: float | None
+    """ok requests per second of its window"""
+    ttft_p99_ms: float | None
+    """p99 TTFT, ms"""
+    tpot_p99_ms: float | None
+    """p99 TPOT, ms"""
+    error_rate: NotRequired[float | None]
+    """failed / (ok + failed)"""
+    counted: NotRequired[bool]
+    """false when the client lagged (p99 send lag > 10 ms): the stage did not offer its rate and the search
+    ignored it"""
+
+
+@with_config(DOCS)
+class Capacity(TypedDict, total=True):
+    """`loadgen capacity` runs only (also its capacity.json): the highest request rate at which at least
+    `attainment` of requests met every per-request SLO (DistServe's goodput), found by bracketing,
+    bisecting and re-measuring open-loop Poisson stages; rates are the rates the stages offered (measured
+    requests over their windows)"""
+
+    capacity_rps: float | None
+    """the rate offered at the highest passing level, req/s; null when no level passed"""
+    capacity_level_rps: NotRequired[float | None]
+    """that level as asked (the stages' nominal Poisson rate), req/s"""
+    ci95: Annotated[list[float | None], Field(min_length=2, max_length=2)]
+    """95% interval of the capacity [low, high], req/s: 2.5th percentile of the highest passing rate and
+    97.5th of the lowest failing rate over moving-block bootstrap resamples of the stages' good flags;
+    null where the data give no bound (nothing passed: low; nothing failed: high)"""
+    crossing_rps: NotRequired[float | None]
+    """median over the resamples of the rate where attainment crosses the target, interpolated linearly
+    between the bracketing rates"""
+    attainment: float
+    """the target A: the fraction of requests that must meet every SLO"""
+    attainment_at_capacity: NotRequired[float | None]
+    """the attainment measured at the capacity level, its stages pooled"""
+    slos: dict[str, float]
+    """the per-request SLOs searched against (ttft_ms, tpot_ms, e2e_ms), ms"""
+    goodput_rps: float | None
+    """requests meeting every SLO per second at the capacity level (mean of its stages)"""
+    output_tokens_per_s: float | None
+    """output tokens per second at the capacity level (mean of its stages)"""
+    usd_per_million_output_tokens: float | None
+    """GPU cost per million output tokens at the capacity level: gpu_hour_cost x gpu_count / 3600 /
+    output_tokens_per_s x 1e6; null without a price"""
+    gpu_hour_cost_usd: NotRequired[float | None]
+    """the GPU-hour price used (--gpu-hour-cost or the gpu_hour_cost label)"""
+    gpu_count: NotRequired[float | None]
+    """GPUs priced (--gpu-count, the gpu_count label, or 1)"""
+    stages: list[CapacityStages]
+    """every stage in the order run (the same index as summary.stages and the records' `stage`)"""
+    stopped_because: str | None
+    """null when the search ended on its own rules (precision reached, ends re-measured); else why it
+    stopped: stage budget, --max-rate, client bottleneck, server errors, interrupted"""
+    method: str
+    """the search and interval method in words, with its settings"""
