@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from loadgen.analysis.runs import (
 from loadgen.analysis.table import RecordTable
 from loadgen.errors import ResultError
 from loadgen.records import ReadReport, RequestRecord
+from loadgen.summary import Summary
 
 __all__ = [
     "GROUND_TRUTH",
@@ -40,24 +40,28 @@ __all__ = [
 
 
 class RunResult:
-    """A finished run: its folder and summary. Its records are not held by the run (a long
-    run's do not fit in memory as Python objects): ``table`` reads them from the folder's
-    requests.jsonl as a ``RecordTable`` (a few bytes a chunk) when first asked for, and
-    ``records`` rebuilds them from it; both are kept once read. ``records``, when given (the
-    older three-argument form), are used instead of the file."""
+    """A finished run: its folder and its typed summary (``loadgen.summary.Summary``). Its
+    records are not held by the run (a long run's do not fit in memory as Python objects):
+    ``table`` reads them from the folder's requests.jsonl as a ``RecordTable`` (a few bytes a
+    chunk) when first asked for, and ``records`` rebuilds them from it; both are kept once read."""
 
     __slots__ = ("_records", "_table", "run_dir", "summary")
 
-    def __init__(
-        self, run_dir: str | Path, summary: dict, records: Iterable[RequestRecord] | None = None
-    ) -> None:
+    def __init__(self, run_dir: str | Path, summary: Summary) -> None:
         self.run_dir = Path(run_dir)
         self.summary = summary
-        self._records = None if records is None else list(records)
+        self._records: list[RequestRecord] | None = None
         self._table: RecordTable | None = None
 
+    @classmethod
+    def load(cls, path: str | Path) -> RunResult:
+        """A saved run, its summary checked against the types (``load_summary``)."""
+        run_dir = Path(path)
+        run_dir = run_dir.parent if run_dir.is_file() else run_dir
+        return cls(run_dir, load_summary(run_dir))
+
     def __repr__(self) -> str:
-        return f"RunResult(run_dir={str(self.run_dir)!r}, run_id={self.summary.get('run_id')!r})"
+        return f"RunResult(run_dir={str(self.run_dir)!r}, run_id={self.summary['run_id']!r})"
 
     @property
     def run_id(self) -> str:
@@ -66,9 +70,7 @@ class RunResult:
     @property
     def table(self) -> RecordTable:
         if self._table is None:
-            self._table = (
-                load_table(self.run_dir) if self._records is None else RecordTable.from_records(self._records)
-            )
+            self._table = load_table(self.run_dir)
         return self._table
 
     @property

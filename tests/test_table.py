@@ -346,12 +346,10 @@ class TestResultFiles:
     def test_run_result_reads_its_records_when_asked(self, tmp_path):
         records = mixed_records(30)
         write_records(tmp_path / "requests.jsonl", records)
-        res = RunResult(tmp_path, {"run_id": "r"})
+        res = RunResult(tmp_path, {"run_id": "r"})  # type: ignore[typeddict-item]
         assert res.run_id == "r" and len(res.table) == 30 and res.table is res.table
         assert res.records == [as_stored(r) for r in records] and res.records is res.records
         pd.testing.assert_frame_equal(res.frame(), metrics.request_frame(records))
-        given = RunResult(tmp_path, {"run_id": "r"}, records[:3])  # the older three-argument form
-        assert given.records == records[:3] and len(given.table) == 3
 
 
 def synthetic_run(run_dir: Path, requests: int, chunks: int = 64) -> None:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from loadgen.analysis import curve as curve_mod
 from loadgen.analysis.gate_stages import capacity_of
+from loadgen.summary import StageSummary
 
 LABEL_FIELDS: tuple[str, ...] = (
     "target.builtin_simulator.config.preset",
@@ -211,4 +212,4 @@ def _one_point(summary: Mapping[str, Any]) -> dict[str, Any]:
         "sla": summary.get("sla") or {},
         "steady_state": {"steady": None},
     }
-    return curve_mod.curve([stage])
+    return dict(curve_mod.curve([cast(StageSummary, stage)]))

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from loadgen.analysis.metrics import Records, as_table, mean_concurrency
+from loadgen.summary import Curve, StageSummary
 
 STEADY_TOLERANCE = 0.2
 STEADY_MIN_REQUESTS = 12
@@ -80,14 +81,14 @@ def steady_state(records: Records) -> dict[str, Any]:
     return out
 
 
-def curve(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def curve(stages: Sequence[StageSummary]) -> Curve:
     """The latency-throughput curve of per-stage summaries (each with ``index``, ``name``,
     ``load``, ``counts``, ``metrics``, ``sla``, ``steady_state``), its knee and the last stage
     that met the SLA."""
     knob = "concurrency" if all(s["load"].get("concurrency") is not None for s in stages) else "rate"
     points = []
     for s in stages:
-        m, load = s["metrics"], s["load"]
+        m, load = cast(dict[str, Any], s["metrics"]), s["load"]
         goodput = m.get("goodput") or {}
         point: dict[str, Any] = {
             "stage": s["index"],
@@ -108,7 +109,7 @@ def curve(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             point[name] = {k: dist.get(k) for k in CURVE_STATS}
         points.append(point)
     met = [p["stage"] for p in points if p["sla_verdict"] == "pass"]
-    return {
+    block = {
         "x": knob,
         "points": points,
         "knee": knee(points),
@@ -120,6 +121,7 @@ def curve(stages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
             f"(elasticity > {KNEE_ELASTICITY:g})",
         },
     }
+    return cast(Curve, block)
 
 
 def knee(points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import orjson
 
 from loadgen.analysis.metrics import distribution
 from loadgen.analysis.table import RecordTable
+from loadgen.summary import Fidelity
 
 # Verdict thresholds (ms): a lag p99 above these fails. The first token sets TTFT, and 1 ms is a
 # tenth of the smallest ITL a GPU server streams at (about 10 ms). Chunks get twice that: when
@@ -52,7 +53,7 @@ FIELDS: tuple[str, ...] = (
 PREFIX = "fidelity."
 
 
-def assess(table: RecordTable, ground_truth: Path) -> dict[str, Any] | None:
+def assess(table: RecordTable, ground_truth: Path) -> Fidelity | None:
     """The ``fidelity`` block of a run whose server was the built-in simulator, or None when
     there is no ground-truth log to match (an external server)."""
     if not ground_truth.is_file():
@@ -74,7 +75,7 @@ def assess(table: RecordTable, ground_truth: Path) -> dict[str, Any] | None:
                 continue
             lags.add(table, base, row, truth)
             matched += 1
-    return _block(lags, matched, len(wanted))
+    return cast(Fidelity, _block(lags, matched, len(wanted)))
 
 
 def _eligible_rows(table: RecordTable) -> np.ndarray:

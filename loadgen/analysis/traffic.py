@@ -10,18 +10,19 @@ so TTFT by turn shows the cache working (or not).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from loadgen.analysis.metrics import derived_columns, distribution
 from loadgen.analysis.table import RecordTable
+from loadgen.summary import Quality, Sessions
 
 # Turns past this are reported together (the last row counts every later turn).
 MAX_TURN_ROWS = 16
 
 
-def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> dict[str, Any] | None:
+def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> Quality | None:
     """Accuracy of the measured ok requests scored against an expected answer; None when no
     request carried one and no answer was kept."""
     measured = ~table.column("warmup")
@@ -42,7 +43,7 @@ def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> dict[s
     }
 
 
-def sessions(table: RecordTable) -> dict[str, Any] | None:
+def sessions(table: RecordTable) -> Sessions | None:
     """Sessions, turns per session, and TTFT and prompt length by turn (measured ok requests);
     None for a run without sessions."""
     has = table.present("session_id")
@@ -69,12 +70,13 @@ def sessions(table: RecordTable) -> dict[str, Any] | None:
                 "prompt_tokens_mean": _mean(prompt[pick & has_prompt]),
             }
         )
-    return {
+    block = {
         "sessions": int(np.unique(ids).size),
         "turns_per_session": distribution(per_session) if per_session.size else None,
         "failed_turns": int((measured & ~table.column("ok")).sum()),
         "by_turn": rows,
     }
+    return cast(Sessions, block)
 
 
 def _mean(values: np.ndarray) -> float | None:

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from loadgen.config import Profile, load_profile
-from loadgen.config.stages import Stage
+from loadgen.config.stages import resolve_stages
 from loadgen.errors import RunError
 from loadgen.redact import redact_url
 from loadgen.result import REQUESTS, SUMMARY, RunResult
@@ -29,6 +28,7 @@ from loadgen.runner.fleet import resolve_workers
 from loadgen.runner.plan import StagePlan
 from loadgen.runner.prepare import make_run_dir, prepare, start_simulator, target_for
 from loadgen.runner.summarize import summarize
+from loadgen.summary import ClientSelfcheck
 
 __all__ = ["Progress", "RunError", "run", "run_async"]
 
@@ -74,15 +74,12 @@ async def run_async(
             url, sim_info = sim.url, {"config": sim.config.model_dump(mode="json")}
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
-        prepared = await prepare(profile, run_dir, target, status)
-        if sim_info is None:
-            prepared.selfcheck = selfcheck_against(profile, prepared.stages)
-            if prepared.selfcheck and prepared.selfcheck["above_ceiling"]:
-                status("warning: " + prepared.selfcheck["message"])
+        checked = None if sim_info is not None else selfcheck_against(profile)
+        if checked is not None and checked["above_ceiling"]:
+            status("warning: " + checked.get("message", ""))
+        prepared = await prepare(profile, run_dir, target, status, checked)
         status(f"running {profile.name}: {redact_url(target.url)} {prepared.model}")
         executed = await execute(prepared, stop, on_progress, status, plan)
-        if plan is not None:
-            prepared.stages = [o.stage for o in executed.stages]
         try:
             summary = summarize(prepared, executed)
         except OSError as exc:
@@ -103,10 +100,11 @@ async def run_async(
     raise AssertionError("unreachable")
 
 
-def selfcheck_against(profile: Profile, stages: Sequence[Stage]) -> dict[str, Any] | None:
+def selfcheck_against(profile: Profile) -> ClientSelfcheck | None:
     """This run's highest load level beside the machine's saved self-check (``loadgen
     selfcheck``) for its transport, loop kind and number of worker processes; None when there
     is none (or the workers are Ray actors, which run on other machines)."""
+    stages = resolve_stages(profile.load, profile.workload)
     if profile.client.ray or not stages:
         return None
     top = max(stages, key=lambda s: s.level)

@@ -12,6 +12,9 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
+
+from loadgen.summary.conditions import ConditionsClient, ConditionsHost
 
 _LIBRARIES = (
     "httpx",
@@ -62,7 +65,9 @@ def git_commit(path: Path | None = None) -> str | None:
     return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
 
 
-def client_info(transport: str, event_loop: str) -> dict:
+def client_info(
+    transport: str, event_loop: str, workers: int, placement: Literal["in-process", "processes", "ray"]
+) -> ConditionsClient:
     from loadgen import __version__
 
     return {
@@ -73,10 +78,12 @@ def client_info(transport: str, event_loop: str) -> dict:
         "transport": transport,
         "event_loop": event_loop,
         "libraries": library_versions(),
+        "workers": workers,
+        "placement": placement,
     }
 
 
-def host_info() -> dict:
+def host_info() -> ConditionsHost:
     usable: int | None
     try:
         usable = len(os.sched_getaffinity(0))

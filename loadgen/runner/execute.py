@@ -25,7 +25,7 @@ from loadgen.runner.driver import DriveResult
 from loadgen.runner.fleet import Fleet, InProcess, Workers, resolve_workers
 from loadgen.runner.plan import FixedPlan, StageOutcome, StagePlan, shape_for
 from loadgen.runner.prepare import Prepared
-from loadgen.server.scraper import ServerMetricsScraper, ServerSeries
+from loadgen.server.scraper import ServerMetricsScraper, ServerSeries, write_rows
 
 _PROGRESS_EVERY_S = 0.25
 
@@ -50,6 +50,9 @@ class Executed:
     sink_error: SinkError | None
     records_saved: int
     stages: list[StageOutcome]
+    # Stages the run was made of: the profile's (all of them, even when it was stopped before
+    # the last), or as many as a plan (the capacity search) decided to run.
+    planned_stages: int
     workers: list[dict[str, Any]]  # per worker: where, CPU, loop lag, clock (fleet.figures)
     lost: list[str]  # one sentence per worker lost during the run
 
@@ -98,13 +101,25 @@ async def execute(
         ended_at = dt.datetime.now(dt.timezone.utc)
         result = _joined(outcomes)
         series = await scraper.stop(expected_requests=result.ok)
+        write_rows(p.run_dir, series)
     finally:
         if scraper is not None:
             await scraper.aclose()
         await p.transport.aclose()
     figures = fleet.figures((result.ended_ns - result.started_ns) / 1e9)
+    planned = len(outcomes) if plan is not None else len(p.stages)
     return Executed(
-        result, cpu_s, started_at, ended_at, series, sink.error, sink.count, outcomes, figures, fleet.lost()
+        result,
+        cpu_s,
+        started_at,
+        ended_at,
+        series,
+        sink.error,
+        sink.count,
+        outcomes,
+        planned,
+        figures,
+        fleet.lost(),
     )
 
 

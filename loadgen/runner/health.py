@@ -7,12 +7,13 @@ timer lateness, CPU use and send lag, and a ``client_limited`` warning with the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from loadgen.analysis import metrics
 from loadgen.analysis.table import as_table
+from loadgen.summary import ClientHealth, ClientSelfcheck
 
 # The client is saturated (and its latencies inflated) when its event loop runs this late, or
 # its process burns this much of one core.
@@ -21,10 +22,17 @@ CPU_BUSY_LIMIT = 0.9
 
 
 def assess(
-    result: Any, cpu_s: float, records: Any, capped: bool, workers: list[dict[str, Any]] | None = None
-) -> dict:
+    result: Any,
+    cpu_s: float,
+    records: Any,
+    capped: bool,
+    workers: list[dict[str, Any]] | None = None,
+    selfcheck: ClientSelfcheck | None = None,
+) -> ClientHealth:
     """The client's own figures, and one ``client_limited`` warning when any says it was the
     bottleneck (then its latencies contain its own delay, and the summary says so).
+    ``selfcheck``: the machine's saved ceiling beside the load asked for (real servers only),
+    kept in the block, with an ``above_selfcheck`` warning when the load was above it.
 
     ``workers`` (``fleet.figures``): with more than one, every rule is applied to each worker
     on its own figures and records, and a reason names the worker it concerns: one saturated
@@ -41,25 +49,8 @@ def assess(
         "warnings": [],
     }
     table = as_table(records)
-    reasons: list[str] = []
     if workers is not None and len(workers) > 1:
-        scalars = table.without_chunks()  # a worker's share is judged on its sends: no chunk copies
-        worker_of = scalars.column("worker")
-        out["workers"] = []
-        for w in workers:
-            mine = scalars.select(worker_of == w["worker"])
-            block, why = _one(
-                metrics.distribution(np.asarray(w["loop_lag_ns"], dtype=np.int64) / 1e6),
-                metrics.distribution(np.asarray(w["wake_late_ns"], dtype=np.int64) / 1e6),
-                w["cpu_busy_fraction"],
-                mine,
-                capped,
-            )
-            name = f"worker {w['worker']} ({w['where']})"
-            reasons += [f"{name}: {r}" for r in why]
-            out["warnings"] += [dict(x, worker=w["worker"]) for x in block.pop("warnings")]
-            keep = {k: v for k, v in w.items() if k not in ("loop_lag_ns", "wake_late_ns")}
-            out["workers"].append({**keep, **block, "client_limited": bool(why)})
+        reasons = _per_worker(out, workers, table, capped)
         # The parent only routes records in a multi-worker run: its CPU is reported, not judged;
         # the run's CPU is every process's, and its busy fraction the busiest worker's.
         out["parent_cpu_seconds"], out["parent_cpu_busy_fraction"] = cpu_s, cpu_frac
@@ -81,7 +72,35 @@ def assess(
             },
         )
     out["client_limited"] = bool(reasons)
-    return out
+    if selfcheck is not None:
+        out["selfcheck"] = selfcheck
+        if selfcheck["above_ceiling"]:
+            out["warnings"].append({"warning": "above_selfcheck", "message": selfcheck.get("message", "")})
+    return cast(ClientHealth, out)
+
+
+def _per_worker(out: dict[str, Any], workers: list[dict[str, Any]], table: Any, capped: bool) -> list[str]:
+    """Each worker judged on its own figures and records: its block goes to ``out["workers"]``,
+    its warnings (with its index) to ``out["warnings"]``; the reasons, each naming its worker."""
+    scalars = table.without_chunks()  # a worker's share is judged on its sends: no chunk copies
+    worker_of = scalars.column("worker")
+    out["workers"] = []
+    reasons: list[str] = []
+    for w in workers:
+        mine = scalars.select(worker_of == w["worker"])
+        block, why = _one(
+            metrics.distribution(np.asarray(w["loop_lag_ns"], dtype=np.int64) / 1e6),
+            metrics.distribution(np.asarray(w["wake_late_ns"], dtype=np.int64) / 1e6),
+            w["cpu_busy_fraction"],
+            mine,
+            capped,
+        )
+        name = f"worker {w['worker']} ({w['where']})"
+        reasons += [f"{name}: {r}" for r in why]
+        out["warnings"] += [dict(x, worker=w["worker"]) for x in block.pop("warnings")]
+        keep = {k: v for k, v in w.items() if k not in ("loop_lag_ns", "wake_late_ns")}
+        out["workers"].append({**keep, **block, "client_limited": bool(why)})
+    return reasons
 
 
 def _one(loop_lag: dict, wake: dict, cpu_frac: float, table: Any, capped: bool) -> tuple[dict, list[str]]:

@@ -33,6 +33,7 @@ from loadgen.runner.driver import SpecSource
 from loadgen.runner.plan import pool_size
 from loadgen.server import fit
 from loadgen.server.context import fit_context
+from loadgen.summary import ClientSelfcheck
 from loadgen.workload import Workload, build_schedule
 
 _NAME_IN_ID = 48  # characters of the profile name kept in a generated run id
@@ -65,7 +66,7 @@ class Prepared:
     stages: list[Stage]  # the profile's load levels (one for a single-stage run)
     total: int | None  # requests the run will send, when known in advance
     # The saved self-check beside this run's load (runner.selfcheck_store.judge): real targets only.
-    selfcheck: dict[str, Any] | None = None
+    selfcheck: ClientSelfcheck | None
 
 
 def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[str, Any] | None) -> Target:
@@ -101,8 +102,15 @@ def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[s
     return Target(url, opts, scrubber, sim_info)
 
 
-async def prepare(profile: Profile, run_dir: Path, target: Target, status: Callable[[str], None]) -> Prepared:
-    """Probe the server, build the workload and the shape; the caller closes ``transport``."""
+async def prepare(
+    profile: Profile,
+    run_dir: Path,
+    target: Target,
+    status: Callable[[str], None],
+    selfcheck: ClientSelfcheck | None = None,
+) -> Prepared:
+    """Probe the server, build the workload and the shape; the caller closes ``transport``.
+    ``selfcheck``: the machine's saved ceiling beside this run's load, carried to the summary."""
     t, load = profile.target, profile.load
     transport = make_transport(t.transport, target.opts)
     try:
@@ -143,6 +151,7 @@ async def prepare(profile: Profile, run_dir: Path, target: Target, status: Calla
         prompt_fit,
         stages,
         total,
+        selfcheck,
     )
 
 

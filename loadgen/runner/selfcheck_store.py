@@ -20,9 +20,10 @@ import platform
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from loadgen.runner.fleet import usable_cores
+from loadgen.summary import ClientSelfcheck
 
 FILE = "selfcheck.json"
 
@@ -113,7 +114,7 @@ def lookup(transport: str, mode: str, workers: int, path: Path | None = None) ->
     return None
 
 
-def judge(requested: float, workers: int, saved: dict[str, Any] | None) -> dict[str, Any] | None:
+def judge(requested: float, workers: int, saved: dict[str, Any] | None) -> ClientSelfcheck | None:
     """The summary's ``client.selfcheck`` block for a run asking for ``requested`` (concurrency
     or req/s) on ``workers`` workers: the saved ceiling beside it and whether it is above."""
     if saved is None:
@@ -121,7 +122,9 @@ def judge(requested: float, workers: int, saved: dict[str, Any] | None) -> dict[
     ceiling = saved["ceiling"]
     above = ceiling is None or requested > ceiling
     unit = saved["unit"]
-    block = {**saved, "requested": requested, "workers": workers, "above_ceiling": above}
+    block = cast(
+        ClientSelfcheck, {**saved, "requested": requested, "workers": workers, "above_ceiling": above}
+    )
     if above:
         limit = "no load at all" if ceiling is None else f"{ceiling:g} {unit}"
         block["message"] = (

@@ -10,7 +10,7 @@ the run's scrubber, so no credential the client sent reaches the file.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -23,20 +23,24 @@ from loadgen.runner import conditions, health
 from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
-from loadgen.server.scraper import attach as attach_server_metrics
+from loadgen.server.scraper import server_view
+from loadgen.summary import Conditions, Counts, EndedBy, StageSummary, Summary
+from loadgen.summary.conditions import ConditionsLengthsRealised, ConditionsPromptLengths, ConditionsServer
 from loadgen.workload import Workload
 from loadgen.workload.lengths import describe
 
 
-def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
+def summarize(p: Prepared, ex: Executed) -> Summary:
     """The summary of a run that was prepared and executed, written to the run folder. It is
     computed from requests.jsonl, read back columnar: the run kept no record in memory, and
-    a run split among workers is summarised from their merged records like any other."""
+    a run split among workers is summarised from their merged records like any other. Each
+    block comes from the function that owns it, and they are put together here, once."""
     profile = p.profile
     give_back_freed_memory()
     table = RecordTable.from_file(p.run_dir / REQUESTS)
     reason = incomplete_reason(ex)
-    summary: dict[str, Any] = {
+    measured = _measured(table, profile.sla, incomplete=reason is not None)
+    summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": p.run_dir.name,
         "started_at": ex.started_at.isoformat(),
@@ -44,71 +48,80 @@ def summarize(p: Prepared, ex: Executed) -> dict[str, Any]:
         "interrupted": ex.result.interrupted,
         "complete": reason is None,
         "incomplete_reason": reason,
-        "conditions": _conditions(p, table, len(ex.workers)),
+        "conditions": _conditions(p, ex, table),
+        "counts": measured["counts"],
+        "window": measured["window"],
+        "metrics": measured["metrics"],
+        "sla": measured["sla"],
+        "ended_by": ended_by(p, ex, measured["counts"], reason),
+        "client": health.assess(
+            ex.result,
+            ex.cpu_s,
+            table,
+            capped=bool(profile.load.max_concurrency),
+            workers=ex.workers,
+            selfcheck=p.selfcheck,
+        ),
     }
-    fit = p.prompt_fit
-    summary["conditions"]["prompt_lengths"] = fit
-    if fit["method"].startswith("server /tokenize") and fit["exact"] == fit["requests_fitted"]:
-        summary["conditions"]["prompt_lengths_approximate"] = False
-    summary.update(metrics.summarize(table, sla=profile.sla))
-    summary["ended_by"] = ended_by(p, ex, summary["counts"], reason)
-    if reason is not None and summary["sla"]["verdict"] != "none":
-        summary["sla"]["verdict"] = "incomplete"
-    if len(p.stages) > 1:
+    if ex.planned_stages > 1:
         stage_of = table.column("stage")
-        summary["stages"] = [_stage(o, profile, table.select(stage_of == o.stage.index)) for o in ex.stages]
-        summary["curve"] = curve.curve(summary["stages"])
-    summary["client"] = health.assess(
-        ex.result, ex.cpu_s, table, capped=bool(profile.load.max_concurrency), workers=ex.workers
-    )
-    if p.selfcheck is not None:  # the saved ceiling of this machine beside the load asked for
-        summary["client"]["selfcheck"] = p.selfcheck
-        if p.selfcheck["above_ceiling"]:
-            warning = {"warning": "above_selfcheck", "message": p.selfcheck["message"]}
-            summary["client"]["warnings"].append(warning)
+        stages = [_stage(o, profile, table.select(stage_of == o.stage.index)) for o in ex.stages]
+        summary["stages"] = stages
+        summary["curve"] = curve.curve(stages)
     answers = profile.output.answers
-    block = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
-    if block is not None:
-        summary["quality"] = block
-    block = traffic.sessions(table)
-    if block is not None:
-        summary["sessions"] = block
+    quality = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
+    if quality is not None:
+        summary["quality"] = quality
+    sessions = traffic.sessions(table)
+    if sessions is not None:
+        summary["sessions"] = sessions
     if p.target.sim_info is not None:  # the built-in simulator served: its log is the truth
-        block = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
-        if block is not None:
-            summary["fidelity"] = block
+        truth = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
+        if truth is not None:
+            summary["fidelity"] = truth
     if ex.server_series is not None:
-        attach_server_metrics(summary, p.run_dir, ex.server_series, table)
+        warmup = bool(measured["counts"]["warmup"])
+        summary["server"] = server_view(ex.server_series, measured["window"], warmup, table)
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
 
 
-def _stage(o: StageOutcome, profile: Any, table: RecordTable) -> dict[str, Any]:
+def _measured(table: RecordTable, sla: Any, incomplete: bool) -> StageSummary:
+    """The counts, window, metrics and SLA blocks of ``table`` (a run's or a stage's records);
+    the verdict of a run or stage stopped before its limits is ``incomplete``, never ``pass``."""
+    block = cast(StageSummary, metrics.summarize(table, sla=sla))
+    if incomplete and block["sla"]["verdict"] != "none":
+        block["sla"]["verdict"] = "incomplete"
+    return block
+
+
+def _stage(o: StageOutcome, profile: Any, table: RecordTable) -> StageSummary:
     """One stage's own summary: on its own measured window (its warm-up and ramp excluded)."""
     s = o.stage
-    block: dict[str, Any] = {
+    measured = _measured(table, profile.sla, incomplete=o.result.interrupted)
+    return {
         "index": s.index,
         "name": s.name,
         "load": s.load(),
         "interrupted": o.result.interrupted,
+        "counts": measured["counts"],
+        "window": measured["window"],
+        "metrics": measured["metrics"],
+        "sla": measured["sla"],
+        "steady_state": curve.steady_state(table),
     }
-    block.update(metrics.summarize(table, sla=profile.sla))
-    if o.result.interrupted and block["sla"]["verdict"] != "none":
-        block["sla"]["verdict"] = "incomplete"
-    block["steady_state"] = curve.steady_state(table)
-    return block
 
 
-def ended_by(p: Prepared, ex: Executed, counts: dict[str, Any], reason: str | None) -> dict[str, Any]:
+def ended_by(p: Prepared, ex: Executed, counts: Counts, reason: str | None) -> EndedBy:
     """Which limit ended the run, said in words: a user who gave ``--duration 60`` to a profile
     with ``num_requests: 200`` must see that the count, not the time, ended it."""
     work = p.profile.workload
     seconds = (ex.result.ended_ns - ex.result.started_ns) / 1e9
     if reason is not None:
         return {"limit": "stopped", "text": f"stopped early: {reason}"}
-    if len(p.stages) > 1:
-        return {"limit": "stages", "text": f"all {len(p.stages)} stages ran, each to its own limit"}
+    if ex.planned_stages > 1:
+        return {"limit": "stages", "text": f"all {ex.planned_stages} stages ran, each to its own limit"}
     if work.trace is not None:
         return {"limit": "trace", "text": f"the trace's end ({counts['sent']} requests sent)"}
     n, d = work.num_requests, work.duration_s
@@ -145,9 +158,17 @@ def incomplete_reason(ex: Executed) -> str | None:
     return None
 
 
-def _conditions(p: Prepared, table: RecordTable, workers: int) -> dict[str, Any]:
+def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
+    """What the numbers were measured under: the target and what it said of itself, the
+    resolved profile, the lengths asked for and realised, the client and the host."""
     profile, t = p.profile, p.profile.target
+    workers = len(ex.workers)
     resolved = profile.resolved()
+    fit = p.prompt_fit
+    exact = fit["method"].startswith("server /tokenize") and fit["exact"] == fit["requests_fitted"]
+    server = dict(p.server)
+    if ex.server_series is not None and ex.server_series.available:
+        server["metrics_labels"] = ex.server_series.labels
     tls = None
     if p.target.url.startswith("https://"):
         tls = {"verify": t.verify_tls, "ca_bundle": t.ca_bundle}
@@ -160,7 +181,7 @@ def _conditions(p: Prepared, table: RecordTable, workers: int) -> dict[str, Any]
             "builtin_simulator": p.target.sim_info,
             "tls": tls,
         },
-        "server": p.server,
+        "server": cast(ConditionsServer, server),
         "profile": redact_profile(resolved),
         "seed": profile.workload.seed,
         "load": resolved["load"],
@@ -171,19 +192,21 @@ def _conditions(p: Prepared, table: RecordTable, workers: int) -> dict[str, Any]
             },
             "realised": _realised(p.workload, table),
         },
-        "prompt_lengths_approximate": p.workload.approximate_prompt_lengths,
+        "prompt_lengths_approximate": p.workload.approximate_prompt_lengths and not exact,
+        "prompt_lengths": cast(ConditionsPromptLengths, fit),
         "traffic": p.workload.traffic(),
-        "client": {
-            **conditions.client_info(t.transport, type(asyncio.get_running_loop()).__module__),
-            "workers": workers,
-            "placement": "ray" if profile.client.ray else "processes" if workers > 1 else "in-process",
-        },
+        "client": conditions.client_info(
+            t.transport,
+            type(asyncio.get_running_loop()).__module__,
+            workers,
+            "ray" if profile.client.ray else "processes" if workers > 1 else "in-process",
+        ),
         "host": conditions.host_info(),
         "labels": dict(profile.labels),
     }
 
 
-def _realised(workload: Workload, table: RecordTable) -> dict[str, Any]:
+def _realised(workload: Workload, table: RecordTable) -> ConditionsLengthsRealised:
     """Lengths as sampled by the workload (of the measured requests), and as the server
     reported them (of the measured ok ones)."""
     measured = ~table.column("warmup")

@@ -10,9 +10,10 @@ parsed after the load. The last scrape is taken after the load ends (retried for
 until the server's TTFT histogram has counted every request, as its bookkeeping may trail the
 stream's end), so histogram deltas cover the whole run.
 
-Results: ``server_metrics.jsonl`` in the run folder, one line per scrape (``t_ns`` on loadgen's
-``perf_counter_ns`` clock, the midpoint of the GET; ``rtt_ms``; the normalized row), the
-summary's ``server`` block and ``conditions.server.metrics_labels``.
+Results: ``server_metrics.jsonl`` in the run folder (``write_rows``), one line per scrape
+(``t_ns`` on loadgen's ``perf_counter_ns`` clock, the midpoint of the GET; ``rtt_ms``; the
+normalized row), and the summary's ``server`` block (``server_view``); the engine's labels
+(``ServerSeries.labels``) go to ``conditions.server.metrics_labels``.
 """
 
 from __future__ import annotations
@@ -22,13 +23,14 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.clock import now_ns
 from loadgen.server import metrics as sm
+from loadgen.summary import ServerView, Window
 
 SERVER_METRICS = "server_metrics.jsonl"
 TRTLLM_PROMETHEUS_PATH = "/prometheus/metrics"
@@ -230,9 +232,18 @@ class ServerMetricsScraper:
             await self._transport.aclose()
 
 
-def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Any) -> None:
-    """Write ``server_metrics.jsonl`` and put the ``server`` block and the engine's
-    configuration labels into ``summary``. ``records``: the run's ``RecordTable``, or a
+def write_rows(run_dir: Path, series: ServerSeries) -> None:
+    """``server_metrics.jsonl``: one line per scrape kept, when the server served its metrics."""
+    if not series.available:
+        return
+    with open(Path(run_dir) / SERVER_METRICS, "wb") as f:
+        for row in series.rows:
+            f.write(orjson.dumps(row) + b"\n")
+
+
+def server_view(series: ServerSeries, window: Window, includes_warmup: bool, records: Any) -> ServerView:
+    """The summary's ``server`` block: what was scraped, over the run's measured ``window``, with
+    the client's means beside the server's. ``records``: the run's ``RecordTable``, or a
     sequence of its records (``metrics.client_means`` takes either)."""
     block: dict[str, Any] = {
         "available": series.available,
@@ -244,11 +255,8 @@ def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Any) -> 
     }
     if series.available:
         rows = series.rows
-        with open(Path(run_dir) / SERVER_METRICS, "wb") as f:
-            for row in rows:
-                f.write(orjson.dumps(row) + b"\n")
-        window = summary.get("window") or {}
-        span = (window["start_ns"], window["end_ns"]) if window.get("start_ns") is not None else None
+        start, end = window["start_ns"], window["end_ns"]
+        span = (start, end) if start is not None and end is not None else None
         rtt = [r["rtt_ms"] for r in rows]
         block.update(
             {
@@ -256,9 +264,8 @@ def attach(summary: dict, run_dir: Path, series: ServerSeries, records: Any) -> 
                 "scrapes": len(rows),
                 "failed_scrapes": series.failed,
                 "scrape_rtt_ms": {"mean": sum(rtt) / len(rtt), "max": max(rtt)} if rtt else None,
-                "includes_warmup": bool((summary.get("counts") or {}).get("warmup")),
+                "includes_warmup": includes_warmup,
             }
         )
         block.update(sm.summarize(rows, span, sm.client_means(records)))
-        summary.setdefault("conditions", {}).setdefault("server", {})["metrics_labels"] = series.labels
-    summary["server"] = block
+    return cast(ServerView, block)

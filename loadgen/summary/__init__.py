@@ -24,7 +24,7 @@ from loadgen.summary.stages import Capacity, CapacityStages, Curve, StageSummary
 
 # The layout's version: fields are added without a bump; a rename or removal bumps it, and
 # load_summary refuses versions it does not know.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 
 
 @with_config(DOCS)

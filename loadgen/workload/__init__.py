@@ -16,6 +16,8 @@ import numpy as np
 from loadgen.config import LoadConfig, WorkloadConfig
 from loadgen.config.stages import Stage
 from loadgen.records import RequestSpec
+from loadgen.summary import LengthStats
+from loadgen.summary.conditions import ConditionsTraffic
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.datasets import word_count
 from loadgen.workload.lengths import describe, sample_lengths
@@ -99,7 +101,7 @@ class Workload:
         only (a dataset's prompt is what it is; a trace's or a group's blocks must stay shared)."""
         return self._source is None and self._groups is None and self.sessions is None
 
-    def traffic(self) -> dict[str, Any]:
+    def traffic(self) -> ConditionsTraffic:
         """What shaped the prompts, for the run's conditions: the source and its figures."""
         cfg, src = self.cfg, self._source
         out: dict[str, Any] = {"source": "synthetic"}
@@ -127,7 +129,7 @@ class Workload:
             out["prefix"] = cfg.prefix.model_dump()
         if cfg.sessions is not None:
             out["sessions"] = cfg.sessions.model_dump()
-        return out
+        return cast(ConditionsTraffic, out)
 
     def schedule_ns(self) -> np.ndarray | None:
         """A trace's send offsets (ns from the start), None for any other workload."""
@@ -215,7 +217,7 @@ class Workload:
             n_user = max(n_user, TextPrompts.prefix_words)
         return n_sys + n_user
 
-    def realised(self, ids: Iterable[int]) -> dict[str, dict]:
+    def realised(self, ids: Iterable[int]) -> dict[str, LengthStats]:
         """Statistics of the prompt and output lengths of the requests actually made."""
         pairs = [(i, *self.lengths(i)) for i in ids]
         return {

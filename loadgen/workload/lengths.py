@@ -8,6 +8,7 @@ import numpy as np
 
 from loadgen.config import LengthDist
 from loadgen.config.lengths import MAX_TOKENS
+from loadgen.summary import LengthStats
 
 
 def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -30,11 +31,20 @@ def sample_lengths(dist: LengthDist, n: int, rng: np.random.Generator) -> np.nda
     return np.clip(np.nan_to_num(np.rint(raw), nan=dist.min, posinf=upper), dist.min, upper).astype(np.int64)
 
 
-def describe(values: Any) -> dict[str, float | int | None]:
+def describe(values: Any) -> LengthStats:
     """count, mean, std, min, p50, p90, p99, max of ``values`` (None for an empty input)."""
     arr = np.asarray(values, dtype=np.float64).ravel()
     if arr.size == 0:
-        return dict.fromkeys(("count", "mean", "std", "min", "p50", "p90", "p99", "max"), None) | {"count": 0}
+        return {
+            "count": 0,
+            "mean": None,
+            "std": None,
+            "min": None,
+            "p50": None,
+            "p90": None,
+            "p99": None,
+            "max": None,
+        }
     p50, p90, p99 = np.percentile(arr, [50, 90, 99])
     return {
         "count": int(arr.size),
