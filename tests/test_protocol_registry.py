@@ -160,11 +160,16 @@ class TestAProtocolOfOurOwn:
         assert (rec.ok, rec.chunk_tokens, rec.output_tokens, rec.prompt_tokens) == (True, [1, 1, 1], 3, 2)
 
     def test_its_probe_and_report_rows(self):
-        """Its probe's result is typed; the report's rows follow its SOURCES."""
+        """Its probe's result is typed; the report's rows follow its SOURCES, saved with the run,
+        and still do once the protocol is no longer registered."""
+        from loadgen.runner.prepare import server_conditions
+
         with registry.registered(EchoBackend):
-            result = asyncio.run(registry.backend("echo_generate").probe(FakeTransport(), "http://x", None))
+            backend = registry.backend("echo_generate")
+            result = asyncio.run(backend.probe(FakeTransport(), "http://x", None))
             assert result.model == "echo" and result.identity.as_dict()["engine"] == "echo"
-            rows = dict(server_rows(result.info, None))
+            saved = server_conditions(backend, result)
+        rows = dict(server_rows(saved, None))
         assert rows["server /echo/version"] == "1.0"
         assert rows["server /echo/info"] == "voices=2"
         assert "server /v1/models" not in rows

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.backends import registry
-from loadgen.backends.base import StreamingBackend
 from loadgen.report.blocks import Section, Table, Text, num
 
 
@@ -25,7 +23,7 @@ def conditions_section(summary: dict) -> Section:
         ),
         ("target", f"{tgt.get('url')} ({tgt.get('endpoint')} endpoint)"),
         ("model", str(tgt.get("model"))),
-        *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator"), tgt.get("endpoint")),
+        *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator")),
         ("load", load_shape(cond.get("load") or {})),
         ("requests", _requests(workload, cond.get("load") or {})),
         ("seed", str(cond.get("seed"))),
@@ -57,11 +55,16 @@ def conditions_section(summary: dict) -> Section:
     return Section("Conditions", tuple(blocks))
 
 
-def server_rows(server: dict, sim: Any, endpoint: str | None = None) -> list[tuple[str, str]]:
+# What a summary written before ``conditions.server.sources`` was recorded kept: the OpenAI
+# protocols' probe answers (the only probe then), read where they were heard.
+_SOURCES_BEFORE_RECORDED = (("version", "/version"), ("models", "/v1/models"))
+
+
+def server_rows(server: dict, sim: Any) -> list[tuple[str, str]]:
     """What the server told us about itself: response headers, then one row per answer its
-    protocol's probe keeps (``SOURCES`` of the registered backend: /version and /v1/models for
-    the OpenAI protocols), then its /metrics labels. The protocol is the one the probe named in
-    ``server["protocol"]``, else ``endpoint``; one no longer registered reads as OpenAI's."""
+    protocol's probe kept (``server["sources"]``: each answer's key and the path it was heard
+    at, saved with the run), then its /metrics labels. The saved run alone says how it is
+    rendered: the live protocol registry is never asked."""
     rows = []
     if sim:
         rows.append(("backend", "built-in simulator: " + _flat(sim)))
@@ -72,8 +75,7 @@ def server_rows(server: dict, sim: Any, endpoint: str | None = None) -> list[tup
             ", ".join(f"{k}: {v}" for k, v in headers.items()) or "none identifying the engine",
         )
     )
-    backend = registry.get(server.get("protocol") or endpoint or "chat") or StreamingBackend
-    for key, path in backend.SOURCES:
+    for key, path in server.get("sources") or _SOURCES_BEFORE_RECORDED:
         row = _source_row(server, key, path)
         if row is not None:
             rows.append(row)

@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 from loadgen.backends import registry
-from loadgen.backends.base import ProbeError, StreamingBackend
+from loadgen.backends.base import ProbeError, ProbeResult, StreamingBackend
 from loadgen.backends.stream import Live
 from loadgen.backends.transports import Transport, TransportOptions, make_transport
 from loadgen.config import Profile
@@ -130,7 +130,7 @@ async def prepare(
         specs, prompt_fit = await fit.fit_for_profile(
             profile, transport, probe.model, workload, total, status
         )
-        server = dict(probe.info)
+        server = server_conditions(backend_cls, probe)
         # A session's turns are built from their history as the run goes: none to check ahead.
         ahead = total if workload.sessions is None else None
         specs, server["identity"] = fit_context(probe.identity, specs, ahead, t.context_overflow)
@@ -153,6 +153,13 @@ async def prepare(
         total,
         selfcheck,
     )
+
+
+def server_conditions(backend_cls: type[StreamingBackend], probe: ProbeResult) -> dict[str, Any]:
+    """``conditions.server``: what the probe heard, and where each answer it kept was heard
+    (``sources``), so a saved run renders without asking the live protocol registry (which may
+    have changed since) what its probe reads."""
+    return {**probe.info, "sources": [list(pair) for pair in backend_cls.SOURCES]}
 
 
 def planned_total(stages: list[Stage]) -> int | None:

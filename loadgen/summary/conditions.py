@@ -82,6 +82,9 @@ class ConditionsServer(TypedDict, total=False):
 
     metrics_labels: ConditionsServerMetricsLabels
     identity: ConditionsServerIdentity
+    sources: list[list[str]]
+    """each answer the probe kept here and the path it was heard at ([key, path]): how a saved run
+    renders them"""
     props: dict[str, Any] | None
     """llama.cpp's /props: n_ctx_slot (one slot's context), total_slots, build_info, model_path"""
 
