@@ -94,9 +94,10 @@ class TestSchema:
         assert s["fidelity"]["requests_matched"] == N
         validator = jsonschema.Draft202012Validator(SCHEMA)
         assert [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(s)] == []
-        block = SCHEMA["properties"]["fidelity"]
+        assert SCHEMA["properties"]["fidelity"]["$ref"] == "#/$defs/Fidelity"
+        block = SCHEMA["$defs"]["Fidelity"]
         assert set(block["required"]) == set(s["fidelity"])
-        assert all(block["properties"][f]["$ref"] == "#/$defs/distribution" for f in FIELDS)
+        assert all(block["properties"][f]["$ref"] == "#/$defs/Distribution" for f in FIELDS)
 
     def test_a_block_of_another_shape_is_rejected(self, sim_runs):
         s = summary(sim_runs[0])

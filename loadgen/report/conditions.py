@@ -3,12 +3,15 @@ because a number without its conditions is meaningless)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from loadgen.report.blocks import Section, Table, Text, num
+from loadgen.summary import Summary
+from loadgen.summary.conditions import ConditionsClient
 
 
-def conditions_section(summary: dict) -> Section:
+def conditions_section(summary: Summary) -> Section:
     cond = summary.get("conditions") or {}
     tgt = cond.get("target") or {}
     client = cond.get("client") or {}
@@ -60,7 +63,7 @@ def conditions_section(summary: dict) -> Section:
 _SOURCES_BEFORE_RECORDED = (("version", "/version"), ("models", "/v1/models"))
 
 
-def server_rows(server: dict, sim: Any) -> list[tuple[str, str]]:
+def server_rows(server: Mapping[str, Any], sim: Any) -> list[tuple[str, str]]:
     """What the server told us about itself: response headers, then one row per answer its
     protocol's probe kept (``server["sources"]``: each answer's key and the path it was heard
     at, saved with the run), then its /metrics labels. The saved run alone says how it is
@@ -89,7 +92,7 @@ def server_rows(server: dict, sim: Any) -> list[tuple[str, str]]:
 _LISTING_SKIPPED = ("id", "object", "created", "permission", "root", "parent")
 
 
-def _source_row(server: dict, key: str, path: str) -> tuple[str, str] | None:
+def _source_row(server: Mapping[str, Any], key: str, path: str) -> tuple[str, str] | None:
     """The row of one answer the probe kept under ``server[key]``, heard at ``path``."""
     value = server.get(key)
     if key == "version":
@@ -109,7 +112,7 @@ def _source_row(server: dict, key: str, path: str) -> tuple[str, str] | None:
     return (f"server {path}", _flat(value)) if value else None
 
 
-def metrics_labels_text(labels: dict) -> str:
+def metrics_labels_text(labels: Mapping[str, Any]) -> str:
     """What the engine's metric labels and config gauges say of its configuration, flattened
     (labels whose value is None are left out)."""
     parts = [f"engine {labels.get('engine')}"]
@@ -141,7 +144,7 @@ def load_shape(load: dict) -> str:
     return f"open loop, {load.get('rate')} req/s {load.get('arrival')}{burst}{cap}{warm}"
 
 
-def lengths_blocks(lengths: dict) -> list:
+def lengths_blocks(lengths: Mapping[str, Any]) -> list:
     requested = lengths.get("requested") or {}
     realised = lengths.get("realised") or {}
     sampled = realised.get("sampled") or {}
@@ -188,7 +191,7 @@ def length_spec(spec: Any) -> str:
     return f"{kind} ({rest})"
 
 
-def _dist(d: dict | None) -> str:
+def _dist(d: Mapping[str, Any] | None) -> str:
     if not d or not d.get("count"):
         return "-"
     return " / ".join(num(d.get(k), 1) for k in ("mean", "p50", "p99", "max"))
@@ -202,7 +205,7 @@ def _requests(workload: dict, load: dict) -> str:
     return ", ".join(parts) or "-"
 
 
-def _client(client: dict) -> str:
+def _client(client: ConditionsClient) -> str:
     commit = client.get("git_commit")
     return (
         f"loadgen {client.get('loadgen_version')}"

@@ -9,8 +9,12 @@ so the report says what the run recorded even if the thresholds change later.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any, cast
+
 from loadgen.analysis import fidelity
 from loadgen.report.blocks import Alert, Section, Table, Text, num
+from loadgen.summary import Fidelity, Summary
 
 TITLE = "Measurement fidelity"
 # Row labels of the block's distributions; a name of fidelity.FIELDS missing here shows as itself.
@@ -24,7 +28,7 @@ LABELS: dict[str, str] = {
 COLUMNS: tuple[str, ...] = ("p50", "p99", "max")  # the stats shown of each distribution
 
 
-def fidelity_sections(summary: dict) -> list[Section]:
+def fidelity_sections(summary: Summary) -> list[Section]:
     """The section, in a list so the caller can splice it in: empty without a fidelity block."""
     block = summary.get("fidelity")
     if not isinstance(block, dict):
@@ -32,7 +36,7 @@ def fidelity_sections(summary: dict) -> list[Section]:
     return [Section(TITLE, (verdict_alert(block), distribution_table(block), Text(_explanation(block))))]
 
 
-def verdict_alert(block: dict) -> Alert:
+def verdict_alert(block: Fidelity) -> Alert:
     """The one-line verdict, with the reasons when it failed."""
     verdict = block.get("verdict")
     matched = (
@@ -50,16 +54,16 @@ def verdict_alert(block: dict) -> Alert:
     return Alert("warning", "Fidelity: NO DATA", f"{matched}: no streamed request to measure.")
 
 
-def distribution_table(block: dict) -> Table:
+def distribution_table(block: Fidelity) -> Table:
     rows = []
     for name in fidelity.FIELDS:
-        d = block.get(name) or {}
+        d = cast(Mapping[str, Any], block.get(name) or {})
         rows.append((LABELS.get(name, name), str(d.get("count", 0)), *(num(d.get(s), 3) for s in COLUMNS)))
     header = ("distribution (ms)", "n", *COLUMNS)
     return Table(header, tuple(rows), "l" + "r" * (len(header) - 1))
 
 
-def _explanation(block: dict) -> str:
+def _explanation(block: Fidelity) -> str:
     limits = " or ".join(
         f"{key.removesuffix('_p99_max')} p99 > {value:g} ms"
         for key, value in (block.get("thresholds") or {}).items()

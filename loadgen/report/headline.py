@@ -15,6 +15,7 @@ from typing import Any
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
 from loadgen.report.corners import corners_table
 from loadgen.report.curve import MAIN_PLOT, is_multi_stage, offered, point_of, stage_label
+from loadgen.summary import Summary
 
 TITLE = "At a glance"
 SINGLE_MAIN_PLOT = "cdf_ttft"
@@ -30,14 +31,14 @@ HEADER = (
 )
 
 
-def main_plot(summary: Mapping[str, Any], plots: Sequence[Image]) -> Image | None:
+def main_plot(summary: Summary, plots: Sequence[Image]) -> Image | None:
     """The headline's plot among the report's plots, or None when it was not drawn."""
     stem = MAIN_PLOT if is_multi_stage(summary) else SINGLE_MAIN_PLOT
     return next((p for p in plots if p.file.rsplit("/", 1)[-1] == f"{stem}.png"), None)
 
 
 def headline_section(
-    summary: Mapping[str, Any], plots: Sequence[Image] = (), cost: Mapping[str, Any] | None = None
+    summary: Summary, plots: Sequence[Image] = (), cost: Mapping[str, Any] | None = None
 ) -> Section:
     """The four corners first (``cost``: ``cost.json``'s content, None without a GPU price),
     then the verdict, the numbers, a sentence and the main plot."""
@@ -59,7 +60,7 @@ def headline_section(
     return Section(TITLE, tuple(blocks))
 
 
-def verdict_alert(summary: Mapping[str, Any]) -> Alert:
+def verdict_alert(summary: Summary) -> Alert:
     sla = summary.get("sla") or {}
     verdict = sla.get("verdict") or "none"
     if verdict == "none":
@@ -71,7 +72,7 @@ def verdict_alert(summary: Mapping[str, Any]) -> Alert:
         alert = Alert("ok", "SLA: PASS", f"every rule met: {', '.join(sla.get('rules') or [])}.")
     else:
         failed = [
-            d["reason"]
+            str(d["reason"])
             if d.get("max_error_rate")
             else d["rule"] + (" (no data)" if d.get("value") is None else f" (measured {d['value']:.4g})")
             for d in sla.get("details") or []
@@ -88,7 +89,7 @@ def verdict_alert(summary: Mapping[str, Any]) -> Alert:
     return alert
 
 
-def numbers_table(summary: Mapping[str, Any]) -> Table:
+def numbers_table(summary: Summary) -> Table:
     """The run's figures in one row; a multi-stage run adds the knee's and the last stage
     meeting the SLA's, each on its own window."""
     m = summary.get("metrics") or {}
@@ -129,7 +130,7 @@ def numbers_table(summary: Mapping[str, Any]) -> Table:
     return Table(HEADER, tuple(rows), "l" + "r" * (len(HEADER) - 1))
 
 
-def stages_sentence(summary: Mapping[str, Any]) -> str:
+def stages_sentence(summary: Summary) -> str:
     c = summary["curve"]
     points = c["points"]
     parts = [f"{len(points)} load stages, {offered(points[0])} to {offered(points[-1])}."]

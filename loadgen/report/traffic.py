@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from loadgen.report.blocks import Section, Table, Text, num, pct
+from loadgen.summary import Summary
 
 TITLE = "Sessions"
 SESSION_HEADER = (
@@ -59,7 +60,7 @@ def traffic_text(traffic: Mapping[str, Any] | None) -> str | None:
     return text
 
 
-def with_traffic(conditions: Section, summary: Mapping[str, Any]) -> Section:
+def with_traffic(conditions: Section, summary: Summary) -> Section:
     """The conditions section with a "traffic" row after "requests" (last when there is none)
     in its first table, when the prompts were not synthetic."""
     text = traffic_text((summary.get("conditions") or {}).get("traffic"))
@@ -76,7 +77,7 @@ def with_traffic(conditions: Section, summary: Mapping[str, Any]) -> Section:
     return replace(conditions, blocks=tuple(blocks))
 
 
-def sessions_section(summary: Mapping[str, Any]) -> Section | None:
+def sessions_section(summary: Summary) -> Section | None:
     """TTFT by turn of a multi-turn run; None for a run without sessions."""
     s = summary.get("sessions")
     if not s:
@@ -93,7 +94,7 @@ def sessions_section(summary: Mapping[str, Any]) -> Section | None:
         )
         for r in s.get("by_turn") or []
     )
-    turns = s.get("turns_per_session") or {}
+    turns: Mapping[str, Any] = s.get("turns_per_session") or {}
     return Section(
         TITLE,
         (
