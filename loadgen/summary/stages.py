@@ -12,6 +12,42 @@ from loadgen.summary.measures import Counts, Metrics, SlaBlock, Window
 
 
 @with_config(DOCS)
+class Trend(TypedDict, total=True):
+    """one signal's trend over a stage's measured window (analysis/saturation.py)"""
+
+    slope_per_s: float
+    """least-squares slope of the per-bin values on the bin centres, per second"""
+    margin_per_s: float
+    """the slope's 95% margin of error (Student's t, bins - 2 degrees of freedom)"""
+    growth: float
+    """slope x the window's length: how much the signal grew over the stage"""
+    mean: float
+    """the signal's mean over the bins"""
+    material: float
+    """the growth that counts as material for this signal"""
+    grows: bool
+    """slope minus its margin above zero, and growth at least material"""
+
+
+@with_config(DOCS)
+class Saturation(TypedDict, total=True):
+    """the stage judged stable or over-saturated from what grows while it runs (the requests
+    outstanding, TTFT from the scheduled send, the server's waiting queue), whatever its
+    attainment"""
+
+    verdict: Literal["stable", "over_saturated", "undetermined"]
+    """undetermined: too few measured requests to tell a trend from noise"""
+    reason: str
+    """the signals that grew, or why there is no verdict"""
+    bins: int
+    """equal bins of the measured window the trends were fitted over (0 when undetermined)"""
+    signals: dict[str, Trend]
+    """outstanding, ttft_ms and (where the server's /metrics has one) waiting"""
+    rule: str
+    """the rule in words"""
+
+
+@with_config(DOCS)
 class StageSummary(TypedDict, total=True):
     """one stage: the same counts, window, metrics and sla blocks as the whole run, for its own requests"""
 
@@ -31,6 +67,7 @@ class StageSummary(TypedDict, total=True):
     """the stage's metrics (as the whole run's metrics)"""
     sla: SlaBlock
     """the SLA evaluated on the stage alone"""
+    saturation: NotRequired[Saturation]
     steady_state: dict[str, Any]
     """steady: completion rate and in-flight requests within 20% from the first to the last third of the
     stage's dispatch window; reason when not"""
