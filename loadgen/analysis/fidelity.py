@@ -17,8 +17,8 @@ not on one clock (a worker on another machine), and the verdict fails saying so.
 also fails when a measured request the client counted as ok and streamed has no ground-truth
 line, or when the p99 of either lag exceeds ``THRESHOLDS``: above that, latencies in the summary
 hold more client delay than a reader would assume. ``problems`` is that judgement, also for
-``loadgen selfcheck`` at its own threshold. Imports numpy, orjson and the analysis table and
-metrics only.
+``loadgen selfcheck`` at its own threshold. Imports numpy, orjson, the analysis table and
+metrics, and the registry's TPOT formula only.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from loadgen import metric_defs
 from loadgen.analysis.metrics import distribution
 from loadgen.analysis.table import RecordTable
 
@@ -113,7 +114,7 @@ class _Lags:
             self.e2e.append(((int(end[row]) - send) - (int(truth["finish_ns"]) - arrival)) / 1e6)
         out, has_out = table.ints("output_tokens")
         if truth.get("tpot_ms") is not None and has_out[row] and out[row] >= 2 and len(times) >= 2:
-            client_tpot = (int(times[-1]) - int(first[row])) / (int(out[row]) - 1) / 1e6
+            client_tpot = float(metric_defs.tpot_ms(int(first[row]), int(times[-1]), int(out[row])))
             self.tpot.append(client_tpot - float(truth["tpot_ms"]))
 
 

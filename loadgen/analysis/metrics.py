@@ -51,15 +51,7 @@ __all__ = [
 # scalars; list fields such as chunk_times_ns are not columns).
 Records = RecordTable | Sequence[RequestRecord]
 # The columns request_frame derives, in its order: the per-request distributions of the registry.
-DERIVED_COLUMNS: tuple[str, ...] = (
-    "ttft_ms",
-    "ttfb_ms",
-    "e2e_ms",
-    "tpot_ms",
-    "client_lag_ms",
-    "ttft_from_sched_ms",
-    "e2e_from_sched_ms",
-)
+DERIVED_COLUMNS: tuple[str, ...] = tuple(d.name for d in metric_defs.PER_REQUEST)
 # The registry's gap-sample kinds, in the order itl_values returns them.
 GAP_SAMPLES: tuple[str, ...] = ("chunk_gaps", "token_gaps")
 
@@ -115,6 +107,7 @@ def request_frame(records: Records) -> pd.DataFrame:
 
     Nullable integer fields (``t_end_ns``, ``output_tokens``, ...) are pandas ``Int64`` so
     nanosecond timestamps keep full precision. Derived columns (float ms, NaN = undefined):
+    the registry's per-request distributions (``DERIVED_COLUMNS``), each its entry's ``formula``:
     ``ttft_ms`` / ``ttfb_ms``: first content chunk / first byte minus ``t_send`` wherever the
     timestamp exists (a failed request that streamed a while keeps its TTFT; filter on ``ok``);
     ``e2e_ms``: ``t_end - t_send`` for ok requests only (for a failure it would be time to
@@ -149,26 +142,11 @@ def derived_columns(records: Records) -> dict[str, np.ndarray]:
     """``request_frame``'s derived columns (``DERIVED_COLUMNS``) as float64 arrays, one value per
     row: what the summary reads, without building a frame of the run."""
     t = as_table(records)
-    send = t.column("t_send_ns")
-    sched = t.column("t_sched_ns")
-    ok = t.column("ok")
-    first, has_first = t.ints("t_first_token_ns")
-    byte, has_byte = t.ints("t_first_byte_ns")
-    end, has_end = t.ints("t_end_ns")
-    out, has_out = t.ints("output_tokens")
-    last, has_last = t.ints("t_last_chunk_ns")
-    tpot_ok = ok & has_first & has_last & has_out & (out >= 2)
-    cols = {
-        "ttft_ms": np.where(has_first, (first - send) / 1e6, np.nan),
-        "ttfb_ms": np.where(has_byte, (byte - send) / 1e6, np.nan),
-        "e2e_ms": np.where(ok & has_end, (end - send) / 1e6, np.nan),
-        "tpot_ms": np.where(tpot_ok, (last - first) / 1e6 / np.maximum(out - 1, 1), np.nan),
-        "client_lag_ms": (send - sched) / 1e6,
-        "ttft_from_sched_ms": np.where(has_first, (first - sched) / 1e6, np.nan),
-        "e2e_from_sched_ms": np.where(ok & has_end, (end - sched) / 1e6, np.nan),
-    }
-    assert tuple(cols) == DERIVED_COLUMNS
-    return cols
+    out = {}
+    for d in metric_defs.PER_REQUEST:
+        assert d.formula is not None, f"per-request distribution {d.name} has no formula"
+        out[d.name] = d.formula(t)
+    return out
 
 
 def itl_values(records: Records) -> tuple[np.ndarray, np.ndarray]:
