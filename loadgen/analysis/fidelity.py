@@ -41,16 +41,10 @@ from loadgen.analysis.table import RecordTable
 # c=4 here that is 0.6 ms median for a last chunk against 0.3 ms for the others.
 THRESHOLDS: dict[str, float] = {"first_token_lag_ms": 1.0, "chunk_lag_ms": 2.0}
 CLOCK_SLACK_MS = 0.05  # a lag below minus this is two clocks, not a fast network
-# The block's distributions, in order (what compare and the gate may name).
-FIELDS: tuple[str, ...] = (
-    "first_token_lag_ms",
-    "chunk_lag_ms",
-    "ttft_error_ms",
-    "tpot_error_ms",
-    "e2e_error_ms",
-)
-# How compare's rows and the gate's rules name a value of the block: "fidelity.chunk_lag_ms".
-PREFIX = "fidelity."
+# The block's distributions, in order (what compare and the gate may name), and how compare's
+# rows and the gate's rules name a value of the block: "fidelity.chunk_lag_ms" (the registry's).
+FIELDS: tuple[str, ...] = metric_defs.FIDELITY_FIELDS
+PREFIX = metric_defs.FIDELITY_PREFIX
 
 
 def assess(table: RecordTable, ground_truth: Path) -> dict[str, Any] | None:

@@ -219,6 +219,18 @@ METRICS: tuple[MetricDef, ...] = (
     ),
 )
 
+# The distributions of the fidelity block (``analysis.fidelity``: a run the built-in simulator
+# served), in order, and how compare's rows and the gate's rules name one:
+# "fidelity.chunk_lag_ms". Not in METRICS: a run against a real server has no such block.
+FIDELITY_FIELDS: tuple[str, ...] = (
+    "first_token_lag_ms",
+    "chunk_lag_ms",
+    "ttft_error_ms",
+    "tpot_error_ms",
+    "e2e_error_ms",
+)
+FIDELITY_PREFIX = "fidelity."
+
 BY_NAME: dict[str, MetricDef] = {d.name: d for d in METRICS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 DISTRIBUTIONS: tuple[MetricDef, ...] = tuple(d for d in METRICS if d.kind == "distribution")
