@@ -11,10 +11,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from loadgen.analysis.cost import CostInputs, cost_figures
 from loadgen.config import load_profile
 from loadgen.report import write_report
 from loadgen.report.corners import corner_rows
-from loadgen.report.cost import CostInputs, cost_figures
 from loadgen.report.traffic import sessions_section, traffic_text
 from loadgen.runner import api
 

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadgen import metric_defs
+from loadgen.analysis.cost import COST_LABEL
 from loadgen.report.blocks import Table, money, num, pct
-from loadgen.report.cost import COST_LABEL
 
 HEADER = ("four corners", "this run")
 QUALITY_PROFILE = "profiles/quality.yaml"
