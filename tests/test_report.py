@@ -62,10 +62,10 @@ CSV_COLUMNS = [
     "prompt_hash",
     "answer_truncated",
     "correct",
-    "ttft_ms",
+    "ttft_ms",  # the registry's per-request distributions, in its order
     "ttfb_ms",
-    "e2e_ms",
     "tpot_ms",
+    "e2e_ms",
     "client_lag_ms",
     "ttft_from_sched_ms",
     "e2e_from_sched_ms",
