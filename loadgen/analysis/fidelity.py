@@ -161,22 +161,6 @@ def problems(block: Mapping[str, Any], thresholds: Mapping[str, float] = THRESHO
     return reasons
 
 
-def console_line(block: dict[str, Any]) -> str:
-    """The one line ``loadgen run`` prints: the first-token lag and how many requests back it."""
-    first = block["first_token_lag_ms"]
-    if not block["requests_matched"] or first["count"] == 0:
-        return "measurement error vs the simulator's ground truth: no streamed request to match"
-    chunk = block["chunk_lag_ms"]
-    text = (
-        f"measurement error vs the simulator's ground truth: first token +{first['p50']:.2f} ms p50 / "
-        f"+{first['p99']:.2f} ms p99, every chunk +{chunk['p99']:.2f} ms p99 "
-        f"({block['requests_matched']:,} requests matched): {block['verdict']}"
-    )
-    if block["reasons"]:
-        text += " (" + "; ".join(block["reasons"]) + ")"
-    return text
-
-
 def lookup(summary: Mapping[str, Any], name: str, stat: str | None = None) -> Any:
     """The block's ``name`` in ``summary`` (a distribution of ``FIELDS`` as a dict, or with
     ``stat`` one of its stats; or a scalar such as ``requests_matched``); ``None`` wherever it
