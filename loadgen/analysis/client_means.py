@@ -63,9 +63,13 @@ def client_means(records: Any) -> dict[str, float | None]:
         if d.formula is None:
             out[row.key] = gap_means[str(d.samples)]
             continue
-        values = d.formula(t)[streamed if d.formula.per_token else ok]
-        values = values[~np.isnan(values)]
-        out[row.key] = float(values.mean()) if len(values) else None
+        rows = d.formula.defined(t) & (streamed if d.formula.per_token else ok)
+        if not rows.any():
+            out[row.key] = None
+        elif d.formula.per_token:
+            out[row.key] = float(d.formula(t)[rows].mean())
+        else:  # an int sum divides exactly
+            out[row.key] = d.formula.delta_ns(t)[rows].sum().item() / int(rows.sum()) / 1e6
     return out
 
 

@@ -240,9 +240,9 @@ GATED: tuple[MetricDef, ...] = tuple(d for d in METRICS if d.gate)
 PER_REQUEST: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.samples in PER_REQUEST_SAMPLES)
 # The profile's per-request SLOs (sla.ttft_ms, ...): what goodput counts against.
 SLOS: tuple[str, ...] = tuple(d.name for d in PER_REQUEST if d.slo)
-# The columns of a multi-stage run's curve points, and those of them the report plots.
-CURVE: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.curve)
-CURVE_PLOTS: tuple[MetricDef, ...] = tuple(d for d in CURVE if d.curve_plot)
+# The columns of a multi-stage run's curve points: those the report plots, then the others.
+CURVE_PLOTS: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.curve and d.curve_plot)
+CURVE: tuple[MetricDef, ...] = (*CURVE_PLOTS, *(d for d in DISTRIBUTIONS if d.curve and not d.curve_plot))
 # The client's means set beside the server's latency histograms of the same quantity.
 SERVER_COMPARED: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.server_histogram)
 

@@ -82,10 +82,18 @@ class Span:
             mask &= t.present("output_tokens") & (t.column("output_tokens") >= 2)
         return mask
 
+    def delta_ns(self, t: Columns) -> npt.NDArray[np.int64]:
+        """``end - start`` of every record in integer ns (meaningless where not ``defined``): a
+        sum of them divides exactly, as a mean of the ms values would not."""
+        delta: npt.NDArray[np.int64] = t.column(self.end) - t.column(self.start)
+        return delta
+
     def __call__(self, t: Columns) -> FloatArray:
         """One value per record (float64 ms, NaN where undefined)."""
-        start, end = t.column(self.start), t.column(self.end)
-        value = tpot_ms(start, end, t.column("output_tokens")) if self.per_token else (end - start) / 1e6
+        if self.per_token:
+            value = tpot_ms(t.column(self.start), t.column(self.end), t.column("output_tokens"))
+        else:
+            value = self.delta_ns(t) / 1e6
         out: FloatArray = np.where(self.defined(t), value, np.nan)
         return out
 
