@@ -1,4 +1,4 @@
-"""Every consumer of the metric registry (loadgen/metric_defs.py) agrees with it.
+"""Every consumer of the metric registry (loadgen/metric_defs/) agrees with it.
 
 The profile's SLA rules, the SLA evaluation, the summary, the bootstrap and the gate's rules,
 compare's table and plots, and the console's and the report's tables each take their metric

@@ -141,13 +141,17 @@ class GateRule(StrictModel):
             raise ValueError(f"@stat: {self.metric} needs a stat, one of {stats} (got {self.stat!r})")
         if self.stage is not None:
             raise ValueError(f"@stage: {self.metric} is the whole run's (summary.fidelity); drop stage")
+        self._absolute_only(
+            f"{self.stat} {self.metric} takes an absolute bound on the candidate (max or min), not one "
+            f"relative to the baseline: its values sit near zero, where a ratio is noise; write e.g. "
+            f"{{metric: {self.metric}, stat: {self.stat}, max: 1}}"
+        )
+
+    def _absolute_only(self, why: str) -> None:
+        """Refuse a bound relative to the baseline (``@max_ratio: why``) on a metric that has none."""
         for bound in RELATIVE_BOUNDS:
             if getattr(self, bound) is not None:
-                raise ValueError(
-                    f"@{bound}: {self.stat} {self.metric} takes an absolute bound on the candidate "
-                    f"(max or min), not one relative to the baseline: its values sit near zero, where "
-                    f"a ratio is noise; write e.g. {{metric: {self.metric}, stat: {self.stat}, max: 1}}"
-                )
+                raise ValueError(f"@{bound}: {why}")
 
     def _valid_quality(self) -> None:
         """A rule on what the runs answered (``analysis.gate_quality``): ``min`` or ``max`` of a
@@ -158,12 +162,10 @@ class GateRule(StrictModel):
             )
         if self.stage is not None:
             raise ValueError(f"@stage: {self.metric} is the whole run's; drop stage")
-        for bound in RELATIVE_BOUNDS:
-            if getattr(self, bound) is not None:
-                raise ValueError(
-                    f"@{bound}: {self.metric} takes an absolute bound on the candidate (min or max), "
-                    f"not one relative to the baseline; write e.g. {{metric: {self.metric}, min: 0.95}}"
-                )
+        self._absolute_only(
+            f"{self.metric} takes an absolute bound on the candidate (min or max), not one relative "
+            f"to the baseline; write e.g. {{metric: {self.metric}, min: 0.95}}"
+        )
         for bound in ("min", "max"):
             value = getattr(self, bound)
             if value is not None and not 0 <= value <= 1:
