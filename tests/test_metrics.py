@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from loadgen.analysis.metrics import (
-    STATS,
     client_limits,
     distribution,
     itl_values,
     request_frame,
     summarize,
 )
+from loadgen.metric_defs import STATS
 from loadgen.records import RequestRecord
 
 MS = 1_000_000

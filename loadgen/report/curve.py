@@ -9,7 +9,7 @@ cannot disagree. A single-stage run has neither, and gets no plot and no section
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from matplotlib.axes import Axes
@@ -186,19 +186,13 @@ def render_curve_plots(summary: Mapping[str, Any]) -> list[Plot]:
         Plot(
             f"{PLOT_PREFIX}output_tokens",
             "Latency against output tokens/s",
-            f"p50 and p99 {_names(label for _, label in LATENCIES)} of each stage against its "
-            "output tokens/s; " + _legend_note(summary, None),
+            f"p50 and p99 {', '.join(label for _, label in LATENCIES[:-1])} and {LATENCIES[-1][1]} "
+            "of each stage against its output tokens/s; " + _legend_note(summary, None),
             to_png(fig),
         )
     )
     out.append(_goodput_plot(summary))
     return out
-
-
-def _names(labels: Iterable[str]) -> str:
-    """ "TTFT, TPOT and E2E"."""
-    *head, last = labels
-    return f"{', '.join(head)} and {last}" if head else last
 
 
 def _offered_long(p: Mapping[str, Any]) -> str:
