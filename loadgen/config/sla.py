@@ -14,7 +14,7 @@ from typing import Any, Literal, NamedTuple
 from pydantic import Field, create_model, field_validator, model_validator
 
 from loadgen import metric_defs
-from loadgen.config.base import StrictModel
+from loadgen.config.base import StrictModel, field_msg
 
 STATS = metric_defs.RULE_STATS
 Op = Literal["<", "<=", ">", ">="]
@@ -53,8 +53,12 @@ def parse_rule(text: str) -> ParsedRule:
     m = _RULE.match(text)
     if not m:
         raise ValueError(f"cannot parse rule {text!r}; grammar: {RULE_GRAMMAR}")
+    try:
+        threshold = float(m["threshold"])
+    except ValueError:
+        raise field_msg("threshold", f"expected a number, got {m['threshold']!r}") from None
     stat = m["stat"]
-    return ParsedRule(stat_key(stat) if stat else None, m["metric"], m["op"], float(m["threshold"]))
+    return ParsedRule(stat_key(stat) if stat else None, m["metric"], m["op"], threshold)
 
 
 class SlaRule(StrictModel):
