@@ -11,10 +11,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from loadgen.analysis.cost import CostInputs, cost_figures
 from loadgen.config import load_profile
 from loadgen.report import write_report
 from loadgen.report.corners import corner_rows
-from loadgen.report.cost import CostInputs, cost_figures
 from loadgen.report.traffic import sessions_section, traffic_text
 from loadgen.runner import api
 
@@ -93,7 +93,7 @@ class TestCornerRows:
         summary = {**BARE, "quality": {"scored": 0, "accuracy": None, "answers_kept": 3, "max_chars": 4096}}
         summary["metrics"] = {**BARE["metrics"], "itl_ms": {"count": 6, "p50": 8.0, "p99": 9.5}}
         r = rows(summary)
-        assert r["latency"] == "TTFT p50 100.00 ms, p99 120.00 ms; ITL p50 8.00 ms, p99 9.50 ms"
+        assert r["latency"] == "TTFT p50 100.00 ms, p99 120.00 ms; ITL (per chunk) p50 8.00 ms, p99 9.50 ms"
         assert r["quality"] == (
             "not measured: no expected answers (see profiles/quality.yaml); 3 answers kept for "
             "`loadgen compare`'s output agreement"

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from loadgen.analysis import fidelity
+from loadgen.cli.block_lines import fidelity_line
 from loadgen.runner import api
 
 from helpers import slow_client
@@ -90,7 +91,7 @@ def test_a_client_slowed_on_purpose_shows_a_larger_error_and_fails(make_profile,
     assert block["chunk_lag_ms"]["p99"] > 3 * HEALTHY_P99_MS
     assert block["verdict"] == "fail"
     assert any(r.startswith("chunk_lag_ms p99") for r in block["reasons"]), block["reasons"]
-    assert "fail" in fidelity.console_line(block)
+    assert "fail" in fidelity_line(block)
 
 
 def test_no_ground_truth_no_block(make_profile, server):

@@ -1,4 +1,4 @@
-"""Every consumer of the metric registry (loadgen/metric_defs.py) agrees with it.
+"""Every consumer of the metric registry (loadgen/metric_defs/) agrees with it.
 
 The profile's SLA rules, the SLA evaluation, the summary, the bootstrap and the gate's rules,
 compare's table and plots, and the console's and the report's tables each take their metric
@@ -8,8 +8,14 @@ metrics the registry says, on a summary of three tiny literal records.
 
 from __future__ import annotations
 
+import inspect
 import json
-from dataclasses import dataclass, replace
+import math
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -18,15 +24,27 @@ from pydantic import ValidationError
 import loadgen
 from loadgen import metric_defs as md
 from loadgen.analysis import bootstrap as bs
+from loadgen.analysis import fidelity
 from loadgen.analysis import sla as sla_mod
+from loadgen.analysis.client_means import COMPARED, client_means
 from loadgen.analysis.compare import LATENCIES, TABLE_COUNTS, TABLE_ROWS, metric_value
-from loadgen.analysis.gate import GateRule
-from loadgen.analysis.metrics import DERIVED_COLUMNS, distribution, distribution_samples, summarize
+from loadgen.analysis.curve import CURVE_METRICS
+from loadgen.analysis.gate import GATE_FIELDS, GateRule
+from loadgen.analysis.metrics import (
+    DERIVED_COLUMNS,
+    derived_columns,
+    distribution,
+    distribution_samples,
+    summarize,
+)
 from loadgen.cli.console import summary_table
-from loadgen.config import SlaRule, load_profile
+from loadgen.config import SlaConfig, SlaRule, load_profile
+from loadgen.config.sla import ParsedRule, parse_rule
 from loadgen.records import RequestRecord
 from loadgen.report import compare as compare_report
+from loadgen.report.curve import LATENCIES as CURVE_LATENCIES
 from loadgen.report.sections import latency_section, latency_table, sla_section, throughput_section
+from loadgen.report.server import MEAN_ROWS
 
 MS = 1_000_000
 RUNS = Path(__file__).parent / "fixtures" / "runs"
@@ -77,6 +95,7 @@ RECORDS = [
     ),
 ]
 SUMMARY = summarize(RECORDS)
+fidelity_source = inspect.getsource(fidelity)
 
 
 @dataclass
@@ -438,3 +457,125 @@ class TestShown:
         (the report's errors section states it)."""
         hidden = {d.name for d in md.METRICS if not d.console and d.report is None}
         assert hidden == {"error_rate"}
+
+
+class TestDerivedLists:
+    """Every list of rows, labels, curves, SLO fields and derived columns is the registry's."""
+
+    def test_each_per_request_distribution_carries_its_formula(self):
+        """Record 0 was sent at 1 ms, first token at 30, last chunk at 50 (5 tokens), end at 55."""
+        cols = derived_columns(RECORDS)
+        assert list(cols) == list(DERIVED_COLUMNS) == [d.name for d in md.PER_REQUEST]
+        assert all(d.formula is not None for d in md.PER_REQUEST)
+        assert [cols[k][0] for k in DERIVED_COLUMNS] == [29.0, 19.0, 5.0, 54.0, 1.0, 30.0, 55.0]
+        # the failed request: a TTFB/TTFT/TPOT never came, and a failure's end is no latency
+        assert [k for k in DERIVED_COLUMNS if not math.isnan(cols[k][2])] == ["client_lag_ms"]
+
+    def test_one_tpot_formula_for_the_summary_the_server_comparison_and_fidelity(self):
+        """(last chunk - first token) / (output tokens - 1): 20 / 4 and 24 / 4 ms."""
+        assert md.tpot_ms(30 * MS, 50 * MS, 5) == 5.0
+        assert SUMMARY["metrics"]["tpot_ms"]["mean"] == 5.5
+        assert client_means(RECORDS)["tpot"] == 5.5
+        assert fidelity_source.count("metric_defs.tpot_ms(") == 1
+
+    def test_client_vs_server_rows(self):
+        assert (
+            tuple((d.name.removesuffix("_ms"), d.server_histogram, d.label) for d in md.SERVER_COMPARED)
+            == COMPARED
+        )
+        assert [c.key for c in COMPARED] == ["ttft", "itl", "itl_per_token", "tpot", "e2e"]
+        assert MEAN_ROWS == (
+            ("TTFT", "ttft", "ttft"),
+            ("ITL (per chunk)", "itl", "itl"),
+            ("ITL (per token)", "itl_per_token", "itl"),
+            ("TPOT", "tpot", "tpot"),
+            ("E2E", "e2e", "e2e"),
+            ("queue time (server only)", None, "queue_time"),
+        )
+
+    def test_curve_columns_and_plots(self):
+        assert CURVE_METRICS == tuple(d.name for d in md.CURVE) == ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
+        assert tuple((d.name, d.label) for d in md.CURVE_PLOTS) == CURVE_LATENCIES
+        assert CURVE_LATENCIES == (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+
+    def test_slo_fields(self):
+        assert sla_mod.SLO_FIELDS == md.SLOS == ("ttft_ms", "tpot_ms", "e2e_ms")
+        assert list(SlaConfig.model_fields)[: len(md.SLOS)] == list(md.SLOS)
+        assert {f"profile.sla.{n}" for n in md.SLOS} <= set(GATE_FIELDS)
+
+    def test_one_rule_grammar_for_the_profile_and_the_evaluation(self):
+        assert parse_rule("p99.9 tpot_ms <= 5") == ParsedRule("p99_9", "tpot_ms", "<=", 5.0)
+        with pytest.raises(ValueError, match="grammar"):
+            parse_rule("p99 tpot_ms ~ 5")
+        rule = SlaRule.model_validate("p99.9 tpot_ms <= 5")
+        as_text, as_rule = (sla_mod.evaluate(Sla(rules=(r,)), SUMMARY) for r in ("p99.9 tpot_ms <= 5", rule))
+        assert as_text == as_rule and as_text["rules"][-1] == "p99_9 tpot_ms <= 5"
+
+
+# Adding a metric is this one entry in loadgen/metric_defs/catalogue.py, after e2e_from_sched_ms
+# (the test below inserts it into a copy of the package and reads every list from there).
+NEW_ENTRY = """    _dist(
+        "decode_ms",
+        "decode",
+        "ok_requests",
+        "first to last token-bearing chunk: the stream's decode as the client saw it",
+        formula=Span("t_first_token_ns", "t_last_chunk_ns", ok_only=True),
+        console=True,
+        report="latency",
+        slo=True,
+        curve=True,
+    ),
+"""
+CONSUMERS = """
+import json, sys
+from loadgen import metric_defs as md
+from loadgen.analysis import sla, curve, compare
+from loadgen.analysis.gate import GATE_FIELDS
+from loadgen.analysis.metrics import DERIVED_COLUMNS, summarize
+from loadgen.cli.console import summary_table
+from loadgen.config import SlaConfig, SlaRule
+from loadgen.config.gate_rules import GateRule
+from loadgen.records import RequestRecord
+from loadgen.report.sections import latency_table
+
+records = [RequestRecord(**r) for r in json.loads(sys.argv[1])]
+summary = summarize(records, sla=SlaConfig(decode_ms=21, max_error_rate=1, rules=("p99 decode_ms < 30",)))
+print(json.dumps({
+    "mean": summary["metrics"]["decode_ms"]["mean"],
+    "goodput": summary["metrics"]["goodput"]["attained_fraction"],
+    "sla": [d["value"] for d in summary["sla"]["details"]],
+    "derived": "decode_ms" in DERIVED_COLUMNS,
+    "slo": "decode_ms" in sla.SLO_FIELDS and "profile.sla.decode_ms" in GATE_FIELDS,
+    "curve": "decode_ms" in curve.CURVE_METRICS,
+    "compare": "decode_ms p99" in compare.TABLE_ROWS,
+    "rule": SlaRule.model_validate("p99 decode_ms < 30").text(),
+    "gate": GateRule.model_validate({"metric": "decode_ms", "stat": "p99", "max": 1}).text(),
+    "console": "decode" in summary_table(summary).columns[0].cells,
+    "report": "decode" in [r[0] for r in latency_table(summary).rows],
+}))
+"""
+
+
+def test_a_metric_added_as_one_entry_is_computed_and_listed_everywhere(tmp_path):
+    """The registry's promise, kept: one entry, and the summary computes it, SLOs and SLA and
+    gate rules accept it, and the curve, compare, console and report tables carry it."""
+    package = Path(loadgen.__file__).parent
+    copy = tmp_path / "loadgen"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    catalogue = copy / "metric_defs" / "catalogue.py"
+    text = catalogue.read_text()
+    anchor = '    _run(\n        "request_throughput_rps",'
+    assert text.count(anchor) == 1
+    catalogue.write_text(text.replace(anchor, NEW_ENTRY + anchor))
+    records = json.dumps([asdict(r) for r in RECORDS])
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", CONSUMERS, records], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    # decode 20 and 24 ms; the SLO of 21 ms leaves one good request of the 3 that finished
+    assert got.pop("mean") == 22.0 and got.pop("goodput") == 1 / 3
+    assert got.pop("sla") == [1 / 3, 23.96]  # the error rate (1 of 3 failed), then the rule
+    assert got.pop("rule") == "p99 decode_ms < 30" and got.pop("gate") == "p99 decode_ms max 1"
+    assert got == dict.fromkeys(("derived", "slo", "curve", "compare", "console", "report"), True)

@@ -10,13 +10,13 @@ import orjson
 import pytest
 
 from loadgen.analysis.metrics import (
-    STATS,
     client_limits,
     distribution,
     itl_values,
     request_frame,
     summarize,
 )
+from loadgen.metric_defs import STATS
 from loadgen.records import RequestRecord
 
 MS = 1_000_000
@@ -157,11 +157,11 @@ class TestRequestFrame:
         assert "chunk_times_ns" not in cols and "chunk_tokens" not in cols
         assert "n_chunks" not in cols
         assert {"id", "ok", "error_class", "t_end_ns", "output_tokens", "token_source"} <= set(cols)
-        assert cols[-7:] == [
+        assert cols[-7:] == [  # the registry's per-request distributions, in its order
             "ttft_ms",
             "ttfb_ms",
-            "e2e_ms",
             "tpot_ms",
+            "e2e_ms",
             "client_lag_ms",
             "ttft_from_sched_ms",
             "e2e_from_sched_ms",

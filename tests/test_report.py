@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from loadgen.analysis.cost import CostInputs
 from loadgen.analysis.metrics import request_frame
 from loadgen.cli.main import main
 from loadgen.records import RequestRecord
 from loadgen.report import CostError, cost_figures, cost_inputs, write_report
-from loadgen.report.cost import CostInputs
 from loadgen.report.plots import thresholds
 from loadgen.report.timeseries import per_second
 from loadgen.result import load_records, load_summary
@@ -62,10 +62,10 @@ CSV_COLUMNS = [
     "prompt_hash",
     "answer_truncated",
     "correct",
-    "ttft_ms",
+    "ttft_ms",  # the registry's per-request distributions, in its order
     "ttfb_ms",
-    "e2e_ms",
     "tpot_ms",
+    "e2e_ms",
     "client_lag_ms",
     "ttft_from_sched_ms",
     "e2e_from_sched_ms",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.analysis.traffic import console_lines
+from loadgen.cli.block_lines import traffic_lines as console_lines
 from loadgen.cli.main import build_parser
 from loadgen.cli.parser import overrides
 from loadgen.config.stages import sweep_warmup

@@ -21,14 +21,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
+from loadgen import metric_defs
 from loadgen.analysis.metrics import Records, as_table, mean_concurrency
 from loadgen.summary import Curve, StageSummary
 
 STEADY_TOLERANCE = 0.2
 STEADY_MIN_REQUESTS = 12
 KNEE_ELASTICITY = 1.0
-# The curve's latency columns: distribution metrics and the stats kept of each.
-CURVE_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms", "itl_ms")
+# The curve's latency columns (the registry's ``curve`` distributions) and the stats kept of each.
+CURVE_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.CURVE)
 CURVE_STATS = ("p50", "p90", "p99")
 
 

@@ -17,8 +17,8 @@ not on one clock (a worker on another machine), and the verdict fails saying so.
 also fails when a measured request the client counted as ok and streamed has no ground-truth
 line, or when the p99 of either lag exceeds ``THRESHOLDS``: above that, latencies in the summary
 hold more client delay than a reader would assume. ``problems`` is that judgement, also for
-``loadgen selfcheck`` at its own threshold. Imports numpy, orjson and the analysis table and
-metrics only.
+``loadgen selfcheck`` at its own threshold. Imports numpy, orjson, the analysis table and
+metrics, and the registry's TPOT formula only.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any, cast
 import numpy as np
 import orjson
 
+from loadgen import metric_defs
 from loadgen.analysis.metrics import distribution
 from loadgen.analysis.table import RecordTable
 from loadgen.summary import Fidelity
@@ -41,16 +42,10 @@ from loadgen.summary import Fidelity
 # c=4 here that is 0.6 ms median for a last chunk against 0.3 ms for the others.
 THRESHOLDS: dict[str, float] = {"first_token_lag_ms": 1.0, "chunk_lag_ms": 2.0}
 CLOCK_SLACK_MS = 0.05  # a lag below minus this is two clocks, not a fast network
-# The block's distributions, in order (what compare and the gate may name).
-FIELDS: tuple[str, ...] = (
-    "first_token_lag_ms",
-    "chunk_lag_ms",
-    "ttft_error_ms",
-    "tpot_error_ms",
-    "e2e_error_ms",
-)
-# How compare's rows and the gate's rules name a value of the block: "fidelity.chunk_lag_ms".
-PREFIX = "fidelity."
+# The block's distributions, in order (what compare and the gate may name), and how compare's
+# rows and the gate's rules name a value of the block: "fidelity.chunk_lag_ms" (the registry's).
+FIELDS: tuple[str, ...] = metric_defs.FIDELITY_FIELDS
+PREFIX = metric_defs.FIDELITY_PREFIX
 
 
 def assess(table: RecordTable, ground_truth: Path) -> Fidelity | None:
@@ -114,7 +109,7 @@ class _Lags:
             self.e2e.append(((int(end[row]) - send) - (int(truth["finish_ns"]) - arrival)) / 1e6)
         out, has_out = table.ints("output_tokens")
         if truth.get("tpot_ms") is not None and has_out[row] and out[row] >= 2 and len(times) >= 2:
-            client_tpot = (int(times[-1]) - int(first[row])) / (int(out[row]) - 1) / 1e6
+            client_tpot = float(metric_defs.tpot_ms(int(first[row]), int(times[-1]), int(out[row])))
             self.tpot.append(client_tpot - float(truth["tpot_ms"]))
 
 
@@ -165,22 +160,6 @@ def problems(block: Mapping[str, Any], thresholds: Mapping[str, float] = THRESHO
         if low is not None and low < -CLOCK_SLACK_MS:
             reasons.append(f"{name} min {low:.3f} ms < 0: client and server stamps are not on one clock")
     return reasons
-
-
-def console_line(block: dict[str, Any]) -> str:
-    """The one line ``loadgen run`` prints: the first-token lag and how many requests back it."""
-    first = block["first_token_lag_ms"]
-    if not block["requests_matched"] or first["count"] == 0:
-        return "measurement error vs the simulator's ground truth: no streamed request to match"
-    chunk = block["chunk_lag_ms"]
-    text = (
-        f"measurement error vs the simulator's ground truth: first token +{first['p50']:.2f} ms p50 / "
-        f"+{first['p99']:.2f} ms p99, every chunk +{chunk['p99']:.2f} ms p99 "
-        f"({block['requests_matched']:,} requests matched): {block['verdict']}"
-    )
-    if block["reasons"]:
-        text += " (" + "; ".join(block["reasons"]) + ")"
-    return text
 
 
 def lookup(summary: Mapping[str, Any], name: str, stat: str | None = None) -> Any:

@@ -12,44 +12,25 @@ answer.
 
 Kept apart from ``gate.py`` (which dispatches here), so the gate's bootstrap machinery stays
 one module and these rules need nothing from it; returns plain tuples for its ``RuleResult``.
+Which such rules are well formed is the rules file's schema (``config.gate_rules``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from loadgen.analysis.agreement import agreement
 from loadgen.analysis.compare import answers_kept, run_answers
+from loadgen.config.gate_rules import ACCURACY, OUTPUT_AGREEMENT
+from loadgen.config.gate_rules import QUALITY_METRICS as METRICS
 
-OUTPUT_AGREEMENT = "output_agreement"
-ACCURACY = "quality.accuracy"
-METRICS: tuple[str, ...] = (OUTPUT_AGREEMENT, ACCURACY)
+__all__ = ["ACCURACY", "KEEP", "METRICS", "OUTPUT_AGREEMENT", "Outcome", "check"]
+
 KEEP = "--keep-answers (profile: output.answers.keep: true)"
 
 # (status, baseline value, candidate value, interval, within noise, message): a RuleResult's fields
 Outcome = tuple[str, float | None, float | None, None, bool, str]
-
-
-def validate(rule: Any, relative_bounds: Sequence[str]) -> None:
-    """Raise ValueError ("@field: why") for a rule on these metrics that is not ``min`` or
-    ``max`` of a fraction, or that names a stat or a stage. ``relative_bounds``: the gate's
-    bounds against the baseline (``gate.RELATIVE_BOUNDS``), none of which these rules take."""
-    if rule.stat is not None:
-        raise ValueError(f"@stat: {rule.metric} is a fraction of the whole run and takes no stat; drop stat")
-    if rule.stage is not None:
-        raise ValueError(f"@stage: {rule.metric} is the whole run's; drop stage")
-    for bound in relative_bounds:
-        if getattr(rule, bound) is not None:
-            raise ValueError(
-                f"@{bound}: {rule.metric} takes an absolute bound on the candidate (min or max), "
-                f"not one relative to the baseline; write e.g. {{metric: {rule.metric}, min: 0.95}}"
-            )
-    for bound in ("min", "max"):
-        value = getattr(rule, bound)
-        if value is not None and not 0 <= value <= 1:
-            raise ValueError(f"@{bound}: {rule.metric} is a fraction; expected 0 to 1, got {value:g}")
 
 
 def check(rule: Any, candidate: str | Path, baseline: str | Path, cand_s: dict, base_s: dict) -> Outcome:

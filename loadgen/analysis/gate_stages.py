@@ -18,14 +18,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen.analysis.bootstrap import Interval
+from loadgen.config.gate_rules import CAPACITY, stage_ref
 from loadgen.errors import ConfigError
 
-CAPACITY = "capacity_rps"
-
-
-def stage_ref(stage: int | str) -> str:
-    """A stage as a rule names it: ``2`` or ``"c=8"``."""
-    return str(stage) if isinstance(stage, int) else repr(stage)
+__all__ = [
+    "CAPACITY",
+    "Resolved",
+    "capacity_interval",
+    "capacity_of",
+    "check_capacity",
+    "resolve_stage",
+    "resolve_stages",
+    "stage_ref",
+    "stage_summary",
+]
 
 
 def resolve_stage(stage: int | str, summary: Mapping[str, Any], role: str) -> tuple[int, str]:

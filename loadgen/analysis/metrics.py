@@ -14,7 +14,6 @@ inter-token gaps as floats (``analysis.gaps``).
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -23,10 +22,10 @@ import numpy as np
 
 from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
-from loadgen.analysis.gaps import SMALL, GapSamples, stream_stats
+from loadgen.analysis.distribution import distribution
+from loadgen.analysis.gaps import GapSamples
 from loadgen.analysis.server_timings import server_timings
 from loadgen.analysis.table import KINDS, NULLABLE_BOOLS, SCALAR_FIELDS, RecordTable, as_table
-from loadgen.metric_defs import PERCENTILES, STATS
 from loadgen.records import CANCELLED, RequestRecord
 
 if TYPE_CHECKING:  # pandas is imported by request_frame alone: the summary never needs it
@@ -51,63 +50,9 @@ __all__ = [
 # scalars; list fields such as chunk_times_ns are not columns).
 Records = RecordTable | Sequence[RequestRecord]
 # The columns request_frame derives, in its order: the per-request distributions of the registry.
-DERIVED_COLUMNS: tuple[str, ...] = (
-    "ttft_ms",
-    "ttfb_ms",
-    "e2e_ms",
-    "tpot_ms",
-    "client_lag_ms",
-    "ttft_from_sched_ms",
-    "e2e_from_sched_ms",
-)
+DERIVED_COLUMNS: tuple[str, ...] = tuple(d.name for d in metric_defs.PER_REQUEST)
 # The registry's gap-sample kinds, in the order itl_values returns them.
 GAP_SAMPLES: tuple[str, ...] = ("chunk_gaps", "token_gaps")
-
-
-def distribution(values: Any) -> dict:
-    """Summary statistics of ``values`` as a JSON-ready dict with the keys of ``STATS``.
-
-    NaN values are dropped first (a column's "undefined for this request"). Percentiles use
-    numpy's default linear interpolation between closest ranks (``np.percentile(...,
-    method="linear")``: p50 of 1..100 is 50.5, p99 is 99.01); ``std`` is the population
-    standard deviation (ddof=0). No values: ``count`` 0 and ``None`` for every other stat.
-    ``values`` may be ``GapSamples``: past ``gaps.SMALL`` of them they are summarized in
-    passes over blocks (same percentiles; mean and std to the last bits), never materialised.
-    An array makes one private copy (percentiles partition it in place), never several.
-    """
-    if isinstance(values, GapSamples) and values.size > SMALL:
-        s = stream_stats(values, list(PERCENTILES.values()))
-        out = {"count": s["count"], **{k: _float(s[k]) for k in ("mean", "std", "min")}}
-        out.update({k: _float(v) for k, v in zip(PERCENTILES, s["percentiles"])})
-        out["max"] = _float(s["max"])
-        return out
-    arr = np.asarray(values, dtype=np.float64).ravel()
-    nan = np.isnan(arr)
-    arr = arr[~nan] if nan.any() else arr.copy()
-    del nan
-    if arr.size == 0:
-        return {"count": 0, **{k: None for k in STATS[1:]}}
-    mean = arr.mean()
-    out = {
-        "count": int(arr.size),
-        "mean": _float(mean),
-        "std": _float(arr.std() if arr.size <= SMALL else _blocked_std(arr, float(mean))),
-        "min": _float(arr.min()),
-    }
-    pct = np.percentile(arr, list(PERCENTILES.values()), method="linear", overwrite_input=True)
-    out.update({k: _float(v) for k, v in zip(PERCENTILES, pct)})
-    out["max"] = _float(arr.max())
-    return out
-
-
-def _blocked_std(arr: np.ndarray, mean: float) -> float:
-    """Population std of a long array, a block at a time (``arr.std()`` makes two full copies)."""
-    step = 1 << 20
-    parts = []
-    for i in range(0, arr.size, step):
-        d = arr[i : i + step] - mean
-        parts.append(float(d @ d))
-    return math.sqrt(math.fsum(parts) / arr.size)
 
 
 def request_frame(records: Records) -> pd.DataFrame:
@@ -115,6 +60,7 @@ def request_frame(records: Records) -> pd.DataFrame:
 
     Nullable integer fields (``t_end_ns``, ``output_tokens``, ...) are pandas ``Int64`` so
     nanosecond timestamps keep full precision. Derived columns (float ms, NaN = undefined):
+    the registry's per-request distributions (``DERIVED_COLUMNS``), each its entry's ``formula``:
     ``ttft_ms`` / ``ttfb_ms``: first content chunk / first byte minus ``t_send`` wherever the
     timestamp exists (a failed request that streamed a while keeps its TTFT; filter on ``ok``);
     ``e2e_ms``: ``t_end - t_send`` for ok requests only (for a failure it would be time to
@@ -149,26 +95,11 @@ def derived_columns(records: Records) -> dict[str, np.ndarray]:
     """``request_frame``'s derived columns (``DERIVED_COLUMNS``) as float64 arrays, one value per
     row: what the summary reads, without building a frame of the run."""
     t = as_table(records)
-    send = t.column("t_send_ns")
-    sched = t.column("t_sched_ns")
-    ok = t.column("ok")
-    first, has_first = t.ints("t_first_token_ns")
-    byte, has_byte = t.ints("t_first_byte_ns")
-    end, has_end = t.ints("t_end_ns")
-    out, has_out = t.ints("output_tokens")
-    last, has_last = t.ints("t_last_chunk_ns")
-    tpot_ok = ok & has_first & has_last & has_out & (out >= 2)
-    cols = {
-        "ttft_ms": np.where(has_first, (first - send) / 1e6, np.nan),
-        "ttfb_ms": np.where(has_byte, (byte - send) / 1e6, np.nan),
-        "e2e_ms": np.where(ok & has_end, (end - send) / 1e6, np.nan),
-        "tpot_ms": np.where(tpot_ok, (last - first) / 1e6 / np.maximum(out - 1, 1), np.nan),
-        "client_lag_ms": (send - sched) / 1e6,
-        "ttft_from_sched_ms": np.where(has_first, (first - sched) / 1e6, np.nan),
-        "e2e_from_sched_ms": np.where(ok & has_end, (end - sched) / 1e6, np.nan),
-    }
-    assert tuple(cols) == DERIVED_COLUMNS
-    return cols
+    out = {}
+    for d in metric_defs.PER_REQUEST:
+        assert d.formula is not None, f"per-request distribution {d.name} has no formula"
+        out[d.name] = d.formula(t)
+    return out
 
 
 def itl_values(records: Records) -> tuple[np.ndarray, np.ndarray]:
@@ -428,8 +359,3 @@ def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or not den:
         return None
     return float(num / den)
-
-
-def _float(x: Any) -> float | None:
-    x = float(x)
-    return None if np.isnan(x) or np.isinf(x) else x

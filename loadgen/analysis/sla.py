@@ -1,8 +1,10 @@
 """Per-request SLOs (goodput) and run-level SLA rules, evaluated on a summary's numbers.
 
 The SLA configuration is duck-typed so this module does not depend on the profile schema:
-``sla.ttft_ms``, ``sla.tpot_ms``, ``sla.e2e_ms`` (per-request SLOs in ms, ``None`` = unset)
-and ``sla.rules``, each rule with ``metric``, ``stat``, ``op``, ``threshold`` and ``text()``.
+``sla.<slo>`` for each of the registry's ``SLOS`` (``ttft_ms``, ``tpot_ms``, ``e2e_ms``:
+per-request SLOs in ms, ``None`` = unset) and ``sla.rules``, each rule with ``metric``,
+``stat``, ``op``, ``threshold`` and ``text()``, or the rule's text, read by the profile's own
+grammar (``config.sla.parse_rule``).
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 import numpy as np
 
 from loadgen import metric_defs
+from loadgen.config.sla import parse_rule, stat_key
 
 # Per-request SLOs that define goodput (DistServe / vLLM ``--goodput``), as frame columns.
-SLO_FIELDS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "e2e_ms")
+SLO_FIELDS: tuple[str, ...] = metric_defs.SLOS
 # A rule may name any metric of the registry: a distribution with one of
 # ``metric_defs.RULE_STATS``, a run scalar (read at its ``path`` in the summary) without a stat.
 
@@ -47,14 +50,16 @@ def good_mask(ok: np.ndarray, columns: dict[str, np.ndarray], slos: dict[str, fl
     """Which requests are "good": ok and within every SLO that is set.
 
     ``columns`` maps each SLO name to the per-request value in ms (NaN where undefined).
-    A request with no TPOT (fewer than 2 output tokens) passes the TPOT SLO; a request with
-    no TTFT or E2E (no content arrived) fails those SLOs, since it cannot have met them.
+    A request with no per-token latency (TPOT: fewer than 2 output tokens) passes that SLO: it
+    had no later token to be slow on; a request with no TTFT or E2E (no content arrived) fails
+    those SLOs, since it cannot have met them.
     """
     good = ok.astype(bool).copy()
     for name, limit in slos.items():
         values = columns[name]
         within = values <= limit
-        if name == "tpot_ms":
+        formula = metric_defs.get(name).formula
+        if formula is not None and formula.per_token:
             within |= np.isnan(values)
         good &= within
     return good
@@ -78,6 +83,7 @@ def evaluate(sla: Any, summary: dict) -> dict:
     window) fails, with value ``None`` and a ``reason``; so does an unknown metric or stat.
     """
     rules = list(getattr(sla, "rules", None) or ()) if sla is not None else []
+    rules = [parse_rule(r) if isinstance(r, str) else r for r in rules]
     slos = set_slos(sla)
     details = [_check(rule, summary) for rule in rules]
     if details or slos:
@@ -144,7 +150,7 @@ def _errors(limit: float, summary: dict) -> dict:
 def _check(rule: Any, summary: dict) -> dict:
     metric = str(rule.metric)
     stat = getattr(rule, "stat", None)
-    stat = None if stat is None else str(stat).replace(".", "_")
+    stat = None if stat is None else stat_key(str(stat))
     op = str(rule.op)
     threshold = float(rule.threshold)
     value, reason = _lookup(summary, metric, stat)

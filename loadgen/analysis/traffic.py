@@ -5,7 +5,9 @@ multi-turn sessions, from a run's record table.
 (``correct``, scored as each answer finished: exact or contains, ``loadgen.quality.score``).
 ``sessions``: how many conversations ran, how many turns each got, and TTFT per turn: on a
 server with a prefix cache later turns carry more history but recompute only the new message,
-so TTFT by turn shows the cache working (or not).
+so TTFT by turn shows the cache working (or not). ``shares_prefix``: whether a run's prompts
+were built to share a prefix (when a prefix-cache hit rate of 0 means something). Data only:
+the console's sentences for these blocks are ``cli.block_lines``.
 """
 
 from __future__ import annotations
@@ -83,36 +85,10 @@ def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if values.size else None
 
 
-def _shares_prefix(summary: dict) -> bool:
+def shares_prefix(summary: dict) -> bool:
     """The run's prompts were built to share a prefix: a shared system prompt, multi-turn
     sessions (each turn repeats the history), or a trace whose blocks repeat."""
     t = (summary.get("conditions") or {}).get("traffic") or {}
     prefix = t.get("prefix") or {}
     trace = t.get("trace") or {}
     return bool(prefix.get("shared_tokens") or t.get("sessions") or trace.get("designed_prefix_reuse"))
-
-
-def console_lines(summary: dict[str, Any]) -> list[str]:
-    """One line each for what production-like traffic adds to a run: accuracy, TTFT by turn,
-    the server's prefix-cache hit rate."""
-    lines = []
-    q = summary.get("quality")
-    if q:
-        acc = "not scored" if q["accuracy"] is None else f"accuracy {q['accuracy']:.1%}"
-        kept = f"; {q['answers_kept']} answers kept" if q["answers_kept"] else ""
-        lines.append(f"quality     {acc} ({q['correct']} of {q['scored']} scored answers right){kept}")
-    sess = summary.get("sessions")
-    if sess and sess["by_turn"]:
-        turns = ", ".join(
-            f"{t['turn']}: {t['ttft_ms']['p50']:.1f}"
-            for t in sess["by_turn"]
-            if t["ttft_ms"]["p50"] is not None
-        )
-        lines.append(f"sessions    {sess['sessions']}; TTFT p50 by turn (ms) {turns}")
-    cache = (summary.get("server") or {}).get("prefix_cache")
-    if cache and cache.get("hit_rate") is not None and (cache["hit_rate"] > 0 or _shares_prefix(summary)):
-        lines.append(
-            f"prefix cache  server hit rate {cache['hit_rate']:.1%} "
-            f"({cache['hits']:,.0f} of {cache['queries']:,.0f} prompt tokens)"
-        )
-    return lines

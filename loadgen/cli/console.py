@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from loadgen import metric_defs
-from loadgen.analysis import fidelity, traffic
+from loadgen.cli.block_lines import fidelity_line, traffic_lines
 
 # The latency table: the registry's distributions shown on the console, and its columns. A row
 # with a ``same_as`` (TTFT and E2E from the scheduled send) is left out while it matches that
@@ -238,7 +238,7 @@ def print_summary(result: Any, file: Any = None) -> None:
             con.print(
                 f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else "")
             )
-    for line in traffic.console_lines(s):
+    for line in traffic_lines(s):
         con.print(line, soft_wrap=True)
     client = s.get("client") or {}
     con.print(
@@ -248,7 +248,7 @@ def print_summary(result: Any, file: Any = None) -> None:
     fid = s.get("fidelity")
     if fid:
         colour = {"pass": "green", "fail": "red"}.get(fid["verdict"], "yellow")
-        con.print(f"[{colour}]{fidelity.console_line(fid)}[/{colour}]", soft_wrap=True)
+        con.print(f"[{colour}]{fidelity_line(fid)}[/{colour}]", soft_wrap=True)
     for w in client.get("warnings", []):
         con.print(
             f"[yellow]warning[/yellow] {w['warning']}: {w['message']}"

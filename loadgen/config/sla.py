@@ -1,20 +1,23 @@
 """The SLA a profile sets: per-request SLOs (goodput) and run-level rules (pass/fail).
 
-A rule is one string, ``'[stat] metric op threshold'``; which metrics and stats it may name
-come from the metric registry, so the rules accept exactly what ``analysis/sla.py`` evaluates.
+A rule is one string, ``'[stat] metric op threshold'``, read by one grammar (``parse_rule``,
+which the evaluation in ``analysis/sla.py`` also uses for a rule given as text); which metrics
+and stats it may name come from the metric registry, so the rules accept exactly what
+``analysis/sla.py`` evaluates. The per-request SLO fields are the registry's ``SLOS``.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, create_model, field_validator, model_validator
 
 from loadgen import metric_defs
-from loadgen.config.base import StrictModel
+from loadgen.config.base import StrictModel, field_msg
 
 STATS = metric_defs.RULE_STATS
+Op = Literal["<", "<=", ">", ">="]
 _RULE = re.compile(
     r"^\s*(?:(?P<stat>[a-z0-9_.]+)\s+)?(?P<metric>[a-z][a-z0-9_]*)\s*"
     r"(?P<op><=|>=|<|>)\s*(?P<threshold>[-+]?[0-9.]+(?:[eE][-+]?\d+)?)\s*$"
@@ -25,29 +28,57 @@ RULE_GRAMMAR = (
 )
 
 
+class ParsedRule(NamedTuple):
+    """A rule as the grammar reads it: names unchecked (``SlaRule`` checks them against the
+    registry), the stat in the summary's spelling (``p99_9``)."""
+
+    stat: str | None
+    metric: str
+    op: str
+    threshold: float
+
+    def text(self) -> str:
+        """The rule as written: 'p99 ttft_ms < 700'."""
+        head = f"{self.stat} {self.metric}" if self.stat else self.metric
+        return f"{head} {self.op} {self.threshold:g}"
+
+
+def stat_key(stat: str) -> str:
+    """A stat as the summary names it: 'p99.9' is 'p99_9'."""
+    return stat.replace(".", "_")
+
+
+def parse_rule(text: str) -> ParsedRule:
+    """``'[stat] metric op threshold'`` -> its parts; ``ValueError`` citing the grammar."""
+    m = _RULE.match(text)
+    if not m:
+        raise ValueError(f"cannot parse rule {text!r}; grammar: {RULE_GRAMMAR}")
+    try:
+        threshold = float(m["threshold"])
+    except ValueError:
+        raise field_msg("threshold", f"expected a number, got {m['threshold']!r}") from None
+    stat = m["stat"]
+    return ParsedRule(stat_key(stat) if stat else None, m["metric"], m["op"], threshold)
+
+
 class SlaRule(StrictModel):
     """A run-level pass/fail rule on a percentile (or a run scalar), written as one string."""
 
     metric: str
     stat: str | None = None
-    op: Literal["<", "<=", ">", ">="]
+    op: Op
     threshold: float
 
     @model_validator(mode="before")
     @classmethod
     def _parse(cls, v: Any) -> Any:
-        if not isinstance(v, str):
-            return v
-        m = _RULE.match(v)
-        if not m:
-            raise ValueError(f"cannot parse rule {v!r}; grammar: {RULE_GRAMMAR}")
-        return m.groupdict()
+        return parse_rule(v)._asdict() if isinstance(v, str) else v
 
     @field_validator("stat", mode="before")
     @classmethod
     def _dotted(cls, v: Any) -> Any:
         """'p99.9' is 'p99_9' (as the SLA evaluation reads it)."""
-        return v.replace(".", "_") if isinstance(v, str) else v
+        return stat_key(v) if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _known(self):
@@ -69,16 +100,22 @@ class SlaRule(StrictModel):
 
     def text(self) -> str:
         """The rule as written: 'p99 ttft_ms < 700'."""
-        head = f"{self.stat} {self.metric}" if self.stat else self.metric
-        return f"{head} {self.op} {self.threshold:g}"
+        return ParsedRule(self.stat, self.metric, self.op, self.threshold).text()
 
 
-class SlaConfig(StrictModel):
-    """Per-request SLOs (for goodput) and run-level rules (for the pass/fail verdict)."""
+# The per-request SLOs, one optional bound in ms per registry SLO (sla.ttft_ms, ...), first in
+# the profile as they always were; the model is built from the registry so a new SLO is a flag.
+_Slos: type[StrictModel] = create_model(  # type: ignore[call-overload]
+    "_Slos",
+    __base__=StrictModel,
+    **{name: (float | None, Field(None, gt=0)) for name in metric_defs.SLOS},
+)
 
-    ttft_ms: float | None = Field(None, gt=0)
-    tpot_ms: float | None = Field(None, gt=0)
-    e2e_ms: float | None = Field(None, gt=0)
+
+class SlaConfig(_Slos):
+    """Per-request SLOs (for goodput: each registry SLO, e.g. ``ttft_ms``, a bound in ms every
+    good request meets) and run-level rules (for the pass/fail verdict)."""
+
     rules: tuple[SlaRule, ...] = ()
     # Failed / (ok + failed) above which every verdict fails, whatever the latency rules say:
     # percentiles are of the ok requests, so without it a run with most requests failed could

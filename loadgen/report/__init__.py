@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from loadgen.analysis.cost import CostError, CostInputs, cost_figures, cost_inputs
 from loadgen.analysis.table import RecordTable
 from loadgen.errors import LoadgenError
 from loadgen.records import RequestRecord
-from loadgen.report.cost import CostError, CostInputs, cost_figures, cost_inputs
 from loadgen.result import load_summary, load_table
 
 if TYPE_CHECKING:

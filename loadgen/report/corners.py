@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from loadgen import metric_defs
+from loadgen.analysis.cost import COST_LABEL
 from loadgen.report.blocks import Table, money, num, pct
-from loadgen.report.cost import COST_LABEL
 
 HEADER = ("four corners", "this run")
 QUALITY_PROFILE = "profiles/quality.yaml"
@@ -34,16 +35,23 @@ def corner_rows(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> t
     )
 
 
+# The latency corner: the first token's wait, then the pace of the others (TPOT, or ITL when no
+# request had two tokens to time).
+FIRST, PACE = "ttft_ms", ("tpot_ms", "itl_ms")
+
+
 def latency(summary: Mapping[str, Any]) -> str:
-    """TTFT p50/p99, then TPOT p50/p99, or ITL's when no request had two tokens to time."""
-    m = summary.get("metrics") or {}
-    ttft = m.get("ttft_ms") or {}
-    text = f"TTFT p50 {num(ttft.get('p50'))} ms, p99 {num(ttft.get('p99'))} ms"
-    for name, key in (("TPOT", "tpot_ms"), ("ITL", "itl_ms")):
-        d = m.get(key) or {}
-        if d.get("count"):
-            return text + f"; {name} p50 {num(d.get('p50'))} ms, p99 {num(d.get('p99'))} ms"
+    """p50/p99 of ``FIRST``, then of the first of ``PACE`` with samples, by their registry labels."""
+    text = _p50_p99(summary, FIRST)
+    for name in PACE:
+        if (metric_defs.lookup(summary, name) or {}).get("count"):
+            return f"{text}; {_p50_p99(summary, name)}"
     return text
+
+
+def _p50_p99(summary: Mapping[str, Any], name: str) -> str:
+    d = metric_defs.lookup(summary, name) or {}
+    return f"{metric_defs.get(name).label} p50 {num(d.get('p50'))} ms, p99 {num(d.get('p99'))} ms"
 
 
 def throughput(summary: Mapping[str, Any]) -> str:

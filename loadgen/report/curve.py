@@ -14,12 +14,15 @@ from typing import Any
 
 from matplotlib.axes import Axes
 
+from loadgen import metric_defs
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num
 from loadgen.report.plots import Plot, new_figure, thresholds, to_png
 
 PLOT_PREFIX = "curve_"
 MAIN_PLOT = "curve_ttft"  # throughput against TTFT: the headline's plot of a multi-stage run
-LATENCIES = (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT"), ("e2e_ms", "E2E"))
+# The plotted latencies (the registry's ``curve_plot`` distributions): (metric, label).
+LATENCIES: tuple[tuple[str, str], ...] = tuple((d.name, d.label) for d in metric_defs.CURVE_PLOTS)
+HEADLINE = LATENCIES[0][0]  # the latency whose p50 the stage table shows too, and the knee follows
 _STATS = (("p50", "#1f77b4", "o"), ("p99", "#9467bd", "s"))
 _KNEE, _MET, _SLO, _RULE = "#444444", "#2e7d32", "#ff7f0e", "#d62728"
 _LOG_RATIO = 30.0  # a latency axis spanning more than this factor (thresholds included) is logarithmic
@@ -110,10 +113,8 @@ def stages_sections(summary: Mapping[str, Any], plots: Sequence[Image] = ()) -> 
                 f"{counts.get('sent', 0)} / {counts.get('ok', 0)} / {counts.get('failed', 0)}",
                 num(p.get("throughput_rps")),
                 num(p.get("output_tokens_per_s")),
-                num(lat["ttft_ms"].get("p50")),
-                num(lat["ttft_ms"].get("p99")),
-                num(lat["tpot_ms"].get("p99")),
-                num(lat["e2e_ms"].get("p99")),
+                num(lat[HEADLINE].get("p50")),
+                *(num(lat[k].get("p99")) for k, _ in LATENCIES),
                 num(p.get("goodput_rps")),
                 verdict.upper() if verdict == "fail" else verdict,
                 "yes" if (s.get("steady_state") or {}).get("steady") else "no",
@@ -125,15 +126,13 @@ def stages_sections(summary: Mapping[str, Any], plots: Sequence[Image] = ()) -> 
         "sent / ok / failed",
         "req/s",
         "output tok/s",
-        "TTFT p50",
-        "TTFT p99",
-        "TPOT p99",
-        "E2E p99",
+        f"{LATENCIES[0][1]} p50",
+        *(f"{label} p99" for _, label in LATENCIES),
         "goodput req/s",
         "SLA",
         "steady",
     )
-    blocks: list = [Table(header, tuple(rows), "llrrrrrrrrll")]
+    blocks: list = [Table(header, tuple(rows), "llrrr" + "r" * (len(LATENCIES) + 2) + "ll")]
     blocks.append(
         Text(
             "Each stage on its own measured window (its warm-up and ramp excluded); latencies in ms. "
@@ -187,8 +186,8 @@ def render_curve_plots(summary: Mapping[str, Any]) -> list[Plot]:
         Plot(
             f"{PLOT_PREFIX}output_tokens",
             "Latency against output tokens/s",
-            "p50 and p99 TTFT, TPOT and E2E of each stage against its output tokens/s; "
-            + _legend_note(summary, None),
+            f"p50 and p99 {', '.join(label for _, label in LATENCIES[:-1])} and {LATENCIES[-1][1]} "
+            "of each stage against its output tokens/s; " + _legend_note(summary, None),
             to_png(fig),
         )
     )

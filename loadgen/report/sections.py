@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from loadgen import metric_defs
+from loadgen.analysis.cost import COST_LABEL, COUNT_LABEL, FORMULA
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
 from loadgen.report.conditions import conditions_section
-from loadgen.report.cost import COST_LABEL, COUNT_LABEL, FORMULA
 from loadgen.report.curve import is_curve_plot, stages_sections
 from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from loadgen.analysis.client_means import COMPARED
 from loadgen.analysis.table import RecordTable, as_table
 from loadgen.records import RequestRecord
 from loadgen.report import timeseries
@@ -24,12 +25,10 @@ from loadgen.report.blocks import Image, Section, Table, Text, num, pct
 
 SERVER_METRICS = "server_metrics.jsonl"  # as written by loadgen.server_scraper
 PLOT_NAME = "server_view"
-MEAN_ROWS = (
-    ("TTFT", "ttft", "ttft"),
-    ("ITL (per chunk)", "itl", "itl"),
-    ("ITL (per token)", "itl_per_token", "itl"),
-    ("TPOT", "tpot", "tpot"),
-    ("E2E", "e2e", "e2e"),
+# The means table's rows: (label, client key or None, server histogram): the registry's
+# client-vs-server latencies, then what only the server measures.
+MEAN_ROWS: tuple[tuple[str, str | None, str], ...] = (
+    *((label, key, hist) for key, hist, label in COMPARED),
     ("queue time (server only)", None, "queue_time"),
 )
 

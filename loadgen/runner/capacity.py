@@ -52,12 +52,12 @@ import orjson
 
 from loadgen.analysis import metrics
 from loadgen.analysis import sla as sla_mod
+from loadgen.analysis.cost import CostInputs, cost_inputs, per_million
 from loadgen.analysis.curve import curve
 from loadgen.config import LoadConfig, Profile
 from loadgen.config.stages import Stage
 from loadgen.errors import LoadgenError
 from loadgen.records import CANCELLED
-from loadgen.report.cost import CostInputs, cost_inputs, per_million
 from loadgen.result import write_summary
 from loadgen.runner import api
 from loadgen.runner.plan import StageOutcome

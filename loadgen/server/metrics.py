@@ -26,12 +26,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import orjson
 from prometheus_client.parser import text_string_to_metric_families
 
-from loadgen.analysis.gaps import GapSamples
-from loadgen.analysis.table import as_table
+# The client's means are client figures, computed in analysis; re-exported for the scraper.
+from loadgen.analysis.client_means import client_means, client_vs_server
 
 __all__ = [
     "COUNTERS",
@@ -300,16 +299,6 @@ def _num(v: object) -> float | None:
 
 
 # ----------------------------------------------------------------------------- the run's view
-# Client statistic compared with each server histogram: same quantity, measured at each end.
-COMPARED = (
-    ("ttft", "ttft", "TTFT"),
-    ("itl", "itl", "ITL (per chunk)"),
-    ("itl_per_token", "itl", "ITL (per token)"),
-    ("tpot", "tpot", "TPOT"),
-    ("e2e", "e2e", "E2E"),
-)
-
-
 def summarize(
     rows: Sequence[Mapping], window_ns: tuple[int, int] | None, client: Mapping[str, float | None]
 ) -> dict:
@@ -321,9 +310,9 @@ def summarize(
     ``tokens``: counter deltas, last minus first scrape; ``prefix_cache`` (engines that count
     it): prompt tokens queried and hit, and the hit rate. ``histograms``: per histogram the deltas
     of count and sum and ``mean_ms`` = sum delta / count delta. ``client_vs_server``: the
-    client's mean (``client``, from ``client_means``) minus the server's: what HTTP, the network
-    and the client add on top of what the server measured itself (queueing inside the server is
-    in both; ``histograms.queue_time`` says how much of it there was).
+    client's mean (``client``, from ``analysis.client_means``) minus the server's
+    (``analysis.client_means.client_vs_server``; queueing inside the server is in both,
+    ``histograms.queue_time`` says how much of it there was).
     """
     out: dict = {"gauges": {}, "preemptions": None, "tokens": {}, "histograms": {}, "client_vs_server": {}}
     if not rows:
@@ -362,50 +351,8 @@ def summarize(
             "sum_s": total,
             "mean_ms": total / count * 1e3 if count > 0 else None,
         }
-    for key, hist, _label in COMPARED:
-        server = (out["histograms"].get(hist) or {}).get("mean_ms")
-        ours = client.get(key)
-        if server is None or ours is None:
-            continue
-        out["client_vs_server"][key] = {
-            "client_mean_ms": ours,
-            "server_mean_ms": server,
-            "difference_ms": ours - server,
-        }
+    out["client_vs_server"] = client_vs_server(out["histograms"], client)
     return out
-
-
-def client_means(records: Any) -> dict[str, float | None]:
-    """The client's mean TTFT, ITL (per chunk and per token), TPOT and E2E in ms over every ok
-    request, warm-up included: the server's histogram deltas count those too. ``records``: a
-    ``RecordTable`` or a sequence of records.
-
-    Per chunk: the gaps between consecutive content chunks; per token: the same gaps summed and
-    divided among the tokens the later chunks carried (sum of gaps / sum of their tokens)."""
-    t = as_table(records)
-    ok = t.column("ok")
-    send = t.column("t_send_ns")
-    first, has_first = t.ints("t_first_token_ns")
-    end, has_end = t.ints("t_end_ns")
-    out, has_out = t.ints("output_tokens")
-    last = t.column("t_last_chunk_ns")
-    streamed = ok & (t.column("n_chunks") >= 2)
-    gaps = GapSamples(t, streamed)
-    gaps_ns = sum(int(g.sum(dtype=np.int64)) for g, _ in gaps.raw_blocks())
-    tokens = int(gaps.tokens().sum())
-    with_tpot = streamed & has_out & (out >= 2) & has_first
-    tpot = (last - first)[with_tpot] / (out - 1)[with_tpot]
-
-    def mean_ms(v: np.ndarray) -> float | None:
-        return v.sum().item() / len(v) / 1e6 if len(v) else None  # an int sum divides exactly
-
-    return {
-        "ttft": mean_ms((first - send)[ok & has_first]),
-        "e2e": mean_ms((end - send)[ok & has_end]),
-        "tpot": mean_ms(tpot),
-        "itl": gaps_ns / gaps.gaps / 1e6 if gaps.gaps else None,
-        "itl_per_token": gaps_ns / tokens / 1e6 if tokens else None,
-    }
 
 
 def _busy(first: Mapping, last: Mapping, tokens: Mapping[str, Any]) -> dict | None:

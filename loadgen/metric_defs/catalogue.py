@@ -1,73 +1,13 @@
-"""The metric registry: every metric loadgen reports, defined once, in one table.
-
-Why: the metric names used to be listed again in each module that names them (the profile's
-SLA rules, the SLA evaluation, the summary, the bootstrap, the gate's rules, compare's table,
-the report and the console), and the copies drifted: a profile rejected run-level rules that
-the evaluation understood. Now each of those takes its list from ``METRICS``, so a metric added
-here is accepted by SLA and gate rules, evaluated, compared and shown everywhere its flags say,
-and ``tests/test_metric_registry.py`` fails until the summary actually computes it.
-
-Adding a metric: one ``MetricDef`` below. A distribution whose ``samples`` is a per-request
-column (``ok_requests`` / ``measured_requests``) also needs that column in
-``analysis.metrics.request_frame`` (and ``DERIVED_COLUMNS``); a run scalar needs its number
-written at ``path`` by ``analysis.metrics.summarize`` and, when ``gate`` is set, a resampled
-form in ``analysis.bootstrap.statistic``.
-
-A leaf module: it imports nothing of loadgen, so every layer may import it.
+"""The metric registry's table: every metric loadgen reports, one ``MetricDef`` each, and the
+lists every consumer derives from it (see the package's docstring).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-Kind = Literal["distribution", "run"]
-# What a distribution summarizes (measured = not warm-up): one value per ok measured request, or
-# per measured request (ok or not), both the request_frame column of the metric's name; or the
-# gaps between consecutive content chunks of ok requests, per chunk or shared among the tokens
-# the later chunk carried (``analysis.metrics.itl_values``).
-Samples = Literal["ok_requests", "measured_requests", "chunk_gaps", "token_gaps"]
-
-PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
-# The keys of every distribution in summary.json, in their order there.
-STATS: tuple[str, ...] = ("count", "mean", "std", "min", *PERCENTILES, "max")
-# The stats an SLA rule may name with a distribution metric (and the SLA evaluation reads).
-RULE_STATS: tuple[str, ...] = (*PERCENTILES, "mean", "max", "min")
-# The stats a gate rule may name: those the bootstrap recomputes on resamples.
-GATE_STATS: tuple[str, ...] = (*PERCENTILES, "mean")
-# Columns of the report's latency table and the stat rows of compare's table, in order.
-TABLE_STATS: tuple[str, ...] = (*PERCENTILES, "mean")
-# Columns of the console's end-of-run latency table, in order.
-CONSOLE_STATS: tuple[str, ...] = ("mean", *PERCENTILES, "max")
-
-
-@dataclass(frozen=True, slots=True)
-class MetricDef:
-    """One metric: where it is in summary.json, how it is named and shown, and who uses it."""
-
-    name: str  # its key in summary.json and the name rules use: "ttft_ms"
-    kind: Kind  # "distribution": a dict of STATS; "run": one number per run
-    path: tuple[str, ...]  # where it sits in summary.json
-    unit: str  # "ms", "req/s", "tok/s", "requests" or "fraction" (shown as a percentage)
-    label: str  # short name in tables: "TTFT", "output tokens/s"
-    description: str
-    higher_is_better: bool = False  # direction of "worse" for the gate's max_regression
-    digits: int = 1  # decimals on the console (of the percentage, for a fraction)
-    samples: Samples | None = None  # distributions only: what it summarizes
-    title: str = ""  # longer name for plot titles and axes; the label when empty
-    gate: bool = True  # the bootstrap resamples it, so a gate rule may bound it
-    compare: bool = True  # rows in compare's table (distributions: TABLE_STATS rows, a CDF plot)
-    console: bool = False  # distributions: a row of the console's latency table
-    report: str | None = None  # the report table it is a row of: "latency", "throughput", "goodput"
-    # A distribution that equals this other one when every request went out on time (a closed
-    # loop, a client that kept up): the console's and the report's tables show it only when it
-    # differs (``table_shows``), so a run without send lag does not show the same figures twice.
-    same_as: str | None = None
-
-    @property
-    def plot_title(self) -> str:
-        return self.title or self.label
+from loadgen.metric_defs.model import PER_REQUEST_SAMPLES, TABLE_STATS, MetricDef, Samples, Span
 
 
 def _dist(name: str, label: str, samples: Samples, description: str, **kw: Any) -> MetricDef:
@@ -85,14 +25,20 @@ METRICS: tuple[MetricDef, ...] = (
         "TTFT",
         "ok_requests",
         "time to first token: first token-bearing chunk minus send",
+        formula=Span("t_send_ns", "t_first_token_ns"),
         console=True,
         report="latency",
+        slo=True,
+        curve=True,
+        curve_plot=True,
+        server_histogram="ttft",
     ),
     _dist(
         "ttfb_ms",
         "TTFB",
         "ok_requests",
         "time to first byte of the response body minus send",
+        formula=Span("t_send_ns", "t_first_byte_ns"),
         console=True,
         report="latency",
         compare=False,
@@ -105,6 +51,8 @@ METRICS: tuple[MetricDef, ...] = (
         digits=2,
         console=True,
         report="latency",
+        curve=True,
+        server_histogram="itl",
     ),
     _dist(
         "itl_per_token_ms",
@@ -115,30 +63,42 @@ METRICS: tuple[MetricDef, ...] = (
         console=True,
         report="latency",
         compare=False,
+        server_histogram="itl",
     ),
     _dist(
         "tpot_ms",
         "TPOT",
         "ok_requests",
         "time per output token: (last chunk - first chunk) / (output tokens - 1)",
+        formula=Span("t_first_token_ns", "t_last_chunk_ns", per_token=True),
         digits=2,
         console=True,
         report="latency",
+        slo=True,
+        curve=True,
+        curve_plot=True,
+        server_histogram="tpot",
     ),
     _dist(
         "e2e_ms",
         "E2E",
         "ok_requests",
         "end of stream minus send",
+        formula=Span("t_send_ns", "t_end_ns", ok_only=True),
         title="E2E latency",
         console=True,
         report="latency",
+        slo=True,
+        curve=True,
+        curve_plot=True,
+        server_histogram="e2e",
     ),
     _dist(
         "client_lag_ms",
         "client lag",
         "measured_requests",
         "send minus scheduled send: how late the client sent",
+        formula=Span("t_sched_ns", "t_send_ns"),
         digits=2,
         console=True,
         compare=False,
@@ -150,6 +110,7 @@ METRICS: tuple[MetricDef, ...] = (
         "TTFT from schedule",
         "ok_requests",
         "time to first token from the scheduled send: first token-bearing chunk minus t_sched",
+        formula=Span("t_sched_ns", "t_first_token_ns"),
         title="TTFT from the scheduled send",
         console=True,
         report="latency",
@@ -161,6 +122,7 @@ METRICS: tuple[MetricDef, ...] = (
         "E2E from schedule",
         "ok_requests",
         "end of stream minus scheduled send",
+        formula=Span("t_sched_ns", "t_end_ns", ok_only=True),
         title="E2E latency from the scheduled send",
         console=True,
         report="latency",
@@ -257,11 +219,32 @@ METRICS: tuple[MetricDef, ...] = (
     ),
 )
 
+# The distributions of the fidelity block (``analysis.fidelity``: a run the built-in simulator
+# served), in order, and how compare's rows and the gate's rules name one:
+# "fidelity.chunk_lag_ms". Not in METRICS: a run against a real server has no such block.
+FIDELITY_FIELDS: tuple[str, ...] = (
+    "first_token_lag_ms",
+    "chunk_lag_ms",
+    "ttft_error_ms",
+    "tpot_error_ms",
+    "e2e_error_ms",
+)
+FIDELITY_PREFIX = "fidelity."
+
 BY_NAME: dict[str, MetricDef] = {d.name: d for d in METRICS}
 NAMES: tuple[str, ...] = tuple(BY_NAME)
 DISTRIBUTIONS: tuple[MetricDef, ...] = tuple(d for d in METRICS if d.kind == "distribution")
 RUN_SCALARS: tuple[MetricDef, ...] = tuple(d for d in METRICS if d.kind == "run")
 GATED: tuple[MetricDef, ...] = tuple(d for d in METRICS if d.gate)
+# One value per request (a column of ``analysis.metrics.request_frame``), in the registry's order.
+PER_REQUEST: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.samples in PER_REQUEST_SAMPLES)
+# The profile's per-request SLOs (sla.ttft_ms, ...): what goodput counts against.
+SLOS: tuple[str, ...] = tuple(d.name for d in PER_REQUEST if d.slo)
+# The columns of a multi-stage run's curve points: those the report plots, then the others.
+CURVE_PLOTS: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.curve and d.curve_plot)
+CURVE: tuple[MetricDef, ...] = (*CURVE_PLOTS, *(d for d in DISTRIBUTIONS if d.curve and not d.curve_plot))
+# The client's means set beside the server's latency histograms of the same quantity.
+SERVER_COMPARED: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.server_histogram)
 
 
 def get(name: str) -> MetricDef:

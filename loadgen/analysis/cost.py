@@ -6,6 +6,9 @@ for output tokens, for total (input + output) tokens, and for output tokens at g
 the requests that met every per-request SLO count as delivered). The price comes from the
 caller (``--gpu-hour-cost``) or the run's labels (``--label gpu_hour_cost=2.5``); the GPU count
 from the caller or the label ``gpu_count`` (default 1), so a run states what it was priced at.
+
+Pure numbers, in analysis: the report renders them, and ``loadgen capacity`` prices the
+capacity it finds with the same formula, without reaching up into the report.
 """
 
 from __future__ import annotations

@@ -1,0 +1,91 @@
+"""The metric registry: every metric loadgen reports, defined once, in one table.
+
+Why: the metric names, their per-request formulas and the lists of rows and labels used to be
+written again in each module that uses them (the profile's SLA rules and SLOs, the SLA
+evaluation, the summary, the bootstrap, the gate's rules, compare's table, the report, the
+curve, the client-vs-server means, the console), and the copies drifted: a profile rejected
+run-level rules that the evaluation understood; TPOT was computed three times. Now each of those
+takes its list from ``METRICS`` and each per-request latency its ``formula``, so a metric added
+here is computed, accepted by SLA and gate rules, evaluated, compared and shown everywhere its
+flags say, and ``tests/test_metric_registry.py`` fails until the summary actually computes it.
+
+Adding a metric: one ``MetricDef`` in ``catalogue.METRICS``. A per-request distribution (its
+``samples`` ``ok_requests`` / ``measured_requests``) carries its ``formula`` (a ``Span`` between
+two record timestamps), and every consumer follows; a run scalar needs its number written at
+``path`` by ``analysis.metrics.summarize`` and, when ``gate`` is set, a resampled form in
+``analysis.bootstrap.statistic``; a distribution of chunk gaps, its samples in
+``analysis.metrics``.
+
+A leaf package: it imports numpy and nothing of loadgen, so every layer may import it.
+``model`` says what a metric is, ``catalogue`` lists them.
+"""
+
+from loadgen.metric_defs.catalogue import (
+    BY_NAME,
+    CURVE,
+    CURVE_PLOTS,
+    DISTRIBUTIONS,
+    FIDELITY_FIELDS,
+    FIDELITY_PREFIX,
+    GATED,
+    METRICS,
+    NAMES,
+    PER_REQUEST,
+    RUN_SCALARS,
+    SAME_WITHIN_FRACTION,
+    SAME_WITHIN_MS,
+    SERVER_COMPARED,
+    SLOS,
+    get,
+    lookup,
+    table_shows,
+)
+from loadgen.metric_defs.model import (
+    CONSOLE_STATS,
+    GATE_STATS,
+    PER_REQUEST_SAMPLES,
+    PERCENTILES,
+    RULE_STATS,
+    STATS,
+    TABLE_STATS,
+    Columns,
+    Kind,
+    MetricDef,
+    Samples,
+    Span,
+    tpot_ms,
+)
+
+__all__ = [
+    "BY_NAME",
+    "CONSOLE_STATS",
+    "CURVE",
+    "CURVE_PLOTS",
+    "DISTRIBUTIONS",
+    "FIDELITY_FIELDS",
+    "FIDELITY_PREFIX",
+    "GATED",
+    "GATE_STATS",
+    "METRICS",
+    "NAMES",
+    "PERCENTILES",
+    "PER_REQUEST",
+    "PER_REQUEST_SAMPLES",
+    "RULE_STATS",
+    "RUN_SCALARS",
+    "SAME_WITHIN_FRACTION",
+    "SAME_WITHIN_MS",
+    "SERVER_COMPARED",
+    "SLOS",
+    "STATS",
+    "TABLE_STATS",
+    "Columns",
+    "Kind",
+    "MetricDef",
+    "Samples",
+    "Span",
+    "get",
+    "lookup",
+    "table_shows",
+    "tpot_ms",
+]
