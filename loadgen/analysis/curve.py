@@ -22,7 +22,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from loadgen import metric_defs
-from loadgen.analysis.metrics import Records, as_table, mean_concurrency
+from loadgen.analysis.counts import mean_concurrency
+from loadgen.analysis.metrics import Records, as_table
 from loadgen.summary import Curve, StageSummary
 
 STEADY_TOLERANCE = 0.2

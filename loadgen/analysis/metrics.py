@@ -14,19 +14,30 @@ inter-token gaps as floats (``analysis.gaps``).
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from loadgen import metric_defs
 from loadgen.analysis import sla as sla_mod
+from loadgen.analysis.counts import (
+    counts_block,
+    filled,
+    littles_law,
+    mean_concurrency,
+    ratio,
+    spans,
+    value_counts,
+    window_block,
+)
 from loadgen.analysis.distribution import distribution
 from loadgen.analysis.gaps import GapSamples
 from loadgen.analysis.server_timings import server_timings
 from loadgen.analysis.table import KINDS, NULLABLE_BOOLS, SCALAR_FIELDS, RecordTable, as_table
 from loadgen.records import CANCELLED, RequestRecord
+from loadgen.summary import Metrics, Window
+from loadgen.summary.measures import Measured
 
 if TYPE_CHECKING:  # pandas is imported by request_frame alone: the summary never needs it
     import pandas as pd
@@ -41,7 +52,6 @@ __all__ = [
     "distribution",
     "distribution_samples",
     "itl_values",
-    "mean_concurrency",
     "request_frame",
     "summarize",
 ]
@@ -154,164 +164,65 @@ def _samples(t: RecordTable, cols: dict[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
-def mean_concurrency(
-    starts_ns: np.ndarray, ends_ns: np.ndarray, window_start_ns: int, window_end_ns: int
-) -> float | None:
-    """Time-averaged number of requests in flight over ``[window_start, window_end]``.
-
-    The integral of the in-flight count over the window equals the sum of each interval's
-    overlap with the window, so this is the event sweep's exact result without sorting.
-    """
-    span = window_end_ns - window_start_ns
-    if span <= 0:
-        return None
-    overlap = np.minimum(ends_ns, window_end_ns) - np.maximum(starts_ns, window_start_ns)
-    return float(np.clip(overlap, 0, None).sum() / span)
-
-
-def summarize(records: Records, *, sla: Any = None) -> dict:
-    """The run summary: ``{"counts", "window", "metrics", "sla"}`` (see docs/design.md, "Result files").
-
-    counts cover measured (non-warm-up) requests: ``sent``, ``ok``, ``failed`` (not ok, not
-    cancelled), ``cancelled``, ``warmup`` (excluded everywhere else), ``errors_by_class`` (every
-    non-ok request incl. cancelled; no class -> "unknown"; by count desc, then name) and
-    ``error_rate = failed / (ok + failed)``.
-    The window runs from the first measured ``t_send`` to the last measured ``t_end`` (or
-    ``t_send`` where a request has no ``t_end``); every rate is per second of that window.
-    ``mean_concurrency`` is the time-averaged in-flight count over the whole window.
-    Little's law (L = lambda x W) is checked on the dispatch window, first to last measured send,
-    where the load is applied and ramp-down is excluded: ``measured_concurrency`` is the in-flight
-    average there, ``expected_concurrency`` = completions inside it per second x mean latency
-    (``t_end - t_send``, every finished request). Over the whole window the two sides would be
-    the same sum divided twice, equal by construction; on the dispatch window they agree only
-    when the run was in a steady state, so a ratio far from 1 flags a run too short or too
-    unsteady for its averages to describe it.
-    """
+def summarize(records: Records, *, sla: Any = None, incomplete: bool = False) -> Measured:
+    """The measured blocks of a run or of one stage: ``counts`` and ``window``
+    (``analysis.counts``), ``metrics`` and ``sla`` (see docs/design.md, "Result files").
+    ``incomplete``: the run or stage was stopped before its limits, so its verdict is
+    ``incomplete``, never ``pass``."""
     table = as_table(records)
     keep = ~table.column("warmup")  # the measured requests: every count and statistic below
-    ok = table.column("ok")[keep]
-    errors_col = table.column("error_class")[keep]
-    cancelled = ~ok & (errors_col == CANCELLED)
-    failed = ~ok & ~cancelled
-    n_ok, n_failed = int(ok.sum()), int(failed.sum())
-    out_all = _filled(table, "output_tokens")[keep]
+    counts = counts_block(table, keep)
+    window = window_block(*spans(table, keep)[:2])
+    metrics = metrics_block(table, keep, window, sla)
+    sla_block = sla_mod.evaluate(sla, {"counts": counts, "metrics": metrics}, incomplete=incomplete)
+    return {"counts": counts, "window": window, "metrics": metrics, "sla": sla_block}
 
-    errors = Counter("unknown" if e is None else e for e in errors_col[~ok].tolist())
-    counts = {
-        "sent": int(keep.sum()),
-        "ok": n_ok,
-        "failed": n_failed,
-        "cancelled": int(cancelled.sum()),
-        "warmup": int(len(table) - keep.sum()),
-        "errors_by_class": {k: int(v) for k, v in sorted(errors.items(), key=lambda kv: (-kv[1], kv[0]))},
-        "error_rate": _ratio(n_failed, n_ok + n_failed),
-        # A stream that ended normally without a single token is "ok" to HTTP but not an answer:
-        # counted apart, so it never passes for a fast response unnoticed.
-        "anomalies": {"zero_output_tokens": int((ok & (out_all == 0)).sum())},
-        # The server asked the client to back off (429/503 with Retry-After): how often, how long.
-        "retry_after": _retry_after(table.column("retry_after_s")[keep]),
-        # Requests sent a second time because the reused connection they first went out on
-        # ended before any byte of the answer (the only retry loadgen makes): the server saw
-        # them twice, so they are counted, never hidden.
-        "retries": _retries(table.column("attempts")[keep], table.column("retry_reason")[keep]),
-    }
 
-    send = table.column("t_send_ns")[keep]
-    end_all, has_end_all = table.ints("t_end_ns")
-    has_end = has_end_all[keep]
-    end = np.where(has_end, end_all[keep], send)
-    start_ns: int | None = None
-    end_ns: int | None = None
-    seconds = 0.0
-    if len(send):
-        start_ns, end_ns = int(send.min()), int(end.max())
-        seconds = (end_ns - start_ns) / 1e9
-    window = {"start_ns": start_ns, "end_ns": end_ns, "seconds": seconds}
+def metrics_block(table: RecordTable, keep: np.ndarray, window: Window, sla: Any) -> Metrics:
+    """Every latency distribution of the registry, the throughputs per second of ``window``,
+    the requests in flight and Little's law (``analysis.counts``), goodput against ``sla``'s
+    per-request SLOs, and where the token counts came from."""
+    seconds = window["seconds"]
 
     def rate(x: float) -> float | None:
         return float(x / seconds) if seconds > 0 else None
 
+    ok = table.column("ok")[keep]
     derived = derived_columns(table)
     samples = _samples(table, derived)
-    metrics: dict[str, Any] = {d.name: distribution(samples[d.name]) for d in metric_defs.DISTRIBUTIONS}
-
-    in_tokens = int(_filled(table, "prompt_tokens")[keep][ok].sum())
+    out: dict[str, Any] = {d.name: distribution(samples[d.name]) for d in metric_defs.DISTRIBUTIONS}
+    out_all = filled(table, "output_tokens")[keep]
+    in_tokens = int(filled(table, "prompt_tokens")[keep][ok].sum())
     out_tokens = int(out_all[ok].sum())
-    metrics["request_throughput_rps"] = rate(n_ok)
-    metrics["input_tokens_per_s"] = rate(in_tokens)
-    metrics["output_tokens_per_s"] = rate(out_tokens)
-    metrics["total_tokens_per_s"] = rate(in_tokens + out_tokens)
-
-    measured_conc = (
-        mean_concurrency(send, end, start_ns, end_ns) if start_ns is not None and end_ns is not None else None
+    out["request_throughput_rps"] = rate(int(ok.sum()))
+    out["input_tokens_per_s"] = rate(in_tokens)
+    out["output_tokens_per_s"] = rate(out_tokens)
+    out["total_tokens_per_s"] = rate(in_tokens + out_tokens)
+    start, end = window["start_ns"], window["end_ns"]
+    send, ends, has_end = spans(table, keep)
+    out["mean_concurrency"] = (
+        None if start is None or end is None else mean_concurrency(send, ends, start, end)
     )
-    metrics["mean_concurrency"] = measured_conc
-    metrics["littles_law"] = _littles_law(send, end, has_end)
-
+    out["littles_law"] = littles_law(send, ends, has_end)
     slos = sla_mod.set_slos(sla)
     good = sla_mod.good_mask(ok, {k: derived[k][keep] for k in slos}, slos)
-    metrics["goodput"] = {
+    done = int(ok.sum()) + int((~ok & (table.column("error_class")[keep] != CANCELLED)).sum())
+    out["goodput"] = {
         "requests_per_s": rate(int(good.sum())),
         "output_tokens_per_s": rate(int(out_all[good].sum())),
-        "attained_fraction": _ratio(int(good.sum()), n_ok + n_failed),
+        "attained_fraction": ratio(int(good.sum()), done),
     }
     reasoning = _reasoning(table)
     if reasoning is not None:
-        metrics["reasoning"] = reasoning
+        out["reasoning"] = reasoning
     measured_ok = keep.copy()
     measured_ok[keep] = ok
-    metrics["token_count_source"] = _value_counts(table.column("token_source")[measured_ok])
-    metrics["prompt_tokens_source"] = _value_counts(table.column("prompt_tokens_source")[measured_ok])
-
+    out["token_count_source"] = value_counts(table.column("token_source")[measured_ok])
+    out["prompt_tokens_source"] = value_counts(table.column("prompt_tokens_source")[measured_ok])
     timings = server_timings(table, derived, measured_ok)
     if timings is not None:
-        metrics["server_timings"] = timings
-    summary = {"counts": counts, "window": window, "metrics": metrics}
-    summary["sla"] = sla_mod.evaluate(sla, summary)
-    return summary
-
-
-def _filled(table: RecordTable, name: str) -> np.ndarray:
-    """A nullable int column with 0 where missing (``fillna(0)``)."""
-    values, present = table.ints(name)
-    return np.where(present, values, 0)
-
-
-def _retry_after(column: np.ndarray) -> dict:
-    values = column[~np.isnan(column)]
-    return {"requests": len(values), "max_s": float(values.max()) if len(values) else None}
-
-
-def _retries(attempts: np.ndarray, reasons: np.ndarray) -> dict:
-    again = attempts > 1
-    why = Counter(str(r) for r in reasons[again].tolist())
-    return {"requests": int(again.sum()), "by_reason": dict(sorted(why.items()))}
-
-
-def _littles_law(send: np.ndarray, end: np.ndarray, has_end: np.ndarray) -> dict:
-    out: dict[str, float | None] = {
-        "window_seconds": None,
-        "expected_concurrency": None,
-        "measured_concurrency": None,
-        "ratio": None,
-    }
-    if len(send) < 2:
-        return out
-    ds, de = int(send.min()), int(send.max())
-    span = de - ds
-    if span <= 0 or not has_end.any():
-        return out
-    measured = mean_concurrency(send, end, ds, de)
-    done = has_end & (end >= ds) & (end <= de)
-    latency_s = float((end[has_end] - send[has_end]).mean()) / 1e9
-    expected = float(done.sum()) / (span / 1e9) * latency_s
-    out.update(
-        window_seconds=span / 1e9,
-        expected_concurrency=expected,
-        measured_concurrency=measured,
-        ratio=_ratio(measured, expected),
-    )
-    return out
+        out["server_timings"] = timings
+    return cast(Metrics, out)
 
 
 def client_limits(records: Records, *, lag_threshold_ms: float = 10.0) -> dict | None:
@@ -348,14 +259,3 @@ def _reasoning(records: Records) -> dict | None:
     first, _ = t.ints("t_first_reasoning_ns")
     ttfr = (first - t.column("t_send_ns"))[with_reasoning & t.column("ok")] / 1e6
     return {"requests": int(with_reasoning.sum()), "ttfr_ms": distribution(ttfr)}
-
-
-def _value_counts(column: np.ndarray) -> dict[str, int]:
-    counts = Counter(v for v in column.tolist() if v is not None)
-    return {str(k): int(v) for k, v in sorted(counts.items())}
-
-
-def _ratio(num: float | None, den: float | None) -> float | None:
-    if num is None or not den:
-        return None
-    return float(num / den)

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import numpy as np
 
 from loadgen import metric_defs
 from loadgen.config.sla import parse_rule, stat_key
+from loadgen.summary import SlaBlock
 
 # Per-request SLOs that define goodput (DistServe / vLLM ``--goodput``), as frame columns.
 SLO_FIELDS: tuple[str, ...] = metric_defs.SLOS
@@ -74,10 +75,13 @@ def rule_text(rule: Any) -> str:
     return f"{name} {rule.op} {rule.threshold}"
 
 
-def evaluate(sla: Any, summary: dict) -> dict:
+def evaluate(sla: Any, summary: Mapping[str, Any], *, incomplete: bool = False) -> SlaBlock:
     """The ``sla`` block: each rule checked against ``summary`` ({counts, metrics, ...}), after
     the error-rate check that is part of every verdict (``sla.max_error_rate``): its detail comes
-    first, and when it fails its reason says how many requests failed and why.
+    first, and when it fails its reason says how many requests failed and why. ``incomplete``:
+    the run (or stage) was stopped before its limits, so a verdict it has is ``incomplete``
+    (its rules' values stay in the details), never ``pass``: its percentiles describe a shorter
+    run than asked.
 
     A rule whose metric has no data (an empty distribution, a rate over a zero-length
     window) fails, with value ``None`` and a ``reason``; so does an unknown metric or stat.
@@ -94,6 +98,8 @@ def evaluate(sla: Any, summary: dict) -> dict:
         verdict = "none"
     elif all_warmup:
         verdict = "none"  # nothing was measured: no rule can pass or fail
+    elif incomplete:
+        verdict = "incomplete"
     else:
         verdict = "pass" if all(d["passed"] for d in details) else "fail"
     block: dict[str, Any] = {
@@ -106,7 +112,7 @@ def evaluate(sla: Any, summary: dict) -> dict:
         block["no_verdict"] = "no measured request: every request sent was warm-up"
     if not slos:
         block["slo_note"] = "no per-request SLO set: goodput equals request throughput"
-    return block
+    return cast(SlaBlock, block)
 
 
 def failures_text(counts: dict) -> str | None:
@@ -125,7 +131,7 @@ def run_failures(**summaries: dict) -> tuple[str, ...]:
     return tuple(f"{name}: {text}" for name, text in out if text)
 
 
-def _errors(limit: float, summary: dict) -> dict:
+def _errors(limit: float, summary: Mapping[str, Any]) -> dict:
     counts = summary.get("counts") or {}
     rate = counts.get("error_rate")
     passed = rate is not None and rate <= limit
@@ -147,7 +153,7 @@ def _errors(limit: float, summary: dict) -> dict:
     }
 
 
-def _check(rule: Any, summary: dict) -> dict:
+def _check(rule: Any, summary: Mapping[str, Any]) -> dict:
     metric = str(rule.metric)
     stat = getattr(rule, "stat", None)
     stat = None if stat is None else stat_key(str(stat))
@@ -170,7 +176,7 @@ def _check(rule: Any, summary: dict) -> dict:
     }
 
 
-def _lookup(summary: dict, metric: str, stat: str | None) -> tuple[float | None, str | None]:
+def _lookup(summary: Mapping[str, Any], metric: str, stat: str | None) -> tuple[float | None, str | None]:
     d = metric_defs.BY_NAME.get(metric)
     if d is None:
         return None, f"unknown metric {metric!r}"

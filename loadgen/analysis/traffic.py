@@ -12,7 +12,7 @@ the console's sentences for these blocks are ``cli.block_lines``.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 

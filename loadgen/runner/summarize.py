@@ -39,7 +39,7 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     give_back_freed_memory()
     table = RecordTable.from_file(p.run_dir / REQUESTS)
     reason = incomplete_reason(ex)
-    measured = _measured(table, profile.sla, incomplete=reason is not None)
+    measured = metrics.summarize(table, sla=profile.sla, incomplete=reason is not None)
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": p.run_dir.name,
@@ -87,19 +87,10 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     return summary
 
 
-def _measured(table: RecordTable, sla: Any, incomplete: bool) -> StageSummary:
-    """The counts, window, metrics and SLA blocks of ``table`` (a run's or a stage's records);
-    the verdict of a run or stage stopped before its limits is ``incomplete``, never ``pass``."""
-    block = cast(StageSummary, metrics.summarize(table, sla=sla))
-    if incomplete and block["sla"]["verdict"] != "none":
-        block["sla"]["verdict"] = "incomplete"
-    return block
-
-
 def _stage(o: StageOutcome, profile: Any, table: RecordTable) -> StageSummary:
     """One stage's own summary: on its own measured window (its warm-up and ramp excluded)."""
     s = o.stage
-    measured = _measured(table, profile.sla, incomplete=o.result.interrupted)
+    measured = metrics.summarize(table, sla=profile.sla, incomplete=o.result.interrupted)
     return {
         "index": s.index,
         "name": s.name,

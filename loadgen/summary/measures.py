@@ -245,3 +245,13 @@ class EndedBy(TypedDict, total=True):
     text: str
     """what the console prints, e.g. 'workload.num_requests: 200 requests sent, in 3.9 s, before
     workload.duration_s (60 s)'"""
+
+
+@with_config(DOCS)
+class Measured(TypedDict, total=True):
+    """the measured blocks of a run, or of one stage (analysis.metrics.summarize)"""
+
+    counts: Counts
+    window: Window
+    metrics: Metrics
+    sla: SlaBlock
