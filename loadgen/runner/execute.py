@@ -76,25 +76,7 @@ async def execute(
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
-            scrub = p.target.scrubber.scrub_record
-
-            def keep(rec: RequestRecord) -> None:
-                scrub(rec)
-                sink.write(rec)
-
-            fleet = await _fleet(p, sink, keep, status)
-            t0 = now_ns()
-            ticker = _start_ticker(on_progress, p.total, profile.workload.duration_s, p.live)
-            gc.collect()
-            gc.freeze()
-            try:
-                outcomes = await _run_stages(p, plan or FixedPlan(p.stages), fleet, sink, stop, status)
-            finally:
-                gc.unfreeze()
-                if ticker is not None and on_progress is not None:
-                    ticker.cancel()
-                    on_progress(Progress(p.total, profile.workload.duration_s, (now_ns() - t0) / 1e9, p.live))
-                await fleet.aclose()
+            fleet, outcomes = await _drive(p, plan, sink, stop, on_progress, status)
         if sink.error is not None:
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
@@ -121,6 +103,39 @@ async def execute(
         figures,
         fleet.lost(),
     )
+
+
+async def _drive(
+    p: Prepared,
+    plan: StagePlan | None,
+    sink: JsonlSink,
+    stop: asyncio.Event,
+    on_progress: Callable[[Progress], None] | None,
+    status: Callable[[str], None],
+) -> tuple[Fleet, list[StageOutcome]]:
+    """The stages through one fleet into ``sink`` (each record scrubbed on its way), with the
+    progress ticker; the garbage collector's long-lived objects frozen for the load."""
+    scrub = p.target.scrubber.scrub_record
+
+    def keep(rec: RequestRecord) -> None:
+        scrub(rec)
+        sink.write(rec)
+
+    fleet = await _fleet(p, sink, keep, status)
+    duration_s = p.profile.workload.duration_s
+    t0 = now_ns()
+    ticker = _start_ticker(on_progress, p.total, duration_s, p.live)
+    gc.collect()
+    gc.freeze()
+    try:
+        outcomes = await _run_stages(p, plan or FixedPlan(p.stages), fleet, sink, stop, status)
+    finally:
+        gc.unfreeze()
+        if ticker is not None and on_progress is not None:
+            ticker.cancel()
+            on_progress(Progress(p.total, duration_s, (now_ns() - t0) / 1e9, p.live))
+        await fleet.aclose()
+    return fleet, outcomes
 
 
 async def _fleet(
