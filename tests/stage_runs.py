@@ -9,6 +9,7 @@ means and intervals have width), one request finishing every ``e2e / c``.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,10 @@ SLA = SlaConfig.model_validate(
 )
 OUTPUT_TOKENS = 16
 MS = 1_000_000
+# What every summary has and these runs do not vary (load_summary checks the layout): a saved
+# run's server answers, profile, realised lengths, client build, host and client health.
+SAVED = json.loads((Path(__file__).parent / "fixtures" / "runs" / "base-a" / "summary.json").read_text())
+KEPT = ("server", "profile", "prompt_lengths_approximate", "client", "host")
 
 
 @dataclass(frozen=True)
@@ -108,20 +113,27 @@ def make_run(
         "schema_version": SCHEMA_VERSION,
         "run_id": run_dir.name,
         "started_at": "2025-01-01T00:00:00+00:00",
+        "ended_at": "2025-01-01T00:01:00+00:00",
         "interrupted": False,
         "complete": True,
         "conditions": {
+            **{key: SAVED["conditions"][key] for key in KEPT},
             "target": {
                 "url": f"http://127.0.0.1/{run_dir.name}",
                 "endpoint": "chat",
                 "model": "m",
+                "transport": "httptools",
                 "builtin_simulator": {"config": {"preset": preset}},
             },
             "seed": 0,
             "load": {"concurrency": None, "rate": None, "sweep": sweep},
-            "lengths": {"requested": {"input_tokens": 64, "output_tokens": OUTPUT_TOKENS}},
+            "lengths": {
+                "requested": {"input_tokens": 64, "output_tokens": OUTPUT_TOKENS},
+                "realised": SAVED["conditions"]["lengths"]["realised"],
+            },
             "labels": dict(labels or {}),
         },
+        "client": SAVED["client"],
     }
     summary.update(metrics.summarize(records, sla=SLA))
     summary["stages"] = blocks

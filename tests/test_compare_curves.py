@@ -26,6 +26,7 @@ SEARCHED = {
     "attainment": 0.99,
     "slos": {"ttft_ms": 100.0},
     "goodput_rps": 3.1,
+    "output_tokens_per_s": None,
     "usd_per_million_output_tokens": None,
     "stages": [],
     "stopped_because": "bracket narrower than 5%",

@@ -41,7 +41,22 @@ def runs(tmp_path_factory) -> dict[str, Path]:
 
 
 def capacity_run(root: Path, name: str, rps: float | None, ci: list[float] | None = None) -> Path:
-    block = None if rps is None else {"capacity_rps": rps, "ci95": ci, "method": "bisection"}
+    """A run whose summary.capacity is ``rps`` with ``ci`` (none: [null, null], as written when
+    the search gave no bound), the block's other fields as ``loadgen capacity`` writes them."""
+    block = None
+    if rps is not None:
+        block = {
+            "capacity_rps": rps,
+            "ci95": ci or [None, None],
+            "attainment": 0.99,
+            "slos": {"ttft_ms": 100.0},
+            "goodput_rps": rps,
+            "output_tokens_per_s": None,
+            "usd_per_million_output_tokens": None,
+            "stages": [],
+            "stopped_because": None,
+            "method": "bisection",
+        }
     return make_run(root / name, BASE[:2], capacity=block)
 
 

@@ -26,8 +26,17 @@ SINGLE_PLOTS = ("cdf_e2e", "cdf_itl", "cdf_tpot", "cdf_ttft", "e2e_over_time", "
 KNEE_RULE = "the last stage before p99 TTFT grows faster than throughput (elasticity > 1)"
 
 
+# base-a's own blocks: what a stage's block has besides the literal figures below.
+BASE = json.loads((RUNS / "base-a" / "summary.json").read_text())
+
+
+def dist(name: str, p50: float, p90: float, p99: float) -> dict:
+    """base-a's distribution ``name`` with the literal percentiles."""
+    return {**BASE["metrics"][name], "p50": p50, "p90": p90, "p99": p99}
+
+
 def stage(index: int, c: int, tput: float, ttft: tuple[float, float], verdict: str, **kw: Any) -> dict:
-    """One stage's summary block, with literal figures."""
+    """One stage's summary block, with literal figures (the rest base-a's)."""
     sent = kw.get("sent", 40)
     return {
         "index": index,
@@ -35,25 +44,28 @@ def stage(index: int, c: int, tput: float, ttft: tuple[float, float], verdict: s
         "load": {"concurrency": c, "rate": None, "duration_s": 5.0},
         "interrupted": False,
         "counts": {
+            **BASE["counts"],
             "sent": sent,
             "ok": sent - kw.get("failed", 0),
             "failed": kw.get("failed", 0),
             "error_rate": 0.0,
         },
         "metrics": {
+            **BASE["metrics"],
             "request_throughput_rps": tput,
             "output_tokens_per_s": tput * 24,
             "goodput": {
+                **BASE["metrics"]["goodput"],
                 "requests_per_s": kw.get("goodput", tput),
                 "attained_fraction": kw.get("attained", 1.0),
             },
             "mean_concurrency": c * 0.9,
-            "ttft_ms": {"p50": ttft[0], "p90": ttft[1] * 0.9, "p99": ttft[1]},
-            "tpot_ms": {"p50": 10.0 + index, "p90": 10.5 + index, "p99": 11.0 + index},
-            "e2e_ms": {"p50": 280.0 + 10 * index, "p90": 290.0 + 10 * index, "p99": 300.0 + 10 * index},
-            "itl_ms": {"p50": 10.0, "p90": 11.0, "p99": 12.0},
+            "ttft_ms": dist("ttft_ms", ttft[0], ttft[1] * 0.9, ttft[1]),
+            "tpot_ms": dist("tpot_ms", 10.0 + index, 10.5 + index, 11.0 + index),
+            "e2e_ms": dist("e2e_ms", 280.0 + 10 * index, 290.0 + 10 * index, 300.0 + 10 * index),
+            "itl_ms": dist("itl_ms", 10.0, 11.0, 12.0),
         },
-        "sla": {"verdict": verdict},
+        "sla": {**BASE["sla"], "verdict": verdict, "details": []},
         "steady_state": {
             "steady": kw.get("reason") is None,
             "throughput_change": None,
@@ -81,7 +93,18 @@ def multi(tmp_path_factory) -> tuple[Path, dict]:
     summary = json.loads((run / "summary.json").read_text())
     summary["stages"] = STAGES
     summary["curve"] = curve(STAGES)
-    summary["capacity"] = {"capacity_rps": 7.2, "ci95": [6.8, 7.6]}
+    summary["capacity"] = {
+        "capacity_rps": 7.2,
+        "ci95": [6.8, 7.6],
+        "attainment": 0.99,
+        "slos": {"ttft_ms": 80.0},
+        "goodput_rps": 7.0,
+        "output_tokens_per_s": 168.0,
+        "usd_per_million_output_tokens": None,
+        "stages": [],
+        "stopped_because": None,
+        "method": "bisection",
+    }
     (run / "summary.json").write_text(json.dumps(summary))
     return run, write_report(run)
 
@@ -168,7 +191,7 @@ class TestMultiStage:
         )
         assert (
             "4 load stages, c=1 to c=8. Knee: stage 2 (c=4) at 7.00 req/s. Last stage meeting the SLA: "
-            "stage 2 (c=4) at 7.00 req/s. Capacity: 7.20 req/s (95% CI 6.80 to 7.60)." in head
+            "stage 2 (c=4) at 7.00 req/s. Capacity: 7.20 req/s (95% CI 6.80 to 7.60), by bisection." in head
         )
         assert (
             "> **[OK] SLA: PASS** every rule met: p99 ttft_ms < 100, p99 tpot_ms < 15, error_rate < 0.05. "

@@ -1,27 +1,14 @@
 """Compare N saved runs: metrics side by side, every condition they differ in, overlaid CDFs.
 
-(The module is ``comparison``, not ``compare``: importing a submodule ``loadgen.compare``
-would replace the public function ``loadgen.compare`` with the module.)
-
 Pure: reads ``summary.json`` and ``requests.jsonl`` of saved runs, never a server. The first
 run is the reference; every other run's metrics are also given relative to it. When any run was
 served by the built-in simulator, the table also has ``FIDELITY_ROWS`` (its measurement error;
 empty for the other runs) and the comparison its verdicts (``fidelity_verdicts``).
 
-The condition diff flattens ``conditions`` to dotted paths (``lengths.requested.output_tokens
-.value``) and lists every path whose value is not the same in all runs, with three exceptions,
-all on purpose and all listed here:
-
-- ``IGNORED_CONDITIONS``: the run's own name and where its files went. They differ between
-  any two runs and say nothing about what was measured. Everything else is kept, including
-  ``target.url`` (a different host or port is a different server until shown otherwise) and
-  ``client.git_commit`` (a different client build, dirty flag included).
-- ``SHADOWED``: ``profile.*`` fields that ``conditions`` also reports under an effective name
-  (``profile.load`` is ``load``, ``profile.target.model`` (requested, often null) is
-  ``target.model`` (what was driven)); each difference is listed once, under that name.
-- A realised length distribution (``lengths.realised.*``, a dict of count/mean/p50/...) is one
-  field, compared without its ``count`` (the number of requests, which is listed on its own as
-  ``profile.workload.num_requests``); an empty mapping is the same as an absent one.
+The conditions the runs differ in (``Comparison.conditions``, and the warnings drawn from them)
+are ``loadgen.analysis.condition_diff``'s: what is compared, what is ignored and why is written
+there. What the runs answered is read by ``loadgen.analysis.saved_answers``. Both modules' names
+are re-exported here, where callers first found them.
 
 Output agreement (``Comparison.agreements``): when runs kept their answers
 (``output.answers.keep``, ``--keep-answers``), each later run's answers against the first run's,
@@ -31,8 +18,7 @@ is a table row (``QUALITY_ROWS``) when some run scored its answers.
 
 from __future__ import annotations
 
-import fnmatch
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,25 +29,47 @@ import pandas as pd
 
 from loadgen import metric_defs
 from loadgen.analysis import fidelity
-from loadgen.analysis.agreement import Answer, agreement, read_answers
 from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
-from loadgen.analysis.runs import REQUESTS, load_summary, load_table
-from loadgen.errors import ConfigError, ResultError
+from loadgen.analysis.condition_diff import (
+    ABSENT,
+    IGNORED_CONDITIONS,
+    SHADOWED,
+    WORKLOAD_FIELDS,
+    ConditionDiff,
+    condition_diff,
+    flatten_conditions,
+    matches,
+    workload_differences,
+)
+from loadgen.analysis.runs import load_summary, load_table
+from loadgen.analysis.saved_answers import agreements, answers_kept, run_answers
+from loadgen.errors import ConfigError
+from loadgen.summary import Summary
 
-IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
-SHADOWED: dict[str, str] = {
-    "profile.target.url": "target.url",
-    "profile.target.endpoint": "target.endpoint",
-    "profile.target.model": "target.model",
-    "profile.target.transport": "target.transport",
-    "profile.workload.seed": "seed",
-    "profile.load": "load",
-    "profile.labels": "labels",
-    "profile.workload.input_tokens": "lengths.requested.input_tokens",
-    "profile.workload.output_tokens": "lengths.requested.output_tokens",
-}
-# A difference under these makes the runs' latencies not like-for-like: warned about at the top.
-WORKLOAD_FIELDS: tuple[str, ...] = ("profile.workload.*", "lengths.*", "load.*", "seed")
+__all__ = [
+    "ABSENT",
+    "FIDELITY_ROWS",
+    "FIDELITY_VERDICT_ROW",
+    "IGNORED_CONDITIONS",
+    "LATENCIES",
+    "QUALITY_ROWS",
+    "SHADOWED",
+    "TABLE_COUNTS",
+    "TABLE_ROWS",
+    "TABLE_RUN_METRICS",
+    "TABLE_STATS",
+    "WORKLOAD_FIELDS",
+    "Comparison",
+    "ConditionDiff",
+    "answers_kept",
+    "compare",
+    "condition_diff",
+    "flatten_conditions",
+    "matches",
+    "metric_value",
+    "run_answers",
+    "workload_differences",
+]
 
 # The table's rows and CDF plots: the registry's metrics with ``compare`` set, then counts.
 LATENCIES: tuple[str, ...] = tuple(d.name for d in metric_defs.DISTRIBUTIONS if d.compare)
@@ -78,65 +86,19 @@ FIDELITY_ROWS: tuple[str, ...] = (
 FIDELITY_VERDICT_ROW = f"{fidelity.PREFIX}verdict"
 # Each run's own score against expected answers (``summary.quality``), when some run has one.
 QUALITY_ROWS: tuple[str, ...] = ("quality.accuracy", "quality.scored")
-ABSENT = "(absent)"
 
 
-@dataclass(frozen=True)
-class ConditionDiff:
-    """One condition field and its value in each run (``ABSENT`` where a run lacks it)."""
-
-    field: str
-    values: tuple[Any, ...]
-
-
-def matches(path: str, patterns: Sequence[str]) -> bool:
-    return any(fnmatch.fnmatchcase(path, p) or path == p.removesuffix(".*") for p in patterns)
-
-
-def flatten_conditions(conditions: dict) -> dict[str, Any]:
-    """``conditions`` as {dotted path: leaf value}, ignored and shadowed fields left out."""
-    out: dict[str, Any] = {}
-
-    def walk(node: Any, path: str) -> None:
-        if matches(path, IGNORED_CONDITIONS) or path in SHADOWED:
-            return
-        if isinstance(node, dict) and {"count", "mean"} <= node.keys():
-            out[path] = {k: v for k, v in node.items() if k != "count"}
-        elif isinstance(node, dict):
-            for key, child in node.items():
-                walk(child, f"{path}.{key}" if path else str(key))
-        else:
-            out[path] = node
-
-    walk(conditions, "")
-    return out
-
-
-def condition_diff(conditions: Sequence[dict]) -> list[ConditionDiff]:
-    """Every field (dotted path, sorted) whose value is not the same in all ``conditions``."""
-    flat = [flatten_conditions(c) for c in conditions]
-    fields = sorted(set().union(*flat))
-    out = []
-    for f in fields:
-        values = tuple(d.get(f, ABSENT) for d in flat)
-        if any(v != values[0] for v in values[1:]):
-            out.append(ConditionDiff(f, values))
-    return out
-
-
-def workload_differences(diff: Sequence[ConditionDiff]) -> list[str]:
-    return [d.field for d in diff if matches(d.field, WORKLOAD_FIELDS)]
-
-
-def metric_value(summary: dict, row: str) -> float | None:
+def metric_value(summary: Summary, row: str) -> float | None:
     """The number behind a table row label: ``"ttft_ms p99"``, ``"goodput_rps"``, ``"sent"`` or
     ``"fidelity.chunk_lag_ms p99"`` (None for a run without a fidelity block) or
     ``"quality.accuracy"`` (None for a run that scored no answer)."""
     metric, _, stat = row.partition(" ")
     if metric in QUALITY_ROWS:
-        value = (summary.get("quality") or {}).get(metric.removeprefix("quality."))
+        quality: Mapping[str, Any] = summary.get("quality") or {}
+        value = quality.get(metric.removeprefix("quality."))
     elif metric in TABLE_COUNTS:
-        value = summary["counts"].get(metric)
+        counts: Mapping[str, Any] = summary["counts"]
+        value = counts.get(metric)
     elif metric.startswith(fidelity.PREFIX):
         value = fidelity.lookup(summary, metric.removeprefix(fidelity.PREFIX), stat or None)
     else:
@@ -163,7 +125,7 @@ class Comparison:
 
     names: tuple[str, ...]
     paths: tuple[Path, ...]
-    summaries: tuple[dict, ...]
+    summaries: tuple[Summary, ...]
     table: pd.DataFrame
     relative: pd.DataFrame  # (value - first run's) / first run's; NaN where undefined
     conditions: tuple[ConditionDiff, ...]
@@ -180,8 +142,11 @@ class Comparison:
     def fidelity_verdicts(self) -> dict[str, str | None] | None:
         """{run: its fidelity verdict ("pass", "fail", "no_data"), None for a run the built-in
         simulator did not serve}; None when no run has a fidelity block."""
-        verdicts = {n: (s.get("fidelity") or {}).get("verdict") for n, s in zip(self.names, self.summaries)}
-        return verdicts if any(s.get("fidelity") for s in self.summaries) else None
+        blocks = [s.get("fidelity") for s in self.summaries]
+        verdicts: dict[str, str | None] = {
+            n: b.get("verdict") if b else None for n, b in zip(self.names, blocks)
+        }
+        return verdicts if any(blocks) else None
 
     @property
     def output_agreement(self) -> dict[str, Any]:
@@ -283,38 +248,11 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
         tuple(_warnings(names, summaries, diff)),
         curve_comparison(names, summaries, {d.field: d.values for d in diff}),
         kept,
-        _agreements(run_dirs, kept),
+        agreements(run_dirs, kept),
     )
 
 
-def answers_kept(summary: dict) -> bool:
-    """Whether a run kept its measured answers (``output.answers.keep``): its summary counts
-    them, so a run that kept none is known without reading its records."""
-    return bool((summary.get("quality") or {}).get("answers_kept"))
-
-
-def run_answers(run: str | Path) -> dict[int, Answer]:
-    """``read_answers`` of a saved run (its directory or its summary.json); a missing or
-    damaged requests.jsonl is a ``ResultError``."""
-    path = (Path(run).parent if Path(run).is_file() else Path(run)) / REQUESTS
-    if not path.exists():
-        raise ResultError(f"{path} is missing: the run's answers are kept there")
-    try:
-        return read_answers(path)
-    except ValueError as exc:
-        raise ResultError(str(exc)) from None
-
-
-def _agreements(run_dirs: Sequence[Path], kept: Sequence[bool]) -> tuple[dict[str, Any] | None, ...]:
-    """Each later run's agreement with the first: the reference's answers and one other run's
-    are held at a time, as pieces of text (never a DataFrame)."""
-    if not kept[0]:
-        return tuple(None for _ in run_dirs[1:])
-    ref = run_answers(run_dirs[0])
-    return tuple(agreement(ref, run_answers(d)) if k else None for d, k in zip(run_dirs[1:], kept[1:]))
-
-
-def _warnings(names: Sequence[str], summaries: Sequence[dict], diff: Sequence[ConditionDiff]) -> list[str]:
+def _warnings(names: Sequence[str], summaries: Sequence[Summary], diff: Sequence[ConditionDiff]) -> list[str]:
     out = []
     workload = workload_differences(diff)
     if workload:

@@ -19,22 +19,23 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import Any
 
+from loadgen import metric_defs
 from loadgen.analysis import curve as curve_mod
 from loadgen.analysis.gate_stages import capacity_of
-from loadgen.summary import StageSummary
+from loadgen.summary import SlaDetails, StageSummary, Summary
 
 LABEL_FIELDS: tuple[str, ...] = (
     "target.builtin_simulator.config.preset",
     "target.model",
     "target.url",
 )
-# The overlay plots: (file key, x, y, stat of y or None). x is a curve point's key.
+# The overlay plots: (file key, x, y, stat of y or None). x is a curve point's key. The p99 of
+# each latency the registry plots on a curve (``curve_plot``) against throughput, then output
+# tokens/s against the offered load.
 PLOTS: tuple[tuple[str, str, str, str | None], ...] = (
-    ("ttft_ms_p99", "throughput_rps", "ttft_ms", "p99"),
-    ("tpot_ms_p99", "throughput_rps", "tpot_ms", "p99"),
-    ("e2e_ms_p99", "throughput_rps", "e2e_ms", "p99"),
+    *((f"{d.name}_p99", "throughput_rps", d.name, "p99") for d in metric_defs.CURVE_PLOTS),
     ("output_tokens_per_s", "offered", "output_tokens_per_s", None),
 )
 CAPACITY_SEARCHED, HIGHEST_PASSING_STAGE, NO_CAPACITY = "capacity search", "highest passing stage", "none"
@@ -62,7 +63,7 @@ class RunCurve:
     x: str  # "concurrency" | "rate": what the stages offered
     points: tuple[dict[str, Any], ...]
     knee: dict[str, Any] | None
-    sla: tuple[dict[str, Any], ...]  # the run's SLA rule details (metric, stat, op, threshold)
+    sla: tuple[SlaDetails, ...]  # the run's SLA rule details (metric, stat, op, threshold)
     capacity: Capacity
     multi_stage: bool
 
@@ -107,12 +108,12 @@ class CurveComparison:
         }
 
 
-def is_multi_stage(summary: Mapping[str, Any]) -> bool:
+def is_multi_stage(summary: Summary) -> bool:
     return bool((summary.get("curve") or {}).get("points"))
 
 
 def curve_comparison(
-    names: Sequence[str], summaries: Sequence[Mapping[str, Any]], differing: Mapping[str, Sequence[Any]]
+    names: Sequence[str], summaries: Sequence[Summary], differing: Mapping[str, Sequence[Any]]
 ) -> CurveComparison | None:
     """The curves of ``summaries`` (named ``names``), or None when none is multi-stage.
     ``differing`` is {condition field: value in each run} for the fields that differ."""
@@ -163,13 +164,12 @@ def _distinct(labels: list[str], names: Sequence[str]) -> list[str]:
     return [f"{label} ({name})" for label, name in zip(labels, names)]
 
 
-def capacity(summary: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) -> Capacity:
+def capacity(summary: Summary, points: Sequence[Mapping[str, Any]]) -> Capacity:
     """A run's capacity at the SLA (see the module's rule)."""
     cap = summary.get("capacity")
-    cap = cap if isinstance(cap, Mapping) else {}
     rps, ci95 = capacity_of(summary)
     if rps is not None:
-        method = cap.get("method")
+        method = cap.get("method") if cap else None
         detail = "summary.capacity (`loadgen capacity`" + (f", {method})" if method else ")")
         return Capacity(float(rps), "req/s", ci95, CAPACITY_SEARCHED, detail, throughput_rps=float(rps))
     passing = [p for p in points if p.get("sla_verdict") == "pass" and p.get("offered") is not None]
@@ -192,7 +192,7 @@ def capacity(summary: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) ->
         )
     verdicts = {p.get("sla_verdict") for p in points}
     if cap:
-        why = str(cap.get("reason") or cap.get("stopped_because") or "summary.capacity has no capacity_rps")
+        why = cap.get("stopped_because") or "summary.capacity has no capacity_rps"
     elif verdicts <= {None, "none"}:
         why = "the run has no SLA rules"
     else:
@@ -200,16 +200,16 @@ def capacity(summary: Mapping[str, Any], points: Sequence[Mapping[str, Any]]) ->
     return Capacity(None, "", None, NO_CAPACITY, why)
 
 
-def _one_point(summary: Mapping[str, Any]) -> dict[str, Any]:
+def _one_point(summary: Summary) -> dict[str, Any]:
     """A single-stage run as a curve of one point (its whole measured window)."""
     load = (summary.get("conditions") or {}).get("load") or {}
-    stage = {
-        "index": 0,
-        "name": "whole run",
-        "load": {"concurrency": load.get("concurrency"), "rate": load.get("rate")},
-        "counts": summary.get("counts") or {},
-        "metrics": summary.get("metrics") or {},
-        "sla": summary.get("sla") or {},
-        "steady_state": {"steady": None},
-    }
-    return dict(curve_mod.curve([cast(StageSummary, stage)]))
+    stage = StageSummary(
+        index=0,
+        name="whole run",
+        load={"concurrency": load.get("concurrency"), "rate": load.get("rate")},
+        counts=summary["counts"],
+        metrics=summary["metrics"],
+        sla=summary["sla"],
+        steady_state={"steady": None},
+    )
+    return dict(curve_mod.curve([stage]))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import zlib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
@@ -30,12 +30,26 @@ from loadgen.analysis import bootstrap as bs
 from loadgen.analysis import fidelity
 from loadgen.analysis import gate_quality as gq
 from loadgen.analysis import gate_stages as gs
-from loadgen.analysis.compare import condition_diff, matches
+from loadgen.analysis.condition_diff import condition_diff, matches
+from loadgen.analysis.gate_result import GateResult, RuleResult
 from loadgen.analysis.runs import load_summary, load_table
 from loadgen.analysis.sla import run_failures
 from loadgen.analysis.table import RecordTable
 from loadgen.config.gate_rules import FIDELITY_METRICS, GateRule, GateRules, load_rules
 from loadgen.errors import ConfigError, ResultError
+from loadgen.summary import Summary
+
+# GateResult and RuleResult (gate_result.py) and the rules' schema stay importable from here.
+__all__ = [
+    "FIDELITY_METRICS",
+    "GATE_FIELDS",
+    "GateResult",
+    "GateRule",
+    "GateRules",
+    "RuleResult",
+    "gate",
+    "load_rules",
+]
 
 # Condition fields that must match for a gate to mean anything: what was asked (workload shape,
 # lengths, load, seed), of which model, on which endpoint, and the per-request SLOs goodput
@@ -51,52 +65,6 @@ GATE_FIELDS: tuple[str, ...] = (
     *(f"profile.sla.{name}" for name in metric_defs.SLOS),
 )
 RUN_LENGTH_FIELDS: tuple[str, ...] = ("profile.workload.num_requests", "profile.workload.duration_s")
-
-
-@dataclass(frozen=True)
-class RuleResult:
-    rule: GateRule
-    status: str  # "pass" | "fail" | "error"
-    baseline: float | None  # the statistic in each run, as measured
-    candidate: float | None
-    interval: bs.Interval | None  # of candidate/baseline (relative rules) or of candidate
-    within_noise: bool  # the estimate is beyond the bound but the interval is not wholly
-    message: str
-    stage: tuple[int, str] | None = None  # (index, name) in the candidate of a stage rule's stage
-
-    @property
-    def label(self) -> str:
-        """The rule as shown: its text, a stage rule's stage by index and name."""
-        if self.stage is None:
-            return self.rule.text()
-        return (
-            self.rule.model_copy(update={"stage": None}).text()
-            + f" at stage {self.stage[0]} ({self.stage[1]})"
-        )
-
-
-@dataclass(frozen=True)
-class GateResult:
-    candidate: str
-    baseline: str
-    results: tuple[RuleResult, ...]
-    resamples: int
-    confidence: float
-    seed: int
-    not_comparable: tuple[str, ...] = ()  # differing GATE_FIELDS when the gate refused
-    allowed_differences: tuple[str, ...] = ()  # differing GATE_FIELDS let through by allow_different
-    condition_differences: tuple[str, ...] = field(default=())
-    failures: tuple[str, ...] = field(default=())  # "candidate: 48 of 80 requests failed (...)"
-
-    @property
-    def exit_code(self) -> int:
-        if self.not_comparable or any(r.status == "error" for r in self.results):
-            return 2
-        return 1 if any(r.status == "fail" for r in self.results) else 0
-
-    @property
-    def verdict(self) -> str:
-        return {0: "pass", 1: "regression", 2: "not comparable"}[self.exit_code]
 
 
 class _GateRun(TypedDict):
@@ -142,7 +110,7 @@ def gate(
         confidence=cfg.confidence,
         seed=seed,
         condition_differences=tuple(d.field for d in diff),
-        failures=run_failures(candidate=cand_s, baseline=base_s),
+        failures=run_failures(candidate=_untyped(cand_s), baseline=_untyped(base_s)),
     )
     stages = gs.resolve_stages([(r.stage, r.text()) for r in rules.rules], cand_s, base_s, source)
     if blocking and not allow_different:
@@ -167,7 +135,7 @@ class _Runs:
     and names, and the bootstrap's inputs of each (per stage), built on first use."""
 
     paths: dict[str, str | Path]
-    summaries: dict[str, dict]
+    summaries: dict[str, Summary]
     names: tuple[str, str]
     wanted: set[str]  # the rules' metrics: RunSamples builds the inter-token gaps only if asked
     tables: dict[str, RecordTable] = field(default_factory=dict)
@@ -191,7 +159,7 @@ class _Runs:
     def samples(self, role: str, stage: int | None) -> bs.RunSamples:
         """The bootstrap's inputs of ``role``'s run, or of one stage of it."""
         if (role, stage) not in self.cache:
-            path, summary = self.paths[role], self.summaries[role]
+            path, summary = self.paths[role], _untyped(self.summaries[role])
             if role not in self.tables:
                 table = load_table(path)
                 self.tables[role] = table if bs.needs_gaps(self.wanted) else table.without_chunks()
@@ -212,7 +180,10 @@ def _evaluate(rule: GateRule, st: gs.Resolved | None, runs: _Runs, draw: _Draw) 
         return _check_fidelity(rule, cand_s, base_s)
     if rule.metric in gq.METRICS:
         return RuleResult(
-            rule, *gq.check(rule, runs.paths["candidate"], runs.paths["baseline"], cand_s, base_s)
+            rule,
+            *gq.check(
+                rule, runs.paths["candidate"], runs.paths["baseline"], _untyped(cand_s), _untyped(base_s)
+            ),
         )
     c_idx, b_idx = (None, None) if st is None else (st[0][0], st[1][0])
     where = "" if st is None else f" in stage {st[0][0]} ({st[0][1]})"
@@ -221,12 +192,18 @@ def _evaluate(rule: GateRule, st: gs.Resolved | None, runs: _Runs, draw: _Draw) 
     return res if st is None else replace(res, stage=st[0])
 
 
-def _check_capacity(rule: GateRule, cand_s: dict, base_s: dict) -> RuleResult:
+def _untyped(summary: Summary) -> dict[str, Any]:
+    """``summary`` for the readers that still take a plain dict (``sla.run_failures``,
+    ``gate_quality.check``, ``bootstrap.RunSamples.from_run``); goes when they take a Summary."""
+    return cast(dict[str, Any], summary)
+
+
+def _check_capacity(rule: GateRule, cand_s: Summary, base_s: Summary) -> RuleResult:
     """A ``capacity_rps`` rule: the runs' summary.capacity, no bootstrap (see ``gate_stages``)."""
     return RuleResult(rule, *gs.check_capacity(rule.relative, *rule.limit(), cand_s, base_s))
 
 
-def _check_fidelity(rule: GateRule, cand_s: dict, base_s: dict) -> RuleResult:
+def _check_fidelity(rule: GateRule, cand_s: Summary, base_s: Summary) -> RuleResult:
     """A ``fidelity.*`` rule: the candidate's summary value against an absolute bound, no
     bootstrap (the block keeps no per-request samples). The baseline's value is shown only. A
     candidate without the block cannot be judged: an error (exit 2), not a regression."""

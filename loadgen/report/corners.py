@@ -16,17 +16,20 @@ from typing import Any
 from loadgen import metric_defs
 from loadgen.analysis.cost import COST_LABEL
 from loadgen.report.blocks import Table, money, num, pct
+from loadgen.summary import GaugeStats, Summary
+from loadgen.summary.server import ServerGauges
 
 HEADER = ("four corners", "this run")
 QUALITY_PROFILE = "profiles/quality.yaml"
+NOT_MEASURED = f"not measured: no expected answers (see {QUALITY_PROFILE})"
 
 
-def corners_table(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> Table:
+def corners_table(summary: Summary, cost: Mapping[str, Any] | None) -> Table:
     """One row per corner: (corner, what the run measured there)."""
     return Table(HEADER, corner_rows(summary, cost), "ll")
 
 
-def corner_rows(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
+def corner_rows(summary: Summary, cost: Mapping[str, Any] | None) -> tuple[tuple[str, str], ...]:
     return (
         ("latency", latency(summary)),
         ("throughput", throughput(summary)),
@@ -40,7 +43,7 @@ def corner_rows(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> t
 FIRST, PACE = "ttft_ms", ("tpot_ms", "itl_ms")
 
 
-def latency(summary: Mapping[str, Any]) -> str:
+def latency(summary: Summary) -> str:
     """p50/p99 of ``FIRST``, then of the first of ``PACE`` with samples, by their registry labels."""
     text = _p50_p99(summary, FIRST)
     for name in PACE:
@@ -49,12 +52,12 @@ def latency(summary: Mapping[str, Any]) -> str:
     return text
 
 
-def _p50_p99(summary: Mapping[str, Any], name: str) -> str:
+def _p50_p99(summary: Summary, name: str) -> str:
     d = metric_defs.lookup(summary, name) or {}
     return f"{metric_defs.get(name).label} p50 {num(d.get('p50'))} ms, p99 {num(d.get('p99'))} ms"
 
 
-def throughput(summary: Mapping[str, Any]) -> str:
+def throughput(summary: Summary) -> str:
     m = summary.get("metrics") or {}
     goodput = m.get("goodput") or {}
     return (
@@ -64,14 +67,16 @@ def throughput(summary: Mapping[str, Any]) -> str:
     )
 
 
-def quality(summary: Mapping[str, Any]) -> str:
+def quality(summary: Summary) -> str:
     """Accuracy over the scored answers, or why there is none; and whether answers were kept
     (what ``loadgen compare`` needs for output agreement)."""
-    q = summary.get("quality") or {}
+    q = summary.get("quality")
+    if not q:
+        return NOT_MEASURED
     if q.get("scored"):
         text = f"accuracy {pct(q.get('accuracy'))} ({q.get('correct')} of {q['scored']} scored answers right)"
     else:
-        text = f"not measured: no expected answers (see {QUALITY_PROFILE})"
+        text = NOT_MEASURED
     kept = q.get("answers_kept")
     if kept:
         cut = q.get("answers_truncated") or 0
@@ -83,18 +88,19 @@ def quality(summary: Mapping[str, Any]) -> str:
     return text
 
 
-def memory_and_cost(summary: Mapping[str, Any], cost: Mapping[str, Any] | None) -> str:
+def memory_and_cost(summary: Summary, cost: Mapping[str, Any] | None) -> str:
     """The server's KV-cache use and prefix-cache hit rate (from its /metrics, when scraped),
     and dollars per million output tokens (when a GPU price is known)."""
-    server = summary.get("server") or {}
-    kv = (server.get("gauges") or {}).get("kv_cache_usage") or {}
+    server = summary.get("server")
+    gauges: ServerGauges = (server.get("gauges") or {}) if server else {}
+    kv: GaugeStats = gauges.get("kv_cache_usage") or {}
     parts = [
         f"KV cache {pct(kv.get('mean'))} mean, {pct(kv.get('max'))} max"
         if kv.get("samples")
         else "KV cache not measured (the server's /metrics gave no KV-cache usage)"
     ]
-    prefix = server.get("prefix_cache") or {}
-    if prefix.get("hit_rate") is not None:
+    prefix = server.get("prefix_cache") if server else None
+    if prefix and prefix.get("hit_rate") is not None:
         parts.append(
             f"prefix-cache hit rate {pct(prefix['hit_rate'])} "
             f"({prefix.get('hits'):,.0f} of {prefix.get('queries'):,.0f} prompt tokens)"

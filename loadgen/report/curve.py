@@ -17,6 +17,7 @@ from matplotlib.axes import Axes
 from loadgen import metric_defs
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num
 from loadgen.report.plots import Plot, new_figure, thresholds, to_png
+from loadgen.summary import Summary
 
 PLOT_PREFIX = "curve_"
 MAIN_PLOT = "curve_ttft"  # throughput against TTFT: the headline's plot of a multi-stage run
@@ -28,7 +29,7 @@ _KNEE, _MET, _SLO, _RULE = "#444444", "#2e7d32", "#ff7f0e", "#d62728"
 _LOG_RATIO = 30.0  # a latency axis spanning more than this factor (thresholds included) is logarithmic
 
 
-def is_multi_stage(summary: Mapping[str, Any]) -> bool:
+def is_multi_stage(summary: Summary) -> bool:
     return len(summary.get("stages") or []) > 1 and bool((summary.get("curve") or {}).get("points"))
 
 
@@ -50,13 +51,13 @@ def stage_label(point: Mapping[str, Any]) -> str:
     return f"stage {index} ({point.get('name')})"
 
 
-def point_of(summary: Mapping[str, Any], stage: int | None) -> dict[str, Any] | None:
+def point_of(summary: Summary, stage: int | None) -> dict[str, Any] | None:
     """The curve point of stage ``stage``, or None."""
     points = (summary.get("curve") or {}).get("points") or []
     return next((p for p in points if p.get("stage") == stage), None) if stage is not None else None
 
 
-def knee_sentence(summary: Mapping[str, Any]) -> str:
+def knee_sentence(summary: Summary) -> str:
     c = summary.get("curve") or {}
     rule = (c.get("rules") or {}).get("knee", "")
     k = c.get("knee")
@@ -77,7 +78,7 @@ def knee_sentence(summary: Mapping[str, Any]) -> str:
     )
 
 
-def sla_sentence(summary: Mapping[str, Any]) -> str:
+def sla_sentence(summary: Summary) -> str:
     c = summary.get("curve") or {}
     points = c.get("points") or []
     if all(p.get("sla_verdict") in (None, "none") for p in points):
@@ -93,7 +94,7 @@ def sla_sentence(summary: Mapping[str, Any]) -> str:
     )
 
 
-def stages_sections(summary: Mapping[str, Any], plots: Sequence[Image] = ()) -> list[Section]:
+def stages_sections(summary: Summary, plots: Sequence[Image] = ()) -> list[Section]:
     """The "Load stages" section of a multi-stage run (none for a single stage): the stage
     table, the knee and the last stage meeting the SLA, an alert per unsteady stage, and the
     curve plots (but the headline's)."""
@@ -154,7 +155,7 @@ def stages_sections(summary: Mapping[str, Any], plots: Sequence[Image] = ()) -> 
     return [Section("Load stages", tuple(blocks))]
 
 
-def render_curve_plots(summary: Mapping[str, Any]) -> list[Plot]:
+def render_curve_plots(summary: Summary) -> list[Plot]:
     """The curve plots of a multi-stage run (none for a single stage): throughput against p50
     and p99 TTFT, TPOT and E2E; output tokens/s against the same; goodput and throughput
     against offered load."""
@@ -202,7 +203,7 @@ def _offered_long(p: Mapping[str, Any]) -> str:
     return f"concurrency {value:g}" if p.get("offered_kind") == "concurrency" else f"{value:g} req/s"
 
 
-def _legend_note(summary: Mapping[str, Any], metric: str | None) -> str:
+def _legend_note(summary: Summary, metric: str | None) -> str:
     lines = (
         "horizontal lines are the SLA thresholds"
         if metric is None or thresholds(summary, (metric,))
@@ -214,7 +215,7 @@ def _legend_note(summary: Mapping[str, Any], metric: str | None) -> str:
     )
 
 
-def _marks(summary: Mapping[str, Any]) -> list[tuple[str, dict[str, Any], str, str]]:
+def _marks(summary: Summary) -> list[tuple[str, dict[str, Any], str, str]]:
     """(legend label, point, colour, line style) of the knee and the last stage meeting the SLA."""
     c = summary.get("curve") or {}
     out = []
@@ -227,7 +228,7 @@ def _marks(summary: Mapping[str, Any]) -> list[tuple[str, dict[str, Any], str, s
     return out
 
 
-def _latency_axes(ax: Axes, summary: Mapping[str, Any], x_key: str, metric: str, label: str) -> None:
+def _latency_axes(ax: Axes, summary: Summary, x_key: str, metric: str, label: str) -> None:
     points = [p for p in summary["curve"]["points"] if p.get(x_key) is not None]
     ax.grid(True, color="#eeeeee")
     ys: list[float] = []
@@ -261,7 +262,7 @@ def _latency_axes(ax: Axes, summary: Mapping[str, Any], x_key: str, metric: str,
     ax.legend(loc="best", fontsize=7)
 
 
-def _goodput_plot(summary: Mapping[str, Any]) -> Plot:
+def _goodput_plot(summary: Summary) -> Plot:
     c = summary["curve"]
     points = [p for p in c["points"] if p.get("offered") is not None]
     fig = new_figure()

@@ -11,8 +11,9 @@ server metrics (older runs, targets without ``/metrics``) get a note instead.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
@@ -22,9 +23,17 @@ from loadgen.analysis.table import RecordTable, as_table
 from loadgen.records import RequestRecord
 from loadgen.report import timeseries
 from loadgen.report.blocks import Image, Section, Table, Text, num, pct
+from loadgen.summary import ClientVsServer, GaugeStats, ServerView, Summary
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+    from loadgen.report.plots import Plot
 
 SERVER_METRICS = "server_metrics.jsonl"  # as written by loadgen.server_scraper
 PLOT_NAME = "server_view"
+TITLE = "Server view"
+Row = Mapping[str, Any]  # one scrape of server_metrics.jsonl: t_ns, rtt_ms and server.metrics.ROW_KEYS
 # The means table's rows: (label, client key or None, server histogram): the registry's
 # client-vs-server latencies, then what only the server measures.
 MEAN_ROWS: tuple[tuple[str, str | None, str], ...] = (
@@ -33,7 +42,7 @@ MEAN_ROWS: tuple[tuple[str, str | None, str], ...] = (
 )
 
 
-def load_rows(run_dir: str | Path) -> list[dict]:
+def load_rows(run_dir: str | Path) -> list[Row]:
     """The scrapes of a saved run (``server_metrics.jsonl``), or [] when it has none."""
     path = Path(run_dir) / SERVER_METRICS
     if not path.exists():
@@ -41,23 +50,34 @@ def load_rows(run_dir: str | Path) -> list[dict]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
-def server_section(summary: dict, plots: Sequence[Image] = ()) -> Section:
+def server_section(summary: Summary, plots: Sequence[Image] = ()) -> Section:
+    """The server's figures (``view_rows``), llama.cpp's per-response timings, the means beside
+    the client's and the server-view plot; a sentence instead when nothing was scraped."""
     server = summary.get("server")
+    if not server or not server.get("available"):
+        return Section(TITLE, (Text(_absent_text(server)),))
+    blocks: list = [Table(("server view", "value"), view_rows(server), "ll")]
+    timings = timings_table(summary)
+    if timings is not None:
+        blocks.append(timings)
+    if server.get("note"):
+        blocks.append(Text(f"Note: {server.get('note')}."))
+    blocks += [means_table(server), Text(_means_text(server)), *plots]
+    return Section(TITLE, tuple(blocks))
+
+
+def _absent_text(server: ServerView | None) -> str:
     if not server:
-        return Section(
-            "Server view",
-            (Text("Not scraped: this run has no server metrics (it was saved by a loadgen without them)."),),
-        )
-    if not server.get("available"):
-        return Section(
-            "Server view",
-            (
-                Text(
-                    f"No server metrics: {server.get('note') or 'not scraped'}. The report shows the "
-                    "client's view only (server_metrics.enabled, server_metrics.path in the profile)."
-                ),
-            ),
-        )
+        return "Not scraped: this run has no server metrics (it was saved by a loadgen without them)."
+    return (
+        f"No server metrics: {server.get('note') or 'not scraped'}. The report shows the "
+        "client's view only (server_metrics.enabled, server_metrics.path in the profile)."
+    )
+
+
+def view_rows(server: ServerView) -> tuple[tuple[str, str], ...]:
+    """(what, value): the engine and the scrapes, the gauges, the counters' deltas and, for
+    llama.cpp, the engine's own busy time."""
     g = server.get("gauges") or {}
     tokens = server.get("tokens") or {}
     rtt = server.get("scrape_rtt_ms") or {}
@@ -92,36 +112,31 @@ def server_section(summary: dict, plots: Sequence[Image] = ()) -> Section:
                 f"{_int(busy.get('decode_calls'))} decode calls",
             ),
         )
-    blocks: list = [Table(("server view", "value"), rows, "ll")]
-    timings = timings_table(summary)
-    if timings is not None:
-        blocks.append(timings)
-    if server.get("note"):
-        blocks.append(Text(f"Note: {server['note']}."))
-    blocks += [
-        means_table(server),
-        Text(
-            "Server means are the server's histograms over the run (sum delta / count delta between "
-            "the scrape before the load and the one after it); client means are over the same "
-            "requests (every ok one"
-            + (", warm-up included" if server.get("includes_warmup") else "")
-            + "). Client minus server is what HTTP, the network and the client add; queueing inside "
-            "the server is in both, and the queue-time row says how much of it there was. Gauges: "
-            "mean and max over the scrapes inside the measured window."
-        ),
-    ]
-    blocks += list(plots)
-    return Section("Server view", tuple(blocks))
+    return rows
 
 
-def timings_table(summary: dict) -> Table | None:
+def _means_text(server: ServerView) -> str:
+    return (
+        "Server means are the server's histograms over the run (sum delta / count delta between "
+        "the scrape before the load and the one after it); client means are over the same "
+        "requests (every ok one"
+        + (", warm-up included" if server.get("includes_warmup") else "")
+        + "). Client minus server is what HTTP, the network and the client add; queueing inside "
+        "the server is in both, and the queue-time row says how much of it there was. Gauges: "
+        "mean and max over the scrapes inside the measured window."
+    )
+
+
+def timings_table(summary: Summary) -> Table | None:
     """llama.cpp's per-response timings beside the client's TTFT and TPOT, request by request."""
     t = (summary.get("metrics") or {}).get("server_timings")
     if not t:
         return None
     rows = []
-    for key, label in (("ttft", "TTFT vs prompt_ms"), ("tpot", "TPOT vs predicted_ms / predicted_n")):
-        pair = t.get(key)
+    for pair, label in (
+        (t.get("ttft"), "TTFT vs prompt_ms"),
+        (t.get("tpot"), "TPOT vs predicted_ms / predicted_n"),
+    ):
         if pair:
             rows.append((label, str(pair["requests"]), num(pair["client_mean_ms"]),
                          num(pair["server_mean_ms"]), num(pair["difference_ms"])))  # fmt: skip
@@ -129,7 +144,7 @@ def timings_table(summary: dict) -> Table | None:
     return Table(header, tuple(rows), "lrrrr")
 
 
-def means_table(server: dict) -> Table:
+def means_table(server: ServerView) -> Table:
     hists = server.get("histograms") or {}
     cmp = server.get("client_vs_server") or {}
     rows = []
@@ -137,7 +152,7 @@ def means_table(server: dict) -> Table:
         h = hists.get(hist)
         if h is None:
             continue
-        c = cmp.get(client_key) or {} if client_key else {}
+        c: ClientVsServer = (cmp.get(client_key) or {}) if client_key else {}
         rows.append(
             (
                 label,
@@ -150,9 +165,13 @@ def means_table(server: dict) -> Table:
     return Table(("mean (ms)", "server n", "server", "client", "client - server"), tuple(rows), "lrrrr")
 
 
-def server_plot(summary: dict, records: RecordTable | Sequence[RequestRecord], rows: Sequence[dict]):
-    """The server-view figure, or None without scrapes; a ``loadgen.report.plots.Plot``."""
-    if not rows or not (summary.get("server") or {}).get("available"):
+def server_plot(
+    summary: Summary, records: RecordTable | Sequence[RequestRecord], rows: Sequence[Row]
+) -> Plot | None:
+    """The server-view figure, or None without scrapes: three panels on one time axis
+    (requests, KV cache, lag), both sides on loadgen's clock."""
+    server = summary.get("server")
+    if not rows or not server or not server.get("available"):
         return None
     from loadgen.report import plots as P
 
@@ -164,54 +183,10 @@ def server_plot(summary: dict, records: RecordTable | Sequence[RequestRecord], r
     fig = P.Figure(figsize=(9.0, 6.4), dpi=P.DPI, layout="constrained")
     P.FigureCanvasAgg(fig)
     ax_req, ax_kv, ax_lag = fig.subplots(3, 1, sharex=True)
-
-    for key, label, colour in (
-        ("running", "server: running", P._OK),
-        ("waiting", "server: waiting (queued)", P._FAIL),
-    ):
-        y = _column(rows, key)
-        if not np.isnan(y).all():
-            ax_req.step(x, y, where="post", color=colour, lw=1.5, label=label)
-    ax_req.step(
-        x,
-        _in_flight(table, t_ns),
-        where="post",
-        color="#2ca02c",
-        lw=1.2,
-        ls="--",
-        label="client: in flight",
-    )
-    ax_req.set_ylabel("requests")
-    ax_req.legend(loc="upper right", fontsize=8)
-
-    kv = _column(rows, "kv_cache_usage") * 100
-    if np.isnan(kv).all():
-        P._no_data(ax_kv)
-    else:
-        ax_kv.step(x, kv, where="post", color="#9467bd", lw=1.5)
-    ax_kv.set_ylabel("KV cache used (%)")
-
-    measured = ~table.column("warmup")
-    send, sched = table.column("t_send_ns")[measured], table.column("t_sched_ns")[measured]
-    if len(send):
-        lx, ly = (send - t0) / 1e9, (send - sched) / 1e6
-        ax_lag.scatter(lx, ly, s=8, color=P._LINE, label="client: send lag per request")
-    queue = _interval_means(rows, "queue_time")
-    keep = ~np.isnan(queue)
-    if keep.any():
-        ax_lag.plot(
-            x[keep],
-            queue[keep],
-            "o-",
-            color=P._FAIL,
-            lw=1.2,
-            ms=3,
-            label="server: mean queue time of requests counted since the last scrape",
-        )
-    ax_lag.set_ylabel("ms")
-    ax_lag.legend(loc="upper right", fontsize=8)
-    ax_lag.set_xlabel("time (s since first measured send; both sides on loadgen's clock)")
-    ax_req.set_title(f"Server view ({(summary.get('server') or {}).get('engine')}) beside the client's")
+    _requests_panel(ax_req, x, rows, _in_flight(table, t_ns))
+    _kv_panel(ax_kv, x, rows)
+    _lag_panel(ax_lag, x, rows, table, t0)
+    ax_req.set_title(f"Server view ({server.get('engine')}) beside the client's")
     for ax in (ax_req, ax_kv, ax_lag):
         ax.grid(True, color="#eeeeee")
         ax.set_ylim(bottom=0)
@@ -226,7 +201,53 @@ def server_plot(summary: dict, records: RecordTable | Sequence[RequestRecord], r
     )
 
 
-def _column(rows: Sequence[dict], key: str) -> np.ndarray:
+def _requests_panel(ax: Axes, x: np.ndarray, rows: Sequence[Row], in_flight: np.ndarray) -> None:
+    """The server's running and waiting requests (steps at each scrape), the client's in flight."""
+    from loadgen.report import plots as P
+
+    for key, label, colour in (
+        ("running", "server: running", P._OK),
+        ("waiting", "server: waiting (queued)", P._FAIL),
+    ):
+        y = _column(rows, key)
+        if not np.isnan(y).all():
+            ax.step(x, y, where="post", color=colour, lw=1.5, label=label)
+    ax.step(x, in_flight, where="post", color="#2ca02c", lw=1.2, ls="--", label="client: in flight")
+    ax.set_ylabel("requests")
+    ax.legend(loc="upper right", fontsize=8)
+
+
+def _kv_panel(ax: Axes, x: np.ndarray, rows: Sequence[Row]) -> None:
+    from loadgen.report import plots as P
+
+    kv = _column(rows, "kv_cache_usage") * 100
+    if np.isnan(kv).all():
+        P._no_data(ax)
+    else:
+        ax.step(x, kv, where="post", color="#9467bd", lw=1.5)
+    ax.set_ylabel("KV cache used (%)")
+
+
+def _lag_panel(ax: Axes, x: np.ndarray, rows: Sequence[Row], table: RecordTable, t0: int) -> None:
+    """Each measured request's send lag at its send, and the server's queue time per scrape."""
+    from loadgen.report import plots as P
+
+    measured = ~table.column("warmup")
+    send, sched = table.column("t_send_ns")[measured], table.column("t_sched_ns")[measured]
+    if len(send):
+        lx, ly = (send - t0) / 1e9, (send - sched) / 1e6
+        ax.scatter(lx, ly, s=8, color=P._LINE, label="client: send lag per request")
+    queue = _interval_means(rows, "queue_time")
+    keep = ~np.isnan(queue)
+    if keep.any():
+        label = "server: mean queue time of requests counted since the last scrape"
+        ax.plot(x[keep], queue[keep], "o-", color=P._FAIL, lw=1.2, ms=3, label=label)
+    ax.set_ylabel("ms")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_xlabel("time (s since first measured send; both sides on loadgen's clock)")
+
+
+def _column(rows: Sequence[Row], key: str) -> np.ndarray:
     return np.array([np.nan if r.get(key) is None else r[key] for r in rows], np.float64)
 
 
@@ -242,7 +263,7 @@ def _in_flight(table: RecordTable, t_ns: np.ndarray) -> np.ndarray:
     return (sent - ended).astype(float)
 
 
-def _interval_means(rows: Sequence[dict], hist: str) -> np.ndarray:
+def _interval_means(rows: Sequence[Row], hist: str) -> np.ndarray:
     """Per scrape, the mean (ms) of the observations the histogram gained since the previous one."""
     s, c = _column(rows, f"{hist}_sum_s"), _column(rows, f"{hist}_count")
     out = np.full(len(rows), np.nan)
@@ -253,11 +274,11 @@ def _interval_means(rows: Sequence[dict], hist: str) -> np.ndarray:
     return out
 
 
-def _gauge(g: dict | None, fmt) -> str:
+def _gauge(g: GaugeStats | None, fmt: Callable[[Any], str]) -> str:
     return (
         "-" if not g else f"mean {fmt(g.get('mean'))}, max {fmt(g.get('max'))} ({g.get('samples')} scrapes)"
     )
 
 
-def _int(v) -> str:
+def _int(v: Any) -> str:
     return "-" if v is None else f"{v:,.0f}"

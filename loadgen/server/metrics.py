@@ -1,9 +1,8 @@
 """The server's own view of a run: its Prometheus ``/metrics`` in one normalized form.
 
-Each engine names the same facts differently (vLLM ``vllm:num_requests_running``, SGLang
-``sglang:num_running_reqs``, TensorRT-LLM ``trtllm_num_requests_running``); ``ENGINES`` maps
-them onto one set of keys, and ``detect_engine`` picks the map from the names a server serves.
-Parsing is ``prometheus_client``'s, never a hand-written one.
+Each engine names the same facts differently; ``loadgen.server.engines`` maps each engine's
+names onto one set of keys (``ENGINES``, re-exported here), ``detect_engine`` picks the map
+from the names a server serves. Parsing is ``prometheus_client``'s, never a hand-written one.
 
 A scrape becomes one flat row (``normalize``): gauges ``running``, ``waiting``,
 ``kv_cache_usage`` (0..1), counters ``preemptions_total``, ``prompt_tokens_total``,
@@ -12,7 +11,7 @@ A scrape becomes one flat row (``normalize``): gauges ``running``, ``waiting``,
 ``<hist>_count`` of the latency histograms ``ttft``, ``itl``, ``tpot``, ``e2e`` and
 ``queue_time``; None where the engine has no such metric. Series with several label sets
 (data-parallel engines, several models) are summed, except ``kv_cache_usage``, a fraction,
-which is averaged.
+which is averaged. The run's scrapes become its ``server`` block (``summarize``).
 
 trtllm-serve answers ``/metrics`` with JSON iteration statistics, not Prometheus text (its
 Prometheus text is at ``/prometheus/metrics``); ``trtllm_json_row`` reads the gauges it has
@@ -23,7 +22,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -31,6 +29,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 # The client's means are client figures, computed in analysis; re-exported for the scraper.
 from loadgen.analysis.client_means import client_means, client_vs_server
+from loadgen.server.engines import COUNTERS, ENGINES, GAUGES, HISTOGRAMS, ROW_KEYS, EngineNames
 
 __all__ = [
     "COUNTERS",
@@ -49,144 +48,8 @@ __all__ = [
     "trtllm_json_row",
 ]
 
-HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
-GAUGES = ("running", "waiting", "kv_cache_usage")
-COUNTERS = (
-    "preemptions_total",
-    "prompt_tokens_total",
-    "generation_tokens_total",
-    "prefix_cache_queries_total",
-    "prefix_cache_hits_total",
-    # The engine's own busy time (llama.cpp): seconds spent on prompts and on generation, and
-    # its decode calls, so its per-token cost stands beside the client's TTFT and TPOT.
-    "prompt_seconds_total",
-    "generation_seconds_total",
-    "decode_calls_total",
-)
-# The keys of a normalized row, in order (the columns of ``server_metrics.jsonl`` after t_ns).
-ROW_KEYS = GAUGES + COUNTERS + tuple(f"{h}_{p}" for h in HISTOGRAMS for p in ("sum_s", "count"))
-
 # sample name -> [(labels, value), ...]
 Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-@dataclass(frozen=True, slots=True)
-class EngineNames:
-    """One engine's metric names for each normalized key; the first name present wins (newer
-    names first, then the older ones the same engine used to serve)."""
-
-    engine: str
-    prefix: str
-    scalars: Mapping[str, tuple[str, ...]]
-    histograms: Mapping[str, tuple[str, ...]]
-    # Gauges that state configuration rather than load (copied into the run's conditions).
-    config_gauges: tuple[str, ...] = ()
-    marker: str | None = None  # a name only this engine serves (the simulator's own metric)
-
-    def wanted(self) -> tuple[str, ...]:
-        """Every sample name a scrape must keep: the scalars and each histogram's _sum/_count."""
-        out = [n for names in self.scalars.values() for n in names]
-        out += [f"{n}{s}" for names in self.histograms.values() for n in names for s in ("_sum", "_count")]
-        return tuple(out)
-
-
-_VLLM_SCALARS = {
-    "running": ("vllm:num_requests_running",),
-    "waiting": ("vllm:num_requests_waiting",),
-    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
-    "preemptions_total": ("vllm:num_preemptions_total",),
-    "prompt_tokens_total": ("vllm:prompt_tokens_total",),
-    "generation_tokens_total": ("vllm:generation_tokens_total",),
-    # Prompt tokens looked up in the prefix cache, and found there (vLLM v1; the gpu_ names
-    # are the releases before).
-    "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
-}
-# vLLM's old ``time_per_output_token_seconds`` was the per-token gap (renamed
-# ``inter_token_latency_seconds``); its per-request TPOT is ``request_time_per_output_token``.
-_VLLM_HISTOGRAMS = {
-    "ttft": ("vllm:time_to_first_token_seconds",),
-    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
-    "tpot": ("vllm:request_time_per_output_token_seconds",),
-    "e2e": ("vllm:e2e_request_latency_seconds",),
-    "queue_time": ("vllm:request_queue_time_seconds",),
-}
-
-ENGINES: dict[str, EngineNames] = {
-    "vllm": EngineNames("vllm", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS),
-    # The built-in simulator serves vLLM's names, plus one of its own.
-    "sim": EngineNames(
-        "sim", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS, marker="loadgen_sim_pacing_lag_seconds_total"
-    ),
-    "sglang": EngineNames(
-        "sglang",
-        "sglang:",
-        {
-            "running": ("sglang:num_running_reqs",),
-            "waiting": ("sglang:num_queue_reqs",),
-            "kv_cache_usage": ("sglang:token_usage",),
-            "preemptions_total": ("sglang:num_retracted_requests_total",),  # SGLang "retracts"
-            "prompt_tokens_total": ("sglang:prompt_tokens_total",),
-            "generation_tokens_total": ("sglang:generation_tokens_total",),
-        },
-        {
-            "ttft": ("sglang:time_to_first_token_seconds",),
-            # SGLang observes the gap per token (sum += gap, count += tokens in the step).
-            "itl": ("sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"),
-            "e2e": ("sglang:e2e_request_latency_seconds",),
-            "queue_time": ("sglang:queue_time_seconds",),
-        },
-        config_gauges=(
-            "sglang:max_total_num_tokens",
-            "sglang:max_running_requests",
-            "sglang:max_prefill_tokens",
-            "sglang:context_len",
-        ),
-    ),
-    # llama.cpp's llama-server with --metrics: gauges of slots processing and requests deferred
-    # (waiting for a slot), token and busy-time counters, no latency histograms; KV usage only
-    # on the builds that still serve it; cached prompt tokens are prefix-cache hits.
-    "llamacpp": EngineNames(
-        "llamacpp",
-        "llamacpp:",
-        {
-            "running": ("llamacpp:requests_processing",),
-            "waiting": ("llamacpp:requests_deferred",),
-            "kv_cache_usage": ("llamacpp:kv_cache_usage_ratio",),
-            "prompt_tokens_total": ("llamacpp:prompt_tokens_total",),
-            "generation_tokens_total": ("llamacpp:tokens_predicted_total",),
-            "prefix_cache_hits_total": ("llamacpp:prompt_tokens_cached_total",),
-            "prompt_seconds_total": ("llamacpp:prompt_seconds_total",),
-            "generation_seconds_total": ("llamacpp:tokens_predicted_seconds_total",),
-            "decode_calls_total": ("llamacpp:n_decode_total",),
-        },
-        {},
-    ),
-    # trtllm-serve's /prometheus/metrics. Its time_per_output_token is per request (TPOT).
-    "trtllm": EngineNames(
-        "trtllm",
-        "trtllm_",
-        {
-            "running": ("trtllm_num_requests_running",),
-            "waiting": ("trtllm_num_requests_waiting",),
-            "kv_cache_usage": ("trtllm_kv_cache_utilization",),
-            "prompt_tokens_total": ("trtllm_prompt_tokens_total",),
-            "generation_tokens_total": ("trtllm_generation_tokens_total",),
-        },
-        {
-            "ttft": ("trtllm_time_to_first_token_seconds",),
-            "tpot": ("trtllm_time_per_output_token_seconds",),
-            "e2e": ("trtllm_e2e_request_latency_seconds",),
-            "queue_time": ("trtllm_request_queue_time_seconds",),
-        },
-        config_gauges=(
-            "trtllm_kv_cache_max_blocks",
-            "trtllm_kv_cache_tokens_per_block",
-            "trtllm_max_batch_size_static",
-            "trtllm_max_num_active_requests",
-        ),
-    ),
-}
 
 # Labels that describe the server (the others split a series: le, finished_reason, source, ...).
 _DESCRIPTIVE_LABELS = frozenset(
@@ -232,7 +95,7 @@ def normalize(samples: Samples, engine: str) -> dict[str, float | None]:
     return row
 
 
-def metrics_labels(samples: Samples, engine: str | None) -> dict:
+def metrics_labels(samples: Samples, engine: str | None) -> dict[str, Any]:
     """What the labels and config gauges of one scrape reveal of the engine's configuration:
     ``info`` (every ``*_info`` series of the engine, e.g. vLLM's ``cache_config_info`` with
     block_size, gpu_memory_utilization, num_gpu_blocks), ``config`` (config gauges such as
@@ -300,8 +163,8 @@ def _num(v: object) -> float | None:
 
 # ----------------------------------------------------------------------------- the run's view
 def summarize(
-    rows: Sequence[Mapping], window_ns: tuple[int, int] | None, client: Mapping[str, float | None]
-) -> dict:
+    rows: Sequence[Mapping[str, Any]], window_ns: tuple[int, int] | None, client: Mapping[str, float | None]
+) -> dict[str, Any]:
     """The run's ``server`` block from its scrapes (``rows``: ``t_ns`` plus ``ROW_KEYS``, in time
     order, the first taken before the load and the last after it).
 
@@ -314,7 +177,13 @@ def summarize(
     (``analysis.client_means.client_vs_server``; queueing inside the server is in both,
     ``histograms.queue_time`` says how much of it there was).
     """
-    out: dict = {"gauges": {}, "preemptions": None, "tokens": {}, "histograms": {}, "client_vs_server": {}}
+    out: dict[str, Any] = {
+        "gauges": {},
+        "preemptions": None,
+        "tokens": {},
+        "histograms": {},
+        "client_vs_server": {},
+    }
     if not rows:
         return out
     inside = [r for r in rows if window_ns and window_ns[0] <= r["t_ns"] <= window_ns[1]] or list(rows)
