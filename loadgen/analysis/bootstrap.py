@@ -21,8 +21,9 @@ With all counts 1 each statistic equals the value in summary.json (the tests che
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,9 @@ class RunSamples:
     per_request: dict[str, np.ndarray]  # ok, failed, good, prompt_tokens, output_tokens, ...
 
     @classmethod
-    def from_run(cls, records: Records, summary: dict, metrics: Collection[str] | None = None) -> RunSamples:
+    def from_run(
+        cls, records: Records, summary: Mapping[str, Any], metrics: Collection[str] | None = None
+    ) -> RunSamples:
         """The samples of a run's records (a ``RecordTable`` or records) and its summary.
         ``metrics``: the distributions wanted (default all). The inter-token gaps are built
         only when one of them needs them: they are materialised with their owners (16 bytes a

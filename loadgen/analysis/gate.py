@@ -19,9 +19,10 @@ without a bootstrap, as the capacity rule does; so do ``output_agreement`` and
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -110,7 +111,7 @@ def gate(
         confidence=cfg.confidence,
         seed=seed,
         condition_differences=tuple(d.field for d in diff),
-        failures=run_failures(candidate=_untyped(cand_s), baseline=_untyped(base_s)),
+        failures=run_failures(candidate=cand_s, baseline=base_s),
     )
     stages = gs.resolve_stages([(r.stage, r.text()) for r in rules.rules], cand_s, base_s, source)
     if blocking and not allow_different:
@@ -159,7 +160,8 @@ class _Runs:
     def samples(self, role: str, stage: int | None) -> bs.RunSamples:
         """The bootstrap's inputs of ``role``'s run, or of one stage of it."""
         if (role, stage) not in self.cache:
-            path, summary = self.paths[role], _untyped(self.summaries[role])
+            path = self.paths[role]
+            summary: Mapping[str, Any] = self.summaries[role]
             if role not in self.tables:
                 table = load_table(path)
                 self.tables[role] = table if bs.needs_gaps(self.wanted) else table.without_chunks()
@@ -181,21 +183,13 @@ def _evaluate(rule: GateRule, st: gs.Resolved | None, runs: _Runs, draw: _Draw) 
     if rule.metric in gq.METRICS:
         return RuleResult(
             rule,
-            *gq.check(
-                rule, runs.paths["candidate"], runs.paths["baseline"], _untyped(cand_s), _untyped(base_s)
-            ),
+            *gq.check(rule, runs.paths["candidate"], runs.paths["baseline"], cand_s, base_s),
         )
     c_idx, b_idx = (None, None) if st is None else (st[0][0], st[1][0])
     where = "" if st is None else f" in stage {st[0][0]} ({st[0][1]})"
     cand, base = runs.samples("candidate", c_idx), runs.samples("baseline", b_idx)
     res = _check(rule, cand, base, draw.resamples, draw.confidence, draw.seed, where)
     return res if st is None else replace(res, stage=st[0])
-
-
-def _untyped(summary: Summary) -> dict[str, Any]:
-    """``summary`` for the readers that still take a plain dict (``sla.run_failures``,
-    ``gate_quality.check``, ``bootstrap.RunSamples.from_run``); goes when they take a Summary."""
-    return cast(dict[str, Any], summary)
 
 
 def _check_capacity(rule: GateRule, cand_s: Summary, base_s: Summary) -> RuleResult:

@@ -24,6 +24,7 @@ from loadgen.analysis.agreement import agreement
 from loadgen.analysis.compare import answers_kept, run_answers
 from loadgen.config.gate_rules import ACCURACY, OUTPUT_AGREEMENT
 from loadgen.config.gate_rules import QUALITY_METRICS as METRICS
+from loadgen.summary import Summary
 
 __all__ = ["ACCURACY", "KEEP", "METRICS", "OUTPUT_AGREEMENT", "Outcome", "check"]
 
@@ -33,7 +34,9 @@ KEEP = "--keep-answers (profile: output.answers.keep: true)"
 Outcome = tuple[str, float | None, float | None, None, bool, str]
 
 
-def check(rule: Any, candidate: str | Path, baseline: str | Path, cand_s: dict, base_s: dict) -> Outcome:
+def check(
+    rule: Any, candidate: str | Path, baseline: str | Path, cand_s: Summary, base_s: Summary
+) -> Outcome:
     """Judge one rule on the saved runs (their paths and summaries)."""
     op, limit = rule.limit()
     if rule.metric == ACCURACY:
@@ -71,6 +74,7 @@ def check(rule: Any, candidate: str | Path, baseline: str | Path, cand_s: dict, 
     return "fail" if failed else "pass", base, cand, None, False, msg
 
 
-def _accuracy(summary: dict) -> float | None:
-    value = (summary.get("quality") or {}).get("accuracy")
+def _accuracy(summary: Summary) -> float | None:
+    quality = summary.get("quality")
+    value = quality["accuracy"] if quality is not None else None
     return None if value is None else float(value)

@@ -115,7 +115,7 @@ def evaluate(sla: Any, summary: Mapping[str, Any], *, incomplete: bool = False) 
     return cast(SlaBlock, block)
 
 
-def failures_text(counts: dict) -> str | None:
+def failures_text(counts: Mapping[str, Any]) -> str | None:
     """'48 of 80 requests failed (read 40, http_400 8)', or None when none failed."""
     failed = int(counts.get("failed") or 0)
     if not failed:
@@ -125,7 +125,7 @@ def failures_text(counts: dict) -> str | None:
     return f"{failed} of {done} requests failed" + (f" ({why})" if why else "")
 
 
-def run_failures(**summaries: dict) -> tuple[str, ...]:
+def run_failures(**summaries: Mapping[str, Any]) -> tuple[str, ...]:
     """'candidate: 48 of 80 requests failed (...)' for each named summary with failures."""
     out = ((name, failures_text(s.get("counts") or {})) for name, s in summaries.items())
     return tuple(f"{name}: {text}" for name, text in out if text)
