@@ -116,3 +116,12 @@ def test_a_fresh_run_validates(tmp_path):
     from loadgen.summary.schema import validate
 
     assert validate(res.summary) is res.summary
+
+
+def test_the_distribution_type_has_the_registrys_stats():
+    """A latency distribution's keys are the registry's STATS (metric_defs), in their order: the
+    type restates them for mypy and the schema, and this keeps the two one list."""
+    from loadgen.metric_defs import STATS
+    from loadgen.summary import Distribution
+
+    assert tuple(Distribution.__annotations__) == STATS
