@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.cli.parser import build_parser, overrides
+from loadgen.clock import run_loop
 
 EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -102,7 +103,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     _raise_fd_limit()
     try:
         with view:
-            result = _run_loop(main())
+            result = run_loop(main())
     except KeyboardInterrupt:
         print("loadgen: aborted; records finished so far are in the run's requests.jsonl", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -271,7 +272,7 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         )  # fmt: skip
 
     _raise_fd_limit()
-    res = _run_loop(main())
+    res = run_loop(main())
     cap = res.capacity
     print(_capacity_headline(cap))
     if cap["stopped_because"]:
@@ -335,14 +336,6 @@ def cmd_profiles(a: argparse.Namespace) -> int:
     for p in found:
         print(f"{p.name:<{width}}  {p.description}".rstrip())
     return EXIT_OK
-
-
-def _run_loop(coro: Any) -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
 
 
 def _raise_fd_limit() -> None:

@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from loadgen.analysis.table import RecordTable
 from loadgen.errors import LoadgenError
-from loadgen.records import RequestRecord
 from loadgen.report.cost import CostError, CostInputs, cost_figures, cost_inputs
 from loadgen.result import load_summary, load_table
 
@@ -115,14 +113,6 @@ def write_report(
     del table  # the frame holds all the files need: the table goes before pyarrow copies it
     written.update(write_frame(frame, out))
     return dict(sorted(written.items()))
-
-
-def write_tables(records: RecordTable | list[RequestRecord], out_dir: Path) -> dict[str, Path]:
-    """``requests.csv`` and ``requests.parquet``: ``metrics.request_frame`` of the records,
-    one row per request (warm-up included, flagged by its ``warmup`` column)."""
-    from loadgen.analysis.metrics import request_frame
-
-    return write_frame(request_frame(records), out_dir)
 
 
 def write_frame(frame: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
