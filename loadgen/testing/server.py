@@ -44,7 +44,7 @@ import sys
 import time
 from typing import Any
 
-from loadgen.testing.common import Log
+from loadgen.testing.common import Log, scripted
 from loadgen.testing.openai_stream import stream, toy_token_count
 
 __all__ = ["StreamServer", "main", "make_app", "serve", "toy_token_count"]  # toy_token_count: re-exported
@@ -73,14 +73,9 @@ def _add_openai_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None
     async def completions(request: web.Request) -> Any:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
-        cfg = dict(defaults)
-        cfg.update(body.get("loadgen_test") or {})
+        cfg, n = scripted(defaults, body, counter)
         prefix = "chatcmpl" if request.path.endswith("/chat/completions") else "cmpl"
-        n = next(counter)
-        rid = f"{prefix}-test-{n}"
-        if cfg.get("fail_every") and n % int(cfg["fail_every"]) != 0:
-            cfg["fail"] = ""
-        return await stream(request, body, cfg, log, rid, recv_ns)
+        return await stream(request, body, cfg, log, f"{prefix}-test-{n}", recv_ns)
 
     app.router.add_post("/v1/completions", completions)
     app.router.add_post("/v1/chat/completions", completions)
