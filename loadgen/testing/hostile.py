@@ -72,10 +72,11 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
 
 Like the simulator and the scripted server, this module imports nothing from the client side
 (only the standard library), so a bug shared between an encoder and a decoder cannot hide itself.
-What no mode changes (the loop thread, the connections, the HTTP/1.1 bytes) lives in
-``hostile_wire.py`` and the SSE events each mode sends in ``hostile_events.py``; this module holds
-the server, its modes, the routing and the faults. It runs past 300 lines because of the
-catalogue above and the list of modes: one server class, each step of a stream its own method.
+What no mode changes lives in ``hostile_wire.py`` (the loop thread, the connections) and
+``hostile_http.py`` (the HTTP/1.1 bytes), the SSE events each mode sends in
+``hostile_events.py``; this module holds the server, its modes, the routing and the faults.
+It runs past 300 lines because of the catalogue above and the list of modes: one server
+class, each step of a stream its own method.
 """
 
 from __future__ import annotations
@@ -89,10 +90,9 @@ import time
 from typing import Any
 
 from loadgen.testing.hostile_events import full_completion, huge_text, stream_events
-from loadgen.testing.hostile_wire import (
+from loadgen.testing.hostile_http import (
     Conn,
     Request,
-    ThreadedServer,
     chunk,
     dumps,
     fin_after,
@@ -100,6 +100,7 @@ from loadgen.testing.hostile_wire import (
     reset_connection,
     response_head,
 )
+from loadgen.testing.hostile_wire import ThreadedServer
 
 MODES: tuple[str, ...] = (
     "ok",

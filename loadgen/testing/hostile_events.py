@@ -3,7 +3,7 @@
 It exists so that what each mode *says* (the OpenAI-style chunks, and the malformed event, the
 missing ``[DONE]`` or the 10 MB event a mode puts among them) is written in one place apart
 from how the server *sends* it (``hostile.py``, the timing and connection faults) and from the
-HTTP bytes (``hostile_wire.py``). Every function here is pure: payloads in, bytes out.
+HTTP bytes (``hostile_http.py``). Every function here is pure: payloads in, bytes out.
 
 Like the rest of the hostile server it imports only the standard library, never the client side.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from loadgen.testing.hostile_wire import dumps, sse
+from loadgen.testing.hostile_http import dumps, sse
 
 WORDS = ("alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta")
 
