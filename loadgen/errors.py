@@ -11,7 +11,7 @@ the CLI's one ``except LoadgenError`` covers it):
 - ``LoadgenError, ValueError`` kinds, bad input that is not a profile field:
   ``runner.capacity.CapacityError`` (a capacity search that cannot run),
   ``report.cost.CostError`` (prices that cannot be used), ``workload.datasets.DatasetError``
-  (a dataset file that cannot be read), ``workload.traces.TraceError`` (a trace file that
+  (a dataset file that cannot be read), ``workload.trace_files.TraceError`` (a trace file that
   cannot be replayed).
 - ``LoadgenError`` kinds: ``report.ReportError`` (a report that cannot be written).
 - ``RunError`` kinds: ``backends.base.ProbeError`` (the server cannot be benchmarked as configured),
