@@ -1,4 +1,6 @@
-"""The command line: the only module that prints or exits.
+"""The command line: ``main`` and one function per command (``cli/`` is the only code that
+prints or exits; capacity and selfcheck have their commands beside their flags, the exit codes
+and what every command shares are in ``common.py``).
 
     loadgen run PROFILE [flags]     run a benchmark; results in reports/<run-id>/
     loadgen sim [--preset ...]      serve the built-in GPU-serving simulator on a port
