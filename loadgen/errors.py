@@ -3,6 +3,19 @@
 A leaf: anything may import it, it imports nothing of loadgen. ``ConfigError`` carries a list
 of problems, each one line naming the field and the fix, and where they came from (a profile
 path, a rules file, a flag), so a profile, gate rules and simulator settings all fail alike.
+
+The kinds defined elsewhere, beside the code that raises them (each a subclass of one here, so
+the CLI's one ``except LoadgenError`` covers it):
+
+- ``ConfigError`` kinds: none (a rules file or simulator settings raise ``ConfigError`` itself).
+- ``LoadgenError, ValueError`` kinds, bad input that is not a profile field:
+  ``runner.capacity.CapacityError`` (a capacity search that cannot run),
+  ``analysis.cost.CostError`` (prices that cannot be used), ``workload.datasets.DatasetError``
+  (a dataset file that cannot be read), ``workload.trace_files.TraceError`` (a trace file that
+  cannot be replayed).
+- ``LoadgenError`` kinds: ``report.ReportError`` (a report that cannot be written).
+- ``RunError`` kinds: ``backends.base.ProbeError`` (the server cannot be benchmarked as configured),
+  ``server.context.ContextOverflow`` (requests past the server's context, refused before the run).
 """
 
 from __future__ import annotations

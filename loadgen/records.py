@@ -113,7 +113,6 @@ class RequestRecord:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(RequestRecord))
-RECORD_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(RequestRecord))
 TEXT_FIELDS: tuple[str, ...] = ("answer",)  # free text: in requests.jsonl, never in a record table
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from loadgen.backends.transports import httptools_pool
+from loadgen.backends.transports import httptools_conn, httptools_pool
 from loadgen.runner import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,4 +51,5 @@ def slow_client(monkeypatch: pytest.MonkeyPatch, burn_ms: float) -> None:
             pass
         return clock()
 
+    monkeypatch.setattr(httptools_conn, "now_ns", slow_now)  # the reads' stamps
     monkeypatch.setattr(httptools_pool, "now_ns", slow_now)

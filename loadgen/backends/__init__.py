@@ -1,7 +1,7 @@
 """Protocol adapters: one wire protocol each, over the HTTP transports in ``transports/``.
 
 ``base.StreamingBackend`` sends a request once for every protocol (body -> JSON -> stream
-consumer -> transport, with the timeout and error handling of ``base.stream_request``); an
+consumer -> transport, with the timeout and error handling of ``send.stream_request``); an
 adapter says only what its protocol's bytes are. ``registry.PROTOCOLS`` lists them by
 ``target.endpoint`` name; importing this package imports every adapter, so the registry is full
 for whoever asks it: the profile (valid endpoints, which take token ids), the CLI (``--endpoint``

@@ -32,7 +32,6 @@ import orjson
 
 from loadgen import records as R
 from loadgen.backends.base import (
-    BackendOptions,
     ProbeError,
     ProbeResult,
     StreamingBackend,
@@ -60,10 +59,6 @@ _SERVER_INFO_KEYS = (
     "context_length",
     "max_total_num_tokens",
 )
-
-
-# model is for the record only: /generate serves the one model the server loaded.
-SGLangOptions = BackendOptions
 
 
 class _SGLangStream(SSEResponse):

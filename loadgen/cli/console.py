@@ -150,36 +150,64 @@ def _scalar(summary: dict, name: str) -> str:
 
 
 def print_summary(result: Any, file: Any = None) -> None:
+    """The end-of-run summary, one block after another: what ran, what was counted, the latency
+    table (and a sweep's stages), the rates, the SLA, the traffic, the client's own health."""
     s = result.summary
     con = Console(file=file or sys.stdout, width=110)
-    c, m, cond = s["counts"], s["metrics"], s["conditions"]
-    tgt = cond["target"]
-    load = cond["load"]
+    _print_header(con, s)
+    _print_counts(con, s)
+    con.print(summary_table(s))
+    if s.get("stages"):
+        con.print(stage_table(s))
+        _print_curve(con, s["curve"])
+    _print_rates(con, s)
+    _print_sla(con, s.get("sla") or {})
+    for line in traffic_lines(s):
+        con.print(line, soft_wrap=True)
+    _print_client(con, s)
+    con.print(
+        f"results  {result.run_dir}/  ({', '.join(sorted(p.name for p in result.run_dir.iterdir()))})",
+        soft_wrap=True,
+    )
+
+
+def _load_shape(s: dict) -> str:
+    """How the load was offered: a sweep's stages, a trace replay, or a closed or open loop."""
+    load = s["conditions"]["load"]
     stages = s.get("stages") or []
-    trace = (cond.get("traffic") or {}).get("trace")
+    trace = (s["conditions"].get("traffic") or {}).get("trace")
     if stages:
-        shape = f"{len(stages)} stages: {', '.join(st['name'] for st in stages)}"
-    elif trace is not None:
+        return f"{len(stages)} stages: {', '.join(st['name'] for st in stages)}"
+    if trace is not None:
         scale = trace.get("time_scale") or 1.0
-        shape = (
+        return (
             f"trace replay {trace.get('path')}: {trace['requests']} requests over "
             f"{trace['span_s'] * scale:.1f} s (the trace's {trace['span_s']:.1f} s, time scale {scale:g})"
         )
-    else:
-        shape = (
-            f"closed loop, concurrency {load['concurrency']}"
-            if load.get("concurrency")
-            else f"open loop, {load['rate']} req/s {load['arrival']}"
-            + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else "")
-        )
+    return (
+        f"closed loop, concurrency {load['concurrency']}"
+        if load.get("concurrency")
+        else f"open loop, {load['rate']} req/s {load['arrival']}"
+        + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else "")
+    )
+
+
+def _print_header(con: Console, s: dict) -> None:
+    """The run, whether it is complete, its target, its load and what ended it."""
+    tgt = s["conditions"]["target"]
     con.print(
         f"[bold]run {s['run_id']}[/bold]"
         + ("" if s.get("complete", True) else f"  [yellow]INCOMPLETE: {s.get('incomplete_reason')}[/yellow]")
     )
     con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
-    con.print(f"load    {shape}")
+    con.print(f"load    {_load_shape(s)}")
     if s.get("ended_by"):
         con.print(f"ended   {s['ended_by']['text']}")
+
+
+def _print_counts(con: Console, s: dict) -> None:
+    """The requests counted, their errors, and what the server or the connection did unusually."""
+    c = s["counts"]
     con.print(
         f"requests  sent {c['sent']}  ok {c['ok']}  failed {c['failed']}  cancelled {c['cancelled']}"
         f"  warm-up {c.get('warmup', 0)}  window {_fmt(s['window']['seconds'], 2)} s"
@@ -201,10 +229,10 @@ def print_summary(result: Any, file: Any = None) -> None:
             f"[yellow]back-off[/yellow] {backoff['requests']} response(s) asked the client to retry "
             f"later (Retry-After, up to {backoff['max_s']:g} s)"
         )
-    con.print(summary_table(s))
-    if stages:
-        con.print(stage_table(s))
-        _print_curve(con, s["curve"])
+
+
+def _print_rates(con: Console, s: dict) -> None:
+    """Throughput, goodput against the per-request SLOs, and the Little's-law check."""
     con.print(
         f"throughput  {_scalar(s, 'request_throughput_rps')} req/s   "
         f"input {_scalar(s, 'input_tokens_per_s')} tok/s   "
@@ -220,26 +248,30 @@ def print_summary(result: Any, file: Any = None) -> None:
         f"{_scalar(s, 'goodput_output_tokens_per_s')} output tok/s"
         f"   {'-' if frac is None else f'{frac:.{frac_digits}%}'} of requests met {slo_txt}"
     )
-    ll = m.get("littles_law") or {}
+    ll = s["metrics"].get("littles_law") or {}
     con.print(
         f"in flight   mean {_scalar(s, 'mean_concurrency')} over the window;  Little's law "
         f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
         f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})"
     )
-    sla = s.get("sla") or {}
-    if sla.get("verdict") != "none":
-        colour = {"pass": "green", "incomplete": "yellow"}.get(sla["verdict"], "red")
-        first = next((d for d in sla.get("details", []) if not d["passed"]), None)
-        why = f": {first['reason'] or first['rule']}" if first is not None else ""
-        con.print(f"SLA [{colour}]{sla['verdict'].upper()}[/{colour}]{why}")
-        for d in sla.get("details", []):
-            mark = "[green]ok[/green]  " if d["passed"] else "[red]FAIL[/red]"
-            val = "no data" if d.get("value") is None else f"{d['value']:.4g}"
-            con.print(
-                f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else "")
-            )
-    for line in traffic_lines(s):
-        con.print(line, soft_wrap=True)
+
+
+def _print_sla(con: Console, sla: dict) -> None:
+    """The SLA verdict with the first failing rule, then every rule (nothing when none is set)."""
+    if sla.get("verdict") == "none":
+        return
+    colour = {"pass": "green", "incomplete": "yellow"}.get(sla["verdict"], "red")
+    first = next((d for d in sla.get("details", []) if not d["passed"]), None)
+    why = f": {first['reason'] or first['rule']}" if first is not None else ""
+    con.print(f"SLA [{colour}]{sla['verdict'].upper()}[/{colour}]{why}")
+    for d in sla.get("details", []):
+        mark = "[green]ok[/green]  " if d["passed"] else "[red]FAIL[/red]"
+        val = "no data" if d.get("value") is None else f"{d['value']:.4g}"
+        con.print(f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else ""))
+
+
+def _print_client(con: Console, s: dict) -> None:
+    """The client's own health: its CPU and loop lag, the simulator's fidelity check, warnings."""
     client = s.get("client") or {}
     con.print(
         f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
@@ -254,12 +286,8 @@ def print_summary(result: Any, file: Any = None) -> None:
             f"[yellow]warning[/yellow] {w['warning']}: {w['message']}"
             + (f" ({'; '.join(w['reasons'])})" if w.get("reasons") else "")
         )
-    if cond.get("prompt_lengths_approximate"):
+    if s["conditions"].get("prompt_lengths_approximate"):
         con.print(
             "[dim]prompt lengths are approximate (no tokenizer); server-reported prompt tokens "
             "are used where given[/dim]"
         )
-    con.print(
-        f"results  {result.run_dir}/  ({', '.join(sorted(p.name for p in result.run_dir.iterdir()))})",
-        soft_wrap=True,
-    )

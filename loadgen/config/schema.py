@@ -2,23 +2,24 @@
 
 Every model rejects unknown keys: a typo in a benchmark profile silently falling back to a
 default produces a number measured under conditions nobody asked for. Validation happens once,
-here; errors name the YAML path and what would have been valid.
+here; errors name the YAML path and what would have been valid. Each section has its model
+beside its kind (``target.py``, ``traffic.py``, ``client.py``, ...); this module holds the
+workload and load sections and assembles the ``Profile``.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from loadgen.config.base import Int, StrDict, StrictModel, existing_file, field_msg
+from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
 from loadgen.config.target import TargetConfig
 from loadgen.config.traffic import (
-    AnswersConfig,
     DatasetConfig,
     PrefixConfig,
     SessionsConfig,
@@ -26,11 +27,16 @@ from loadgen.config.traffic import (
     TraceConfig,
 )
 
+# The client's own sections (client.py) stay importable from here, as config/__init__ does.
+__all__ = [
+    "MAX_DURATION_S", "MAX_REQUESTS", "MAX_WORKERS", "ClientConfig", "LoadConfig", "OutputConfig", "Profile",
+    "PromptConfig", "ServerMetricsConfig", "WorkloadConfig",
+]  # fmt: skip
+
 # What one process can hold: an open-loop schedule is computed up front (8 bytes a request)
 # and every record stays in memory until the summary; past this a run would not fit.
 MAX_REQUESTS = 10_000_000
 MAX_DURATION_S = 30 * 86_400
-MAX_WORKERS = 1024
 
 
 def _fd_limit() -> int:
@@ -187,77 +193,6 @@ class LoadConfig(StrictModel):
             if level is not None:
                 _within_fd_limit(int(level))
         return self
-
-
-class ServerMetricsConfig(StrictModel):
-    """Scraping the target's Prometheus metrics during the run: one GET of ``path`` every
-    ``interval_s`` on a connection of its own, kept in ``server_metrics.jsonl`` and summarized
-    beside the client's figures. ``enabled: true`` scrapes when the server serves metrics loadgen
-    knows (vLLM, SGLang, TensorRT-LLM, the simulator) and otherwise notes why not in the summary;
-    the run goes on either way."""
-
-    enabled: bool = True
-    interval_s: float = Field(1.0, ge=0.05)
-    path: str = Field("/metrics", pattern=r"^/")
-
-
-_RAY_ADDRESS = re.compile(r"^(auto|local|(ray://)?[A-Za-z0-9.\[\]:_-]+:[0-9]{1,5})$")
-
-
-class ClientConfig(StrictModel):
-    """How the client spreads its load: ``workers`` processes on this machine (``auto``: the
-    usable cores minus one, at least 1), or Ray actors across a cluster (``ray``: ``auto`` for
-    the cluster this machine belongs to, ``local`` for a private one, or an address such as
-    ``ray://head:10001``; then ``workers`` counts actors and ``auto`` means one per cluster
-    CPU minus one). One worker runs in the loadgen process itself."""
-
-    workers: int | Literal["auto"] = 1
-    ray: str | None = None
-
-    @field_validator("workers", mode="before")
-    @classmethod
-    def _workers(cls, v: Any) -> Any:
-        if v == "auto":
-            return v
-        n = None
-        if isinstance(v, int) and not isinstance(v, bool):
-            n = v
-        elif isinstance(v, str) and v.strip().isdigit():
-            n = int(v)
-        if n is None or not 1 <= n <= MAX_WORKERS:
-            raise ValueError(
-                f"use a whole number of worker processes from 1 to {MAX_WORKERS}, or auto; got {v!r}"
-            )
-        return n
-
-    @field_validator("ray")
-    @classmethod
-    def _ray_address(cls, v: str | None) -> str | None:
-        if v is not None and not _RAY_ADDRESS.match(v):
-            raise ValueError(
-                f"{v[:80]!r} is not a Ray address: use auto, local, host:port or ray://host:port"
-            )
-        return v
-
-
-_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-
-
-class OutputConfig(StrictModel):
-    dir: str = "reports"
-    run_id: str | None = None
-    progress: bool = True
-    answers: AnswersConfig = AnswersConfig()
-
-    @field_validator("run_id")
-    @classmethod
-    def _folder_name(cls, v: str | None) -> str | None:
-        if v is not None and not _RUN_ID.match(v):
-            raise ValueError(
-                f"{v[:60]!r} cannot name the run's folder: use 1-128 letters, digits, "
-                f"'.', '_' or '-', starting with a letter or digit (no '/' or '..')"
-            )
-        return v
 
 
 class Profile(StrictModel):

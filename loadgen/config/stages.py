@@ -206,31 +206,7 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
             for i, s in enumerate(load.stages)
         ]
     if load.sweep is not None:
-        sw = load.sweep
-        closed = sw.concurrency is not None
-        duration, count = sw.stage_duration_s, sw.stage_requests
-        if duration is None and count is None:  # each stage as long as the workload says
-            duration, count = workload.duration_s, workload.num_requests
-        out = []
-        for i, v in enumerate(sw.values()):
-            c, r = (int(v), None) if closed else (None, float(v))
-            warmup = sweep_warmup(load.warmup_requests, c, r)
-            out.append(
-                Stage(
-                    i,
-                    _named(i, c, r),
-                    c,
-                    r,
-                    sw.arrival,
-                    sw.burstiness,
-                    None,
-                    duration,
-                    count,
-                    sw.ramp_s,
-                    warmup,
-                )
-            )
-        return out
+        return _sweep_stages(load, workload)
     trace = getattr(workload, "trace", None) is not None
     return [
         Stage(
@@ -247,3 +223,23 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
             load.warmup_requests,
         )
     ]
+
+
+def _sweep_stages(load: Any, workload: Any) -> list[Stage]:
+    """``load.sweep`` expanded: one stage per value, each as long as the sweep (or, when it does
+    not say, the workload) says, with its warm-up capped to the stage's level."""
+    sw = load.sweep
+    closed = sw.concurrency is not None
+    duration, count = sw.stage_duration_s, sw.stage_requests
+    if duration is None and count is None:  # each stage as long as the workload says
+        duration, count = workload.duration_s, workload.num_requests
+    out = []
+    for i, v in enumerate(sw.values()):
+        c, r = (int(v), None) if closed else (None, float(v))
+        warmup = sweep_warmup(load.warmup_requests, c, r)
+        out.append(
+            Stage(
+                i, _named(i, c, r), c, r, sw.arrival, sw.burstiness, None, duration, count, sw.ramp_s, warmup
+            )
+        )
+    return out

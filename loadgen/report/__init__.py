@@ -6,19 +6,22 @@ Works from the saved files alone (no server): ``write_report("reports/run-a")``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import orjson
 
 from loadgen.analysis.cost import CostError, CostInputs, cost_figures, cost_inputs
-from loadgen.analysis.table import RecordTable
 from loadgen.errors import LoadgenError
-from loadgen.records import RequestRecord
 from loadgen.result import load_summary, load_table
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from loadgen.analysis.table import RecordTable
+    from loadgen.report.blocks import Image
+    from loadgen.report.plots import Plot
 
 __all__ = [
     "COST_JSON",
@@ -72,13 +75,10 @@ def write_report(
 
     give_back_freed_memory()  # after `loadgen run`, the load's freed heap would add to this peak
     from loadgen.analysis.metrics import request_frame
-    from loadgen.report.blocks import Image
-    from loadgen.report.curve import render_curve_plots
     from loadgen.report.html import render_html
     from loadgen.report.markdown import render_markdown
-    from loadgen.report.plots import chunk_plots, render_plots
+    from loadgen.report.plots import chunk_plots
     from loadgen.report.sections import build_sections
-    from loadgen.report.server import load_rows, server_plot
 
     summary = load_summary(run_dir)
     table = load_table(run_dir)  # columns, a few bytes a chunk: never the records as objects
@@ -98,14 +98,7 @@ def write_report(
         path.write_bytes(data)
         written[rel] = path
 
-    images = []
-    server = server_plot(summary, table, load_rows(run_dir))
-    curve_plots = render_curve_plots(summary)  # a multi-stage run's curves (none for one stage)
-    for plot in render_plots(summary, table, early) + curve_plots + ([server] if server is not None else []):
-        rel = f"{PLOTS_DIR}/{plot.name}.png"
-        put(rel, plot.png)
-        images.append(Image(rel, plot.title, plot.caption, plot.png))
-    sections = build_sections(summary, cost, images)
+    sections = build_sections(summary, cost, _write_plots(summary, table, early, run_dir, put))
     title = f"loadgen report: {summary.get('run_id')}"
     put(REPORT_MD, render_markdown(title, sections).encode())
     put(REPORT_HTML, render_html(title, sections).encode())
@@ -117,12 +110,29 @@ def write_report(
     return dict(sorted(written.items()))
 
 
-def write_tables(records: RecordTable | list[RequestRecord], out_dir: Path) -> dict[str, Path]:
-    """``requests.csv`` and ``requests.parquet``: ``metrics.request_frame`` of the records,
-    one row per request (warm-up included, flagged by its ``warmup`` column)."""
-    from loadgen.analysis.metrics import request_frame
+def _write_plots(
+    summary: dict,
+    table: RecordTable,
+    early: dict[str, Plot],
+    run_dir: str | Path,
+    put: Callable[[str, bytes], None],
+) -> list[Image]:
+    """Every plot of the run as ``plots/<name>.png`` (through ``put``), in the report's order:
+    the run's own (``early``: those of the chunk lists, drawn before they were freed), a
+    multi-stage run's curves, the server's view; returned as the report's images."""
+    from loadgen.report.blocks import Image
+    from loadgen.report.curve import render_curve_plots
+    from loadgen.report.plots import render_plots
+    from loadgen.report.server import load_rows, server_plot
 
-    return write_frame(request_frame(records), out_dir)
+    images = []
+    server = server_plot(summary, table, load_rows(run_dir))
+    curve_plots = render_curve_plots(summary)  # a multi-stage run's curves (none for one stage)
+    for plot in render_plots(summary, table, early) + curve_plots + ([server] if server is not None else []):
+        rel = f"{PLOTS_DIR}/{plot.name}.png"
+        put(rel, plot.png)
+        images.append(Image(rel, plot.title, plot.caption, plot.png))
+    return images
 
 
 def write_frame(frame: pd.DataFrame, out_dir: Path) -> dict[str, Path]:

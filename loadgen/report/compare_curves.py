@@ -64,73 +64,91 @@ def _x_label(cc: CurveComparison, x: str) -> str:
 
 def curve_figures(cc: CurveComparison) -> dict[str, Any]:
     """{plot key: Figure}: each of ``PLOTS`` with one curve per run."""
+    return {key: _curve_figure(cc, x, metric, stat) for key, x, metric, stat in PLOTS}
+
+
+def _curve_figure(cc: CurveComparison, x: str, metric: str, stat: str | None) -> Any:
+    """One plot: ``stat`` of ``metric`` against ``x``, a curve per run, the SLA's thresholds."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
+
+    fig = Figure(figsize=(7.5, 4.6), dpi=100)
+    ax = fig.add_subplot()
+    ys: list[float] = []
+    unsteady = False
+    for i, run in enumerate(cc.runs):
+        run_ys, run_unsteady = _plot_run(ax, run, f"C{i % 10}", x, metric, stat)
+        ys += run_ys
+        unsteady = unsteady or run_unsteady
+    for op, threshold, labels in cc.thresholds(metric, stat):
+        whose = "" if len(labels) == len(cc.runs) else f" ({', '.join(labels)})"
+        ax.axhline(
+            threshold,
+            ls="--",
+            lw=1,
+            color=_SLA_COLOR,
+            label=f"SLA {stat + ' ' if stat else ''}{metric} {op} {num(threshold)}{whose}",
+        )
+        ys.append(threshold)
+    _scale_axes(ax, cc, x, stat, ys)
+    handles, _ = ax.get_legend_handles_labels()
+    if unsteady:
+        handles.append(
+            Line2D([], [], marker="o", ls="", mfc="white", mec="grey", label="hollow: stage not steady")
+        )
+    unit = metric_defs.get(metric).unit
+    ax.set_xlabel(_x_label(cc, x))
+    ax.set_ylabel(f"{_title(metric, stat)} ({unit})")
+    against = "throughput" if x == "throughput_rps" else "offered load"
+    ax.set_title(f"{_title(metric, stat)} vs {against}")
+    ax.grid(alpha=0.3)
+    ax.legend(handles=handles, loc="best", fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def _plot_run(
+    ax: Any, run: RunCurve, color: str, x: str, metric: str, stat: str | None
+) -> tuple[list[float], bool]:
+    """One run's curve (its unsteady stages hollow, a multi-stage run's points labelled with their
+    offered load) and its knee; its y values, and whether any stage was unsteady."""
+    pts: list[tuple[dict[str, Any], float, float]] = []
+    for p in run.points:
+        a, b = p.get(x), _y(p, metric, stat)
+        if a is not None and b is not None:
+            pts.append((p, float(a), b))
+    label = run.label if pts else f"{run.label} (no data)"
+    ax.plot([a for _, a, _ in pts], [b for _, _, b in pts], "-o", color=color, label=label, ms=5)
+    unsteady = False
+    for p, a, b in pts:
+        if p.get("steady") is False:  # hollow: the stage is too short or unstable to trust
+            unsteady = True
+            ax.plot([a], [b], "o", ms=5, mfc="white", mec=color, zorder=3)
+        if run.multi_stage and x != "offered":
+            ax.annotate(
+                _offered(p.get("offered"), p.get("offered_kind")),
+                (a, b),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=7,
+                color=color,
+            )
+    _mark_knee(ax, run, x, metric, stat, color)
+    return [b for _, _, b in pts], unsteady
+
+
+def _scale_axes(ax: Any, cc: CurveComparison, x: str, stat: str | None, ys: list[float]) -> None:
+    """Log scales where the values span too much for a linear one to show the small ones."""
     from matplotlib.ticker import ScalarFormatter
 
-    figures = {}
-    for key, x, metric, stat in PLOTS:
-        fig = Figure(figsize=(7.5, 4.6), dpi=100)
-        ax = fig.add_subplot()
-        ys: list[float] = []
-        unsteady = False
-        for i, run in enumerate(cc.runs):
-            color = f"C{i % 10}"
-            pts: list[tuple[dict[str, Any], float, float]] = []
-            for p in run.points:
-                a, b = p.get(x), _y(p, metric, stat)
-                if a is not None and b is not None:
-                    pts.append((p, float(a), b))
-            label = run.label if pts else f"{run.label} (no data)"
-            ax.plot([a for _, a, _ in pts], [b for _, _, b in pts], "-o", color=color, label=label, ms=5)
-            ys += [b for _, _, b in pts]
-            for p, a, b in pts:
-                if p.get("steady") is False:  # hollow: the stage is too short or unstable to trust
-                    unsteady = True
-                    ax.plot([a], [b], "o", ms=5, mfc="white", mec=color, zorder=3)
-                if run.multi_stage and x != "offered":
-                    ax.annotate(
-                        _offered(p.get("offered"), p.get("offered_kind")),
-                        (a, b),
-                        xytext=(4, 4),
-                        textcoords="offset points",
-                        fontsize=7,
-                        color=color,
-                    )
-            _mark_knee(ax, run, x, metric, stat, color)
-        for op, threshold, labels in cc.thresholds(metric, stat):
-            whose = "" if len(labels) == len(cc.runs) else f" ({', '.join(labels)})"
-            ax.axhline(
-                threshold,
-                ls="--",
-                lw=1,
-                color=_SLA_COLOR,
-                label=f"SLA {stat + ' ' if stat else ''}{metric} {op} {num(threshold)}{whose}",
-            )
-            ys.append(threshold)
-        positive = [y for y in ys if y > 0]
-        if stat is not None and positive and max(positive) / min(positive) > LOG_RATIO:
-            ax.set_yscale("log")
-        xs = [float(p[x]) for r in cc.runs for p in r.points if p.get(x) is not None and p[x] > 0]
-        if x == "offered" and xs and max(xs) / min(xs) > GEOMETRIC_RATIO:
-            ax.set_xscale("log", base=2)
-            ax.xaxis.set_major_formatter(ScalarFormatter())
-        ax.margins(x=0.08)
-        handles, _ = ax.get_legend_handles_labels()
-        if unsteady:
-            handles.append(
-                Line2D([], [], marker="o", ls="", mfc="white", mec="grey", label="hollow: stage not steady")
-            )
-        unit = metric_defs.get(metric).unit
-        ax.set_xlabel(_x_label(cc, x))
-        ax.set_ylabel(f"{_title(metric, stat)} ({unit})")
-        against = "throughput" if x == "throughput_rps" else "offered load"
-        ax.set_title(f"{_title(metric, stat)} vs {against}")
-        ax.grid(alpha=0.3)
-        ax.legend(handles=handles, loc="best", fontsize="small")
-        fig.tight_layout()
-        figures[key] = fig
-    return figures
+    positive = [y for y in ys if y > 0]
+    if stat is not None and positive and max(positive) / min(positive) > LOG_RATIO:
+        ax.set_yscale("log")
+    xs = [float(p[x]) for r in cc.runs for p in r.points if p.get(x) is not None and p[x] > 0]
+    if x == "offered" and xs and max(xs) / min(xs) > GEOMETRIC_RATIO:
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.margins(x=0.08)
 
 
 def _mark_knee(ax: Any, run: RunCurve, x: str, metric: str, stat: str | None, color: str) -> None:

@@ -43,6 +43,8 @@ def _cells(r: RuleResult) -> tuple[str, str, str]:
 
 
 def markdown(res: GateResult) -> str:
+    """The gate's result as Markdown: the verdict, why the runs are not comparable (then nothing
+    else), the warnings, the rules' table and the notes on its kinds of rules."""
     icon = {"pass": "✅", "regression": "❌", "not comparable": "⚠️"}[res.verdict]
     lines = [f"## loadgen gate {icon} {res.verdict}: {res.candidate} vs baseline {res.baseline}", ""]
     if res.not_comparable:
@@ -53,6 +55,13 @@ def markdown(res: GateResult) -> str:
         ]
         lines += [f"- `{f}`" for f in res.not_comparable]
         return "\n".join(lines) + "\n"
+    lines += _warnings(res) + _rules_table(res) + _rule_notes(res)
+    return "\n".join(lines) + "\n"
+
+
+def _warnings(res: GateResult) -> list[str]:
+    """Gated although conditions differ; failed requests the latency figures leave out."""
+    lines: list[str] = []
     if res.allowed_differences:
         lines += [
             "> **Warning:** gated with `--allow-different` although these conditions differ: "
@@ -65,7 +74,12 @@ def markdown(res: GateResult) -> str:
             + "; ".join(res.failures),
             "",
         ]
-    lines += [
+    return lines
+
+
+def _rules_table(res: GateResult) -> list[str]:
+    """How the intervals were drawn, one table row per rule, and how many rules passed."""
+    lines = [
         f"Bootstrap: {res.resamples} resamples, {res.confidence:.0%} confidence interval, "
         f"seed {res.seed}; requests resampled with replacement within each run. A rule fails "
         "only when the whole interval is beyond its bound.",
@@ -91,7 +105,12 @@ def markdown(res: GateResult) -> str:
             f"{fmt(r.candidate)} | {est} | {ci} | {bound} | {note} |"
         )
     failed = sum(r.status != "pass" for r in res.results)
-    lines += ["", f"{len(res.results) - failed} of {len(res.results)} rules passed."]
+    return lines + ["", f"{len(res.results) - failed} of {len(res.results)} rules passed."]
+
+
+def _rule_notes(res: GateResult) -> list[str]:
+    """What a stage rule, a ``capacity_rps`` rule and a ``fidelity.*`` rule compared."""
+    lines: list[str] = []
     if any(r.stage is not None for r in res.results):
         lines += [
             "",
@@ -115,7 +134,7 @@ def markdown(res: GateResult) -> str:
             "",
         ]
         lines += [f"- `{r.label}`: {r.message}" for r in measured]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def junit_xml(res: GateResult) -> str:

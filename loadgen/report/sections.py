@@ -3,8 +3,9 @@
 Order: the headline (opening with the four corners), alerts, conditions, SLA verdict and
 goodput, latency table, sessions (multi-turn runs only), throughput, errors, client health,
 measurement fidelity (simulator runs only), the server's view, Little's law, cost, plots.
-Every number here is read from ``summary.json`` (or ``cost.json``); nothing is recomputed, so
-the report and the result file cannot disagree.
+The client's health and Little's law are ``client_health.py``'s. Every number here is read
+from ``summary.json`` (or ``cost.json``); nothing is recomputed, so the report and the result
+file cannot disagree.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from loadgen import metric_defs
 from loadgen.analysis.cost import COST_LABEL, COUNT_LABEL, FORMULA
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
+from loadgen.report.client_health import LITTLE_TOLERANCE, client_section, littles_law_section, warning_text
 from loadgen.report.conditions import conditions_section
 from loadgen.report.curve import is_curve_plot, stages_sections
 from loadgen.report.fidelity import fidelity_sections
@@ -22,12 +24,18 @@ from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
 from loadgen.report.traffic import sessions_section, with_traffic
 
+# The client's health and Little's law (client_health.py) stay importable from here.
+__all__ = [
+    "LATENCY_ROWS", "LATENCY_STATS", "LITTLE_TOLERANCE", "build_sections", "client_section",
+    "cost_section", "errors_section", "latency_section", "latency_table", "littles_law_section",
+    "resent_alert", "scalar_rows", "sla_section", "throughput_section", "top_alerts",
+]  # fmt: skip
+
 # (label, metric) of each row of the latency table: the registry's distributions shown there.
 LATENCY_ROWS: tuple[tuple[str, str], ...] = tuple(
     (d.label, d.name) for d in metric_defs.DISTRIBUTIONS if d.report == "latency"
 )
 LATENCY_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
-LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe a steady state
 
 
 def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
@@ -60,7 +68,7 @@ def top_alerts(summary: dict) -> list[Alert]:
     """What a reader must see before any number: the client limited the run, or it was cut short."""
     out = []
     for w in (summary.get("client") or {}).get("warnings") or []:
-        out.append(Alert("warning", f"{w.get('warning')}:", _warning_text(w)))
+        out.append(Alert("warning", f"{w.get('warning')}:", warning_text(w)))
     if not summary.get("complete", not summary.get("interrupted")):
         out.append(
             Alert(
@@ -236,101 +244,6 @@ def errors_section(summary: dict) -> Section:
     return Section("Errors", tuple(blocks))
 
 
-def client_section(summary: dict) -> Section:
-    client = summary.get("client") or {}
-    lag = (summary.get("metrics") or {}).get("client_lag_ms") or {}
-    loop = client.get("event_loop_lag_ms") or {}
-    blocks: list = [
-        Alert("warning", f"{w.get('warning')}:", _warning_text(w)) for w in client.get("warnings") or []
-    ]
-    if not blocks:
-        blocks.append(
-            Alert(
-                "ok",
-                "The client kept up:",
-                "no sign that the load generator, rather than the server, limited this run.",
-            )
-        )
-    busy = client.get("cpu_busy_fraction")
-    blocks.append(
-        Table(
-            ("client health", "value"),
-            (
-                (
-                    "send lag (send - scheduled), ms",
-                    f"p50 {num(lag.get('p50'))}, p99 {num(lag.get('p99'))}, max {num(lag.get('max'))}",
-                ),
-                (
-                    "event-loop lag, ms",
-                    f"p50 {num(loop.get('p50'))}, p99 {num(loop.get('p99'))}, max {num(loop.get('max'))}",
-                ),
-                ("client CPU", f"{pct(busy, 0)} of a core ({num(client.get('cpu_seconds'))} s)"),
-                *_selfcheck_rows(summary),
-            ),
-            "ll",
-        )
-    )
-    return Section("Client health", tuple(blocks))
-
-
-def _selfcheck_rows(summary: dict) -> tuple[tuple[str, str], ...]:
-    """The machine's self-check ceiling beside the load this run asked for (a real server's run;
-    a simulator run proves its own accuracy in its fidelity section instead)."""
-    check = (summary.get("client") or {}).get("selfcheck")
-    if check is None:
-        if summary.get("fidelity") is not None:
-            return ()
-        return (
-            ("self-check ceiling", "none saved for this machine: `loadgen selfcheck PROFILE` measures it"),
-        )
-    unit = check.get("unit") or ""
-    ceiling = check.get("ceiling")
-    limit = "no load passed" if ceiling is None else f"up to {ceiling:g} {unit}"
-    verdict = (
-        "ABOVE it: client delay may inflate the latencies" if check.get("above_ceiling") else "within it"
-    )
-    return (
-        (
-            "self-check ceiling (this machine)",
-            f"{limit} on {check.get('workers')} worker(s), first-token lag p99 <= "
-            f"{num(check.get('threshold_ms'))} ms (saved {check.get('saved_at')})",
-        ),
-        ("load asked for", f"{check.get('requested'):g} {unit}: {verdict}"),
-    )
-
-
-def littles_law_section(summary: dict) -> Section:
-    m = summary.get("metrics") or {}
-    ll = m.get("littles_law") or {}
-    ratio = ll.get("ratio")
-    table = Table(
-        ("Little's law (L = throughput x latency)", "value"),
-        (
-            ("dispatch window (first to last send)", f"{num(ll.get('window_seconds'))} s"),
-            ("measured mean in flight", num(ll.get("measured_concurrency"))),
-            ("completions/s x mean latency", num(ll.get("expected_concurrency"))),
-            ("ratio", num(ratio, 3)),
-        ),
-        "lr",
-    )
-    if ratio is None:
-        verdict = Alert("warning", "Not checked:", "too few requests to check Little's law.")
-    elif abs(ratio - 1) <= LITTLE_TOLERANCE:
-        verdict = Alert(
-            "ok",
-            "Consistent:",
-            f"within {LITTLE_TOLERANCE:.0%}; the run was in a steady state and its averages describe it.",
-        )
-    else:
-        verdict = Alert(
-            "warning",
-            "Inconsistent:",
-            f"the ratio is more than {LITTLE_TOLERANCE:.0%} "
-            "from 1: the run was too short or too unsteady for its averages to describe it.",
-        )
-    return Section("Little's law", (table, verdict))
-
-
 def cost_section(cost: dict | None) -> Section:
     if cost is None:
         return Section(
@@ -370,10 +283,3 @@ def cost_section(cost: dict | None) -> Section:
             Text(f"{FORMULA}. At goodput, only output of requests that met every SLO counts as delivered."),
         ),
     )
-
-
-def _warning_text(w: dict) -> str:
-    text = str(w.get("message", ""))
-    if w.get("reasons"):
-        text += " (" + "; ".join(w["reasons"]) + ")"
-    return text

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
+from loadgen.clock import run_loop
 from loadgen.config import Profile, load_profile
 from loadgen.config.stages import resolve_stages
 from loadgen.errors import RunError
@@ -41,12 +42,7 @@ def run(
 ) -> RunResult:
     """Run ``profile`` to completion and save its results; see ``run_async``. Uses uvloop when
     it is installed (the client then spends less CPU per streamed token)."""
-    coro = run_async(profile, api_key=api_key, on_progress=on_progress)
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
+    return run_loop(run_async(profile, api_key=api_key, on_progress=on_progress))
 
 
 async def run_async(

@@ -238,35 +238,16 @@ async def drive(
     process of a split stage (the driver waits for it); ``on_start`` sees each record as its
     request is handed to the backend (a worker process announces it to its parent); ``answers``:
     whether records keep their answer's text."""
-    records: list[RequestRecord] = []
     stop = stop or asyncio.Event()
     live = backend.live
     if start_ns is not None:
         await sleep_until(start_ns)
-    res = DriveResult(records, now_ns() if start_ns is None else start_ns, 0, False)
+    res = DriveResult([], now_ns() if start_ns is None else start_ns, 0, False)
 
-    def emit(rec: RequestRecord) -> None:
-        if keep:
-            records.append(rec)
-        res.sent += 1
-        res.ok += rec.ok
-        res.max_id = max(res.max_id, rec.id)
-        live.done += 1
-        if not rec.ok and rec.error_class != CANCELLED:
-            live.errors += 1
-        if on_record is not None:
-            on_record(rec)
-
+    emit = _emitter(res, live, on_record, keep)
     dispatch = _Dispatch(specs, backend, limits, stage, emit, res, worker, on_start, answers)
-
-    async def probe() -> None:
-        while True:
-            t = now_ns()
-            await asyncio.sleep(_LOOP_PROBE_S)
-            res.loop_lag_ns.append(max(0, now_ns() - t - int(_LOOP_PROBE_S * 1e9)))
-
     main = asyncio.create_task(shape.run(dispatch))
-    prober = asyncio.create_task(probe())
+    prober = asyncio.create_task(_probe_loop_lag(res))
     stopper = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
@@ -284,3 +265,34 @@ async def drive(
         raise main.exception()  # type: ignore[misc]
     res.ended_ns = now_ns()
     return res
+
+
+def _emitter(
+    res: DriveResult, live: Live, on_record: Callable[[RequestRecord], None] | None, keep: bool
+) -> Callable[[RequestRecord], None]:
+    """What happens to each finished record: kept (when ``keep``), counted in ``res`` and in
+    the live view, then handed to ``on_record``."""
+    records = res.records
+
+    def emit(rec: RequestRecord) -> None:
+        if keep:
+            records.append(rec)
+        res.sent += 1
+        res.ok += rec.ok
+        res.max_id = max(res.max_id, rec.id)
+        live.done += 1
+        if not rec.ok and rec.error_class != CANCELLED:
+            live.errors += 1
+        if on_record is not None:
+            on_record(rec)
+
+    return emit
+
+
+async def _probe_loop_lag(res: DriveResult) -> None:
+    """Until cancelled: how late the event loop wakes a sleep of ``_LOOP_PROBE_S``, into
+    ``res.loop_lag_ns`` (the client's own delay, beside what it measures)."""
+    while True:
+        t = now_ns()
+        await asyncio.sleep(_LOOP_PROBE_S)
+        res.loop_lag_ns.append(max(0, now_ns() - t - int(_LOOP_PROBE_S * 1e9)))

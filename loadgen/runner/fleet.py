@@ -16,9 +16,10 @@ from typing import Any, Protocol
 
 from loadgen.errors import RunError
 from loadgen.records import JsonlSink, RequestRecord
+from loadgen.runner.channel import Channel, ProcessChannel
 from loadgen.runner.driver import DriveResult, Limits, answer_policy, drive
 from loadgen.runner.plan import pool_size
-from loadgen.runner.pool import Channel, ProcessChannel, WorkerPool
+from loadgen.runner.pool import WorkerPool
 from loadgen.runner.prepare import Prepared
 from loadgen.runner.shapes import LoadShape
 from loadgen.runner.split import SlotIds, split

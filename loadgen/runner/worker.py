@@ -35,7 +35,7 @@ from typing import Any
 from loadgen.backends import registry
 from loadgen.backends.stream import Live
 from loadgen.backends.transports import make_transport
-from loadgen.clock import now_ns
+from loadgen.clock import now_ns, run_loop
 from loadgen.config import Profile
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner import frames
@@ -227,9 +227,4 @@ def main() -> None:
     out_fd = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    try:
-        import uvloop
-    except ImportError:
-        asyncio.run(_main(out_fd))
-    else:
-        uvloop.run(_main(out_fd))
+    run_loop(_main(out_fd))

@@ -10,6 +10,8 @@ in the server, the same clock as the ground-truth log), not on the per-token hot
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 TTFT_BUCKETS = (
@@ -127,6 +129,32 @@ class Metrics:
         )
         self.success: dict[str, int] = {}
         self.lag_s = 0.0  # wall time the pacing loop fell behind its schedule
+
+    def observe_request(self, rec: dict, chunk_ns: list[int]) -> None:
+        """A finished request's ground-truth record into the counters and histograms; its inter-token
+        gaps from ``chunk_ns``, the send times of its events (empty: not streamed)."""
+        self.success[rec["finish_reason"]] = self.success.get(rec["finish_reason"], 0) + 1
+        if rec["first_token_ns"]:
+            self.ttft.observe([rec["ttft_ms"] / 1e3])
+            self.queue.observe([rec["queue_ms"] / 1e3])
+            self.e2e.observe([(rec["finish_ns"] - rec["arrival_ns"]) / 1e9])
+            if rec["tpot_ms"] is not None:
+                self.tpot.observe([rec["tpot_ms"] / 1e3])
+            if len(chunk_ns) > 1:
+                self.itl.observe([(b - a) / 1e9 for a, b in zip(chunk_ns, chunk_ns[1:])])
+
+    def render_engine(self, engine: Any) -> str:
+        """The exposition of ``engine`` as it stands: its batch, queue, KV cache, token counts."""
+        cache = engine.prefix_cache
+        return self.render(
+            engine.num_running,
+            len(engine.waiting),
+            engine.kv_usage,
+            engine.prompt_tokens_total,
+            engine.generation_tokens_total,
+            prefix_cache_queries=cache.queries if cache else 0,
+            prefix_cache_hits=cache.hits if cache else 0,
+        )
 
     def render(
         self,

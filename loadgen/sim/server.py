@@ -238,16 +238,7 @@ class SimServer:
         st.finish_ns = now_ns()
         assert st.seq is not None  # set before the request reaches the engine
         rec = st.ground_truth(st.seq.generated)
-        m = self.metrics
-        m.success[rec["finish_reason"]] = m.success.get(rec["finish_reason"], 0) + 1
-        if rec["first_token_ns"]:
-            m.ttft.observe([rec["ttft_ms"] / 1e3])
-            m.queue.observe([rec["queue_ms"] / 1e3])
-            m.e2e.observe([(rec["finish_ns"] - rec["arrival_ns"]) / 1e9])
-            if rec["tpot_ms"] is not None:
-                m.tpot.observe([rec["tpot_ms"] / 1e3])
-            if st.stream and len(st.chunk_ns) > 1:
-                m.itl.observe(_diffs_s(st.chunk_ns))
+        self.metrics.observe_request(rec, st.chunk_ns if st.stream else [])
         if self._log:
             self._log.write(orjson.dumps(rec) + b"\n")
             self._log.flush()
@@ -276,17 +267,7 @@ class SimServer:
         return _json(self.config.describe())
 
     async def _metrics(self, request: web.Request) -> web.Response:
-        e = self.engine
-        cache = e.prefix_cache
-        text = self.metrics.render(
-            e.num_running,
-            len(e.waiting),
-            e.kv_usage,
-            e.prompt_tokens_total,
-            e.generation_tokens_total,
-            prefix_cache_queries=cache.queries if cache else 0,
-            prefix_cache_hits=cache.hits if cache else 0,
-        )
+        text = self.metrics.render_engine(self.engine)
         return web.Response(
             body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
         )
@@ -297,10 +278,6 @@ class SimServer:
         assert self._log is not None  # opened by start() when ground_truth_path is set
         self._log.flush()
         return web.Response(body=self.ground_truth_path.read_bytes(), content_type="application/x-ndjson")
-
-
-def _diffs_s(ns: list[int]) -> list[float]:
-    return [(b - a) / 1e9 for a, b in zip(ns, ns[1:])]
 
 
 def _json(obj) -> web.Response:

@@ -44,6 +44,18 @@ class Log:
         return entry
 
 
+def scripted(defaults: dict, body: dict, counter: Any) -> tuple[dict, int]:
+    """A request's script over the server's defaults, and its number in the count of requests
+    the server received (every protocol shares one): ``fail_every: n`` keeps the script's
+    ``fail`` for every n-th request only."""
+    cfg = dict(defaults)
+    cfg.update(body.get("loadgen_test") or {})
+    n = next(counter)
+    if cfg.get("fail_every") and n % int(cfg["fail_every"]) != 0:
+        cfg["fail"] = ""
+    return cfg, n
+
+
 def event(obj: dict) -> bytes:
     """One SSE event carrying ``obj`` as compact JSON."""
     return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"

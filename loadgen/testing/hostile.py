@@ -72,9 +72,11 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
 
 Like the simulator and the scripted server, this module imports nothing from the client side
 (only the standard library), so a bug shared between an encoder and a decoder cannot hide itself.
-What no mode changes (the loop thread, the connections, the HTTP/1.1 bytes) lives in
-``hostile_wire.py`` and the SSE events each mode sends in ``hostile_events.py``; this module holds
-the server, its modes, the routing and the faults.
+What no mode changes lives in ``hostile_wire.py`` (the loop thread, the connections) and
+``hostile_http.py`` (the HTTP/1.1 bytes), the SSE events each mode sends in
+``hostile_events.py``; this module holds the server, its modes, the routing and the faults.
+It runs past 300 lines because of the catalogue above and the list of modes: one server
+class, each step of a stream its own method.
 """
 
 from __future__ import annotations
@@ -88,10 +90,9 @@ import time
 from typing import Any
 
 from loadgen.testing.hostile_events import full_completion, huge_text, stream_events
-from loadgen.testing.hostile_wire import (
+from loadgen.testing.hostile_http import (
     Conn,
     Request,
-    ThreadedServer,
     chunk,
     dumps,
     fin_after,
@@ -99,6 +100,7 @@ from loadgen.testing.hostile_wire import (
     reset_connection,
     response_head,
 )
+from loadgen.testing.hostile_wire import ThreadedServer
 
 MODES: tuple[str, ...] = (
     "ok",
@@ -273,8 +275,46 @@ class HostileServer(ThreadedServer):
 
     # ------------------------------------------------------------------ the stream and its faults
     async def _stream(self, conn: Conn, req: Request) -> bool:
-        mode = self.mode
+        """A streaming request, as the mode has it: refused, answered with an error, or
+        streamed (with the mode's fault on the way); False closes the connection."""
         conn.streams += 1
+        if not self._accept_stream(conn):
+            return False
+        try:
+            body = json.loads(req.body)
+            if not isinstance(body, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            return await self._json(conn, req, 400, {"error": {"message": f"bad JSON body: {exc}"}})
+        auth = req.headers.get("authorization", "")
+        if self.mode in ("http_500", "http_429", "echo_auth_body"):
+            return await self._error_answer(conn, req, auth)
+        chat = req.path.endswith("/chat/completions")
+        n = self.tokens if self.tokens is not None else min(int(body.get("max_tokens") or 4), 64)
+        rid = f"{'chatcmpl' if chat else 'cmpl'}-hostile-{self.requests_seen}"
+        if self.mode == "echo_auth_header":
+            rid += f"-{auth}"
+        base = {
+            "id": rid,
+            "object": "chat.completion.chunk" if chat else "text_completion",
+            "created": int(time.time()),
+            "model": str(body.get("model") or self.model),
+        }
+        prompt_tokens = len(json.dumps(body.get("messages") if chat else body.get("prompt")).split())
+        if self.mode == "not_sse":
+            return await self._json(conn, req, 200, full_completion(chat, base, n, prompt_tokens))
+        if self.mode == "huge_event" and (self._huge is None or len(self._huge) != self.huge_bytes):
+            self._huge = huge_text(self.huge_bytes)
+        usage_on = bool((body.get("stream_options") or {}).get("include_usage"))
+        events = stream_events(self.mode, chat, base, n, usage_on, prompt_tokens, self._huge)
+        if not await self._send_stream(conn, req, rid, events):
+            return False
+        return await self._after_stream(conn)
+
+    def _accept_stream(self, conn: Conn) -> bool:
+        """False when the mode closes on this request unanswered (``dies``, every second request
+        of ``close_without_answer``); ``keepalive_limits`` counts a request past its limits."""
+        mode = self.mode
         if mode == "dies" and self.requests_seen > self.die_after:
             self._count("_unanswered")
             self._dead = True
@@ -287,55 +327,27 @@ class HostileServer(ThreadedServer):
             self._count("_unanswered")
             conn.writer.close()
             return False
-        try:
-            body = json.loads(req.body)
-            if not isinstance(body, dict):
-                raise ValueError("not an object")
-        except ValueError as exc:
-            return await self._json(conn, req, 400, {"error": {"message": f"bad JSON body: {exc}"}})
-        auth = req.headers.get("authorization", "")
-        if mode in ("http_500", "http_429"):
-            code = 500 if mode == "http_500" else 429
-            extra = [("Retry-After", str(RETRY_AFTER_S))] if code == 429 else []
-            err = {"message": ERROR_MESSAGES[code], "type": "HostileError", "code": code}
-            return await self._json(conn, req, code, {"error": err}, extra)
-        if mode == "echo_auth_body":
-            err = {
-                "message": f"invalid credentials: {auth!r} is not a valid key",
-                "type": "AuthError",
-                "code": 401,
-            }
-            return await self._json(conn, req, 401, {"error": err})
+        return True
 
-        chat = req.path.endswith("/chat/completions")
-        n = self.tokens if self.tokens is not None else min(int(body.get("max_tokens") or 4), 64)
-        usage_on = bool((body.get("stream_options") or {}).get("include_usage"))
-        k = self.requests_seen
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-hostile-{k}"
-        if mode == "echo_auth_header":
-            rid += f"-{auth}"
-        base = {
-            "id": rid,
-            "object": "chat.completion.chunk" if chat else "text_completion",
-            "created": int(time.time()),
-            "model": str(body.get("model") or self.model),
-        }
-        prompt_tokens = len(json.dumps(body.get("messages") if chat else body.get("prompt")).split())
+    async def _error_answer(self, conn: Conn, req: Request, auth: str) -> bool:
+        """The error modes' answer: a 500, a 429 with Retry-After, or a 401 echoing the key."""
+        if self.mode == "echo_auth_body":
+            message = f"invalid credentials: {auth!r} is not a valid key"
+            return await self._json(
+                conn, req, 401, {"error": {"message": message, "type": "AuthError", "code": 401}}
+            )
+        code = 500 if self.mode == "http_500" else 429
+        extra = [("Retry-After", str(RETRY_AFTER_S))] if code == 429 else []
+        err = {"message": ERROR_MESSAGES[code], "type": "HostileError", "code": code}
+        return await self._json(conn, req, code, {"error": err}, extra)
 
-        if mode == "not_sse":
-            return await self._json(conn, req, 200, full_completion(chat, base, n, prompt_tokens))
-
-        if mode == "huge_event" and (self._huge is None or len(self._huge) != self.huge_bytes):
-            self._huge = huge_text(self.huge_bytes)
-        events = stream_events(mode, chat, base, n, usage_on, prompt_tokens, self._huge)
-        close_after = mode in ("eof_body", "connection_close")
+    async def _send_stream(self, conn: Conn, req: Request, rid: str, events: list[bytes]) -> bool:
+        """The 200 head and the events, chunked (``eof_body``: not), paced by ``itl_s``, with the
+        mode's fault mid-stream; False when the fault ended it, True when it was sent whole."""
+        mode = self.mode
         head = [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache"), ("x-request-id", rid)]
         if mode != "eof_body":
             head.append(("Transfer-Encoding", "chunked"))
-
-        def frame(data: bytes) -> bytes:
-            return data if mode == "eof_body" else chunk(data)
-
         if mode == "slow_headers":
             await asyncio.sleep(self.headers_delay_s)
         await conn.send(self._head(200, head, req))
@@ -352,18 +364,22 @@ class HostileServer(ThreadedServer):
                 await asyncio.sleep(0.02)
                 conn.writer.close()
                 return False
-            await conn.send(frame(ev))
+            await conn.send(ev if mode == "eof_body" else chunk(ev))
             if self.itl_s > 0:
                 await asyncio.sleep(self.itl_s)
         if mode != "eof_body":
             await conn.send(b"0\r\n\r\n")
+        return True
+
+    async def _after_stream(self, conn: Conn) -> bool:
+        """A whole stream is counted; then the connection stays open, or the mode closes it."""
         self._count("_streams_finished")
         conn.idle_since = time.monotonic()
-        if close_after:
+        if self.mode in ("eof_body", "connection_close"):
             conn.writer.close()
             return False
-        if mode in ("close_after_response", "close_after_keepalive"):
-            delay = self.close_delay_s if mode == "close_after_response" else 0.0
+        if self.mode in ("close_after_response", "close_after_keepalive"):
+            delay = self.close_delay_s if self.mode == "close_after_response" else 0.0
             if await fin_after(conn, delay):
                 self._count("_unanswered")
             return False

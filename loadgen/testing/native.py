@@ -27,9 +27,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection
+from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection, scripted
 
 _TRT_FIELDS = {
     "context_logits": 0.0,
@@ -130,16 +131,8 @@ async def _play(
     sent = shown = k = pending = 0
     full = ""
     while sent < n_out:
-        if fail_kind == "reset_after" and k == fail_n:
-            reset_connection(request)
-            entry["end_ns"] = time.perf_counter_ns()
+        if k == fail_n and await _fault(fail_kind, request, proto, entry, end):
             return resp
-        if fail_kind == "stall_after" and k == fail_n:
-            await asyncio.sleep(3600)
-        if fail_kind == "malformed_after" and k == fail_n:
-            return await end(b'data: {"text_output": "unterminat\n\n')
-        if fail_kind == "error_event_after" and k == fail_n:
-            return await end(proto.error_event() + proto.terminator)
         n = min(next(pattern), n_out - sent)
         await pace_until(start + k * itl_ns)
         sent += n
@@ -162,66 +155,55 @@ async def _play(
     return await end(b"" if fail_kind == "no_done" else proto.terminator)
 
 
+async def _fault(
+    kind: str, request: Any, proto: Any, entry: dict, end: Callable[[bytes], Awaitable[Any]]
+) -> bool:
+    """The script's fault at its event index; True when it ended the stream (a stall never
+    returns: the client's timeout or cancel ends it)."""
+    if kind == "reset_after":
+        reset_connection(request)
+        entry["end_ns"] = time.perf_counter_ns()
+        return True
+    if kind == "stall_after":
+        await asyncio.sleep(3600)
+        return False
+    if kind == "malformed_after":
+        await end(b'data: {"text_output": "unterminat\n\n')
+        return True
+    if kind == "error_event_after":
+        await end(proto.error_event() + proto.terminator)
+        return True
+    return False
+
+
 def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
     """Add the Triton and SGLang endpoints to the test server's aiohttp app."""
+    _add_triton_routes(app, defaults, log, counter)
+    _add_sglang_routes(app, defaults, log, counter)
+
+
+def _add_triton_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
+    """Triton's generate extension (one model, the defaults' ``model``) and its metadata."""
     from aiohttp import web
 
     model = defaults["model"]
 
-    def scripted(body: dict) -> tuple[dict, int]:
-        cfg = dict(defaults)
-        cfg.update(body.get("loadgen_test") or {})
-        n = next(counter)
-        if cfg.get("fail_every") and n % int(cfg["fail_every"]) != 0:
-            cfg["fail"] = ""
-        return cfg, n
+    def unknown(name: str) -> Any:
+        return web.json_response({"error": f"Request for unknown model: '{name}' is not found"}, status=400)
 
     async def triton_generate(request: web.Request) -> Any:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
         name = request.match_info["model"]
         if name != model:
-            return web.json_response(
-                {"error": f"Request for unknown model: '{name}' is not found"}, status=400
-            )
+            return unknown(name)
         if not isinstance(body.get("text_input"), str):
             return web.json_response({"error": "input 'text_input' is missing"}, status=400)
-        cfg, n = scripted(body)
+        cfg, n = scripted(defaults, body, counter)
         n_out = int(body.get("max_tokens") or cfg["default_tokens"])
         prompt_tokens = len(body["text_input"].split())
-        return await _play(
-            request,
-            _Triton(body, name, prompt_tokens, cfg),
-            cfg,
-            log,
-            f"triton-test-{n}",
-            recv_ns,
-            n_out,
-            prompt_tokens,
-        )
-
-    async def sglang_generate(request: web.Request) -> Any:
-        recv_ns = time.perf_counter_ns()
-        body = await request.json()
-        text, ids = body.get("text"), body.get("input_ids")
-        if (text is None) == (ids is None):
-            return web.json_response(
-                _SGLang.error_body(400) | {"message": "give either text or input_ids"}, status=400
-            )
-        cfg, n = scripted(body)
-        sp = body.get("sampling_params") or {}
-        n_out = int(sp.get("max_new_tokens") or cfg["default_tokens"])
-        prompt_tokens = len(ids) if ids is not None else len(text.split())
-        return await _play(
-            request,
-            _SGLang(body, model, prompt_tokens, cfg),
-            cfg,
-            log,
-            f"sglang-test-{n}",
-            recv_ns,
-            n_out,
-            prompt_tokens,
-        )
+        proto = _Triton(body, name, prompt_tokens, cfg)
+        return await _play(request, proto, cfg, log, f"triton-test-{n}", recv_ns, n_out, prompt_tokens)
 
     async def ready(request: web.Request) -> Any:
         return web.Response(status=200)
@@ -238,9 +220,7 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
     async def model_meta(request: web.Request) -> Any:
         name = request.match_info["model"]
         if name != model:
-            return web.json_response(
-                {"error": f"Request for unknown model: '{name}' is not found"}, status=400
-            )
+            return unknown(name)
         return web.json_response(
             {
                 "name": name,
@@ -250,6 +230,34 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
                 "outputs": [{"name": "text_output", "datatype": "BYTES", "shape": [-1, -1]}],
             }
         )
+
+    app.router.add_post("/v2/models/{model}/generate_stream", triton_generate)
+    app.router.add_post("/v2/models/{model}/versions/{version}/generate_stream", triton_generate)
+    app.router.add_get("/v2", server_meta)
+    app.router.add_get("/v2/health/ready", ready)
+    app.router.add_get("/v2/models/{model}", model_meta)
+
+
+def _add_sglang_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
+    """SGLang's native ``/generate`` (text or token ids) and its model and server info."""
+    from aiohttp import web
+
+    model = defaults["model"]
+
+    async def sglang_generate(request: web.Request) -> Any:
+        recv_ns = time.perf_counter_ns()
+        body = await request.json()
+        text, ids = body.get("text"), body.get("input_ids")
+        if (text is None) == (ids is None):
+            return web.json_response(
+                _SGLang.error_body(400) | {"message": "give either text or input_ids"}, status=400
+            )
+        cfg, n = scripted(defaults, body, counter)
+        sp = body.get("sampling_params") or {}
+        n_out = int(sp.get("max_new_tokens") or cfg["default_tokens"])
+        prompt_tokens = len(ids) if ids is not None else len(text.split())
+        proto = _SGLang(body, model, prompt_tokens, cfg)
+        return await _play(request, proto, cfg, log, f"sglang-test-{n}", recv_ns, n_out, prompt_tokens)
 
     async def model_info(request: web.Request) -> Any:
         return web.json_response({"model_path": model, "tokenizer_path": model, "is_generation": True})
@@ -263,11 +271,6 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
             }
         )
 
-    app.router.add_post("/v2/models/{model}/generate_stream", triton_generate)
-    app.router.add_post("/v2/models/{model}/versions/{version}/generate_stream", triton_generate)
-    app.router.add_get("/v2", server_meta)
-    app.router.add_get("/v2/health/ready", ready)
-    app.router.add_get("/v2/models/{model}", model_meta)
     app.router.add_post("/generate", sglang_generate)
     app.router.add_get("/get_model_info", model_info)
     app.router.add_get("/get_server_info", server_info)

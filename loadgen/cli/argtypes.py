@@ -1,0 +1,51 @@
+"""Value types of the CLI's flags: a duration (``30s``, ``2m``) and a list of per-request SLOs
+(``--sla 'ttft_ms<700, tpot_ms<50'``). argparse calls them; a bad value is its clean error."""
+
+from __future__ import annotations
+
+import argparse
+import re
+
+_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def duration(text: str) -> float:
+    """Seconds from '30', '30s', '500ms', '2m' or '1h' (argparse reports a ValueError cleanly)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|min|m|h)?\s*", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r} (e.g. 30s, 500ms, 2m)")
+    return float(m[1]) * _UNITS[m[2] or "s"]
+
+
+_SLO = re.compile(
+    r"(?:(?P<stat>[a-z][a-z0-9_.]*)\s+)?(?P<metric>[a-z][a-z0-9_]*)\s*(?:<=|<)\s*(?P<bound>[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)"
+)
+
+
+def parse_sla(text: str) -> dict[str, float]:
+    """``--sla "p99 ttft_ms<700, p99 tpot_ms<50"`` -> ``{"ttft_ms": 700.0, "tpot_ms": 50.0}``.
+
+    Each item is a per-request SLO, a bound every request must meet (``ttft_ms<700`` sets
+    sla.ttft_ms = 700). A leading stat (``p99``) is accepted and dropped: how many requests must
+    meet the bound is the attainment target, not part of the SLO."""
+    from loadgen import metric_defs
+    from loadgen.analysis.sla import SLO_FIELDS
+
+    out: dict[str, float] = {}
+    for part in filter(None, (p.strip() for p in re.split(r"[,;]", text))):
+        m = _SLO.fullmatch(part.lower())
+        if m is None or m["metric"] not in SLO_FIELDS:
+            raise argparse.ArgumentTypeError(
+                f"{part!r}: expected '[stat] metric < bound' with metric one of {', '.join(SLO_FIELDS)}, "
+                "e.g. 'ttft_ms<700' or 'p99 tpot_ms<50'"
+            )
+        stat, bound = m["stat"], float(m["bound"])
+        if stat is not None and stat.replace(".", "_") not in metric_defs.RULE_STATS:
+            valid = ", ".join(metric_defs.RULE_STATS)
+            raise argparse.ArgumentTypeError(f"{part!r}: unknown stat; valid: {valid}")
+        if not bound > 0 or m["metric"] in out:
+            raise argparse.ArgumentTypeError(f"{part!r}: each metric once, with a bound > 0")
+        out[m["metric"]] = bound
+    if not out:
+        raise argparse.ArgumentTypeError("no SLO given; e.g. --sla 'ttft_ms<700, tpot_ms<50'")
+    return out

@@ -1,0 +1,173 @@
+"""``loadgen capacity``: its flags and its command (the search is ``runner.capacity``): the
+highest request rate at which enough requests meet every SLO, and the table of its stages.
+
+Part of the CLI layer: it prints; the library does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from typing import Any
+
+from loadgen.cli.argtypes import duration, parse_sla
+from loadgen.cli.borrow import borrow, leave_unset
+from loadgen.cli.common import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_SLA_FAIL,
+    die,
+    labels,
+    raise_fd_limit,
+    resolve_profile_path,
+)
+from loadgen.cli.overrides import overrides
+from loadgen.clock import run_loop
+
+
+def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
+    """``loadgen capacity``: the target flags of ``run`` plus the search's own."""
+    cp = sub.add_parser(
+        "capacity",
+        help="find the highest request rate at which a fraction A of requests meet every SLO",
+        description="Search the capacity: the highest open-loop (Poisson) request rate at which at "
+        "least --attainment of requests meet every per-request SLO (DistServe's goodput). Brackets "
+        "by doubling, bisects to --precision, re-measures the boundary; one run folder with every "
+        "stage, capacity.json and summary.json's `capacity`. Exit 0 found, 1 no rate met the SLOs, "
+        "2 bad input or the target could not be reached, 130 interrupted.",
+    )
+    cp.add_argument("profile", nargs="?", help="profile YAML or a shipped profile's name (its workload)")
+    borrow(cp, run, ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id"))
+    cp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="record a condition")
+    cp.add_argument(
+        "--sla",
+        type=parse_sla,
+        metavar="SLOS",
+        help="per-request SLOs, a bound every request must meet: 'ttft_ms<700, tpot_ms<50' (metrics "
+        "ttft_ms, tpot_ms, e2e_ms). A stat as in 'p99 ttft_ms<700' is accepted and dropped: the metric "
+        "and bound become the SLO and --attainment says how many requests must meet it. Replaces "
+        "the profile's sla.ttft_ms/tpot_ms/e2e_ms (default: those)",
+    )
+    cp.add_argument("--attainment", type=float, default=0.99, metavar="A", help="fraction (default 0.99)")
+    cp.add_argument(
+        "--gpu-hour-cost", type=float, metavar="USD", help="price of one GPU-hour, for $ / 1M tokens"
+    )
+    cp.add_argument("--gpu-count", type=float, metavar="N", help="GPUs serving the model (default 1)")
+    g = cp.add_argument_group("search")
+    g.add_argument(
+        "--stage-duration",
+        dest="capacity_stage_s",
+        type=duration,
+        default=15.0,
+        metavar="S",
+        help="measured length of each stage (default 15s; at least 20 requests)",
+    )
+    g.add_argument(
+        "--stage-warmup",
+        type=duration,
+        default=5.0,
+        metavar="S",
+        help="warm-up at the stage's rate before it is measured (default 5s; a few end-to-end latencies)",
+    )
+    g.add_argument(
+        "--start-rate", type=float, metavar="R", help="first rate (default: the profile's, else 1)"
+    )
+    g.add_argument("--max-rate", type=float, metavar="R", help="never offer more than R req/s")
+    g.add_argument("--precision", type=float, default=0.05, help="stop when hi/lo - 1 <= this (default 0.05)")
+    g.add_argument("--max-stages", type=int, default=14, metavar="N", help="stage budget (default 14)")
+    leave_unset(cp, run)
+
+
+def cmd_capacity(a: argparse.Namespace) -> int:
+    from loadgen.config import ConfigError, load_profile
+    from loadgen.runner import capacity
+
+    # The search sets every stage; the profile lends its workload, target, SLOs and its rate as
+    # the start (if it has none, 1 req/s; a sweep's profile gets a nominal length to validate).
+    path, sets = resolve_profile_path(a.profile), [*a.set, *labels(a.label)]
+    shape: dict[str, Any] = {"load.stages": [], "load.sweep": None, "load.max_concurrency": None}
+    if a.start_rate is not None:
+        shape["load.rate"] = a.start_rate
+    try:
+        try:
+            profile = load_profile(path, overrides={**overrides(a), **shape}, sets=sets)
+        except ConfigError:
+            fallback = {"load.rate": a.start_rate or 1.0, "workload.duration_s": 60.0}
+            profile = load_profile(path, overrides={**overrides(a), **shape, **fallback}, sets=sets)
+    except OSError as exc:
+        return die(f"cannot read profile: {exc}")
+    api_key = os.environ.get(profile.target.api_key_env) if profile.target.api_key_env else None
+    if profile.target.api_key_env and not api_key:
+        return die(f"target.api_key_env names {profile.target.api_key_env}, which is not set")
+
+    def on_stage(m: Any, passed: bool) -> None:
+        att = "-" if m.attainment is None else f"{m.attainment:.3f}"
+        print(f"  stage {m.stage}: {m.rate:g} req/s  attained {att} of {m.flags.size}  "
+              f"{'pass' if passed else 'fail'}", file=sys.stderr, flush=True)  # fmt: skip
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        return await capacity.run_capacity(
+            profile, attainment=a.attainment, slos=a.sla, start_rate=a.start_rate,
+            stage_s=a.capacity_stage_s, warmup_s=a.stage_warmup, precision=a.precision,
+            max_stages=a.max_stages, max_rate=a.max_rate, gpu_hour_cost=a.gpu_hour_cost,
+            gpu_count=a.gpu_count, api_key=api_key, stop=stop,
+            on_status=lambda msg: print(msg, file=sys.stderr, flush=True), on_stage=on_stage,
+        )  # fmt: skip
+
+    raise_fd_limit()
+    res = run_loop(main())
+    cap = res.capacity
+    print(_capacity_headline(cap))
+    if cap["stopped_because"]:
+        print(f"stopped: {cap['stopped_because']}")
+    print("\n".join(_capacity_rows(cap)))
+    print(f"results  {res.run_dir / capacity.CAPACITY}")
+    if res.summary.get("interrupted"):
+        return EXIT_INTERRUPTED
+    if cap["capacity_rps"] is None:
+        return EXIT_SLA_FAIL if any(s["counted"] for s in cap["stages"]) else EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def _capacity_headline(cap: dict) -> str:
+    """'max sustainable rate 11.8 req/s (95% CI 11.2-12.3), goodput 11.6 req/s, $0.41 / 1M
+    output tokens, from 9 stages', or that no rate met the SLOs."""
+    n = len(cap["stages"])
+    if cap["capacity_rps"] is None:
+        return f"no rate met the SLOs for {cap['attainment']:g} of requests, from {n} stages"
+    lo, hi = cap["ci95"]
+    parts = [
+        f"max sustainable rate {_num(cap['capacity_rps'])} req/s "
+        f"(95% CI {_num(lo) if lo is not None else '0'}-{_num(hi) if hi is not None else 'open'})"
+    ]
+    if cap["goodput_rps"] is not None:
+        parts.append(f"goodput {_num(cap['goodput_rps'])} req/s")
+    if cap["usd_per_million_output_tokens"] is not None:
+        parts.append(f"${cap['usd_per_million_output_tokens']:.2f} / 1M output tokens")
+    return ", ".join(parts) + f", from {n} stages"
+
+
+def _capacity_rows(cap: dict) -> list[str]:
+    """The stage table in the order run: level asked, rate offered ("n/c": not counted, the
+    client lagged)."""
+    cols = ("stage", "level/s", "offered/s", "attained", "n", "", "tput/s", "TTFT p99", "TPOT p99")
+    rows = ["  ".join(f"{c:>8}" for c in cols)]
+    for s in cap["stages"]:
+        verdict = ("pass" if s["passed"] else "fail") if s["counted"] else "n/c"
+        att = "-" if s["attainment"] is None else f"{s['attainment']:.3f}"
+        cells = (s["stage"], _num(s["rate"]), _num(s["offered_rps"]), att, s["requests"], verdict,
+                 _num(s["throughput_rps"]), _num(s["ttft_p99_ms"]), _num(s["tpot_p99_ms"]))  # fmt: skip
+        rows.append("  ".join(f"{c:>8}" for c in cells))
+    return rows
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g}" if abs(x) < 100 else f"{x:.0f}"

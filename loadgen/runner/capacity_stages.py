@@ -1,0 +1,125 @@
+"""The capacity search's stages (``capacity.py`` runs the search as one run): each finished
+stage measured on its measured requests (its good flags and the figures of its table row),
+told to the search, and the next level made a stage (Poisson, a warm-up that grows with the
+end-to-end latency, long enough for a minimum of requests). A client-limited stage is not
+counted; it, or a stage with server errors, ends the search."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+from loadgen.analysis import metrics
+from loadgen.analysis import sla as sla_mod
+from loadgen.config.stages import Stage
+from loadgen.records import CANCELLED
+from loadgen.runner.capacity_search import Observation, Search
+from loadgen.runner.plan import StageOutcome
+
+CLIENT_LAG_LIMIT_MS = 10.0
+ERROR_RATE_LIMIT = 0.05
+
+
+@dataclass(frozen=True)
+class StageMeasure(Observation):
+    """A stage's observation and the figures its table row shows."""
+
+    stage: int = 0
+    error_rate: float | None = None
+    throughput_rps: float | None = None
+    goodput_rps: float | None = None
+    output_tokens_per_s: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    client_lag_p99_ms: float | None = None  # set only when over CLIENT_LAG_LIMIT_MS
+    e2e_mean_ms: float | None = None
+
+    @property
+    def attainment(self) -> float | None:
+        return float(self.flags.mean()) if self.flags.size else None
+
+
+def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
+    """A finished stage's good flags and figures, on its measured (non-warm-up) requests; the
+    rate it offered is its measured requests over the time from the first one's schedule to
+    the stage's end (Poisson counts stray: 700 requests in 7 s at 108/s is one sigma low)."""
+    stage, records = outcome.stage, outcome.table()
+    s = metrics.summarize(records, sla=SimpleNamespace(**slos))
+    frame = metrics.request_frame(records)
+    m = frame[~frame["warmup"].to_numpy()].sort_values("id")  # records come in finishing order
+    ok = m["ok"].to_numpy(dtype=bool)
+    counted = ok | (m["error_class"] != CANCELLED).to_numpy()
+    good = sla_mod.good_mask(ok, {k: m[k].to_numpy(dtype=float) for k in slos}, slos)
+    window = None
+    if len(m) and stage.duration_s is not None:
+        first = int(m["t_sched_ns"].min()) - outcome.result.started_ns
+        window = max(stage.duration_s - first / 1e9, 1e-3)
+    lag = metrics.client_limits(records, lag_threshold_ms=CLIENT_LAG_LIMIT_MS)
+    mm = s["metrics"]
+    return StageMeasure(
+        float(stage.rate or 0.0), good[counted], max(1, round(mm["mean_concurrency"] or 1)), window,
+        stage.index, s["counts"]["error_rate"], mm["request_throughput_rps"],
+        mm["goodput"]["requests_per_s"], mm["output_tokens_per_s"], mm["ttft_ms"]["p99"],
+        mm["tpot_ms"]["p99"], None if lag is None else lag["client_lag_p99_ms"], mm["e2e_ms"]["mean"],
+    )  # fmt: skip
+
+
+class CapacityPlan:
+    """The search as a StagePlan: each finished stage is measured and observed, then the next
+    level becomes the next stage (Poisson, ``warmup_s`` + ``stage_s``, at least ``min_requests``
+    measured requests)."""
+
+    def __init__(
+        self,
+        search: Search,
+        slos: dict[str, float],
+        *,
+        stage_s: float = 15.0,
+        warmup_s: float = 5.0,
+        min_requests: int = 20,
+        on_stage: Callable[[StageMeasure, bool], None] | None = None,
+    ) -> None:
+        self.search, self.slos = search, slos
+        self.stage_s, self.warmup_s, self.min_requests = stage_s, warmup_s, min_requests
+        self.on_stage = on_stage
+        self.measures: list[StageMeasure] = []
+
+    def next_stage(self, done: Sequence[StageOutcome]) -> Stage | None:
+        for o in done[len(self.measures) :]:
+            self.add(measure(o, self.slos))
+        rate = self.search.next_rate()
+        if rate is None:
+            return None
+        measured_s = max(self.stage_s, self.min_requests / rate)
+        e2e_ms = max((m.e2e_mean_ms or 0.0 for m in self.measures if self.passed(m)), default=0.0)
+        warm = max(self.warmup_s, round(2 * e2e_ms / 1e3, 1))
+        return Stage(
+            len(done), f"rate={rate:g}", None, rate, "poisson", 1.0, None,
+            warm + measured_s, None, 0.0, round(rate * warm),
+        )  # fmt: skip
+
+    def add(self, m: StageMeasure) -> None:
+        """Tell the search; a client-limited stage is not counted, and it or a stage with server
+        errors ends the search."""
+        self.measures.append(m)
+        s = self.search
+        if m.client_lag_p99_ms is not None:
+            s.stopped_because = (
+                f"the client was the bottleneck at {m.rate:g} req/s: p99 send lag "
+                f"{m.client_lag_p99_ms:.1f} ms > {CLIENT_LAG_LIMIT_MS:g} ms (that stage is not counted)"
+            )
+        else:
+            s.observe(m)
+            if m.error_rate is not None and m.error_rate > ERROR_RATE_LIMIT:
+                s.stopped_because = (
+                    f"the server failed {m.error_rate:.1%} of requests at {m.rate:g} req/s "
+                    f"(> {ERROR_RATE_LIMIT:.0%})"
+                )
+            elif m.attainment is None:
+                s.stopped_because = f"no request finished at {m.rate:g} req/s"
+        if self.on_stage is not None:
+            self.on_stage(m, self.passed(m))
+
+    def passed(self, m: StageMeasure) -> bool:
+        return m.attainment is not None and m.attainment >= self.search.target
