@@ -1,4 +1,5 @@
-"""Shared fixtures: scripted streaming servers on loopback, and profiles pointed at them.
+"""Shared fixtures: scripted streaming servers on loopback, and profiles pointed at them; every
+test under tests/slow/ is marked ``slow``.
 
 Helpers that test files import by name live in helpers.py (``from helpers import run``)."""
 
@@ -11,6 +12,15 @@ import pytest
 
 from loadgen.config import load_profile
 from loadgen.testing import StreamServer
+
+SLOW = Path(__file__).parent / "slow"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The folder is the marker: a test under tests/slow/ is slow (``-m "not slow"`` skips it)."""
+    for item in items:
+        if SLOW in item.path.parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")

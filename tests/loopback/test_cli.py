@@ -18,7 +18,7 @@ from pathlib import Path
 
 from loadgen.cli.main import build_parser
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SIM = "llama3-8b-fp16@h100"
 
 

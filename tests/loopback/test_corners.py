@@ -18,7 +18,7 @@ from loadgen.report.cost import CostInputs, cost_figures
 from loadgen.report.traffic import sessions_section, traffic_text
 from loadgen.runner import api
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "summary.schema.json").read_text())
 
 FULL = {

@@ -23,7 +23,7 @@ from loadgen.errors import RunError
 from loadgen.runner import api
 from loadgen.testing import StreamServer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LIMIT = 24_000  # bytes: room for a few dozen records, not for 400
 
 

@@ -31,7 +31,7 @@ from loadgen.report.compare import fmt
 
 from helpers import run
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "summary.schema.json").read_text())
 N = 12  # requests a run makes, each streaming 8 tokens
 

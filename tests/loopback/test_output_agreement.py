@@ -27,7 +27,7 @@ from loadgen.workload import Workload
 
 from helpers import cli
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 N = 40
 WRONG_MOD = 4
 

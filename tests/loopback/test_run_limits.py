@@ -17,7 +17,7 @@ from loadgen.cli.main import build_parser
 from loadgen.cli.parser import overrides
 from loadgen.config.stages import sweep_warmup
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SIM = "llama3-8b-fp16@h100"
 
 

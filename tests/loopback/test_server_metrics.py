@@ -17,7 +17,7 @@ from loadgen.server.scraper import SERVER_METRICS, ServerMetricsScraper
 from helpers import run
 
 MS = 1_000_000
-FIXTURES = Path(__file__).parent / "fixtures" / "runs"
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
 
 # A trimmed real vLLM (V1 engine) exposition: the names loadgen reads, the info series, and
 # neighbours that must not be mistaken for them (buckets, _created, by-reason splits).

@@ -25,7 +25,7 @@ from loadgen.workload import Workload, stage_schedule
 from loadgen.workload.traces import load_trace
 
 MS = 1e6
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 
 def run(profile):

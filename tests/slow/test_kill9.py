@@ -24,7 +24,7 @@ import pytest
 from loadgen.records import ReadReport, read_records
 from loadgen.testing import StreamServer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SEED = 20240917
 # Three kills, one run each, spread over the load's first seconds (seeded: CI kills where a
 # laptop does). The load runs ~10 s if left alone, so every kill lands mid-load.

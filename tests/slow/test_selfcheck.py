@@ -92,7 +92,7 @@ class TestRunWarning:
         profile = make_profile(url, load__concurrency=concurrency, server_metrics__enabled=False)
         res = asyncio.run(api.run_async(profile, on_status=notes.append))
         self.rows = dict(next(b for b in client_section(res.summary).blocks if isinstance(b, Table)).rows)
-        schema = json.loads((Path(__file__).parents[1] / "schemas" / "summary.schema.json").read_text())
+        schema = json.loads((Path(__file__).parents[2] / "schemas" / "summary.schema.json").read_text())
         errors = [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(res.summary)]
         assert not errors, errors  # client.selfcheck is documented as written
         return res.summary["client"], notes

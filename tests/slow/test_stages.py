@@ -22,7 +22,7 @@ from loadgen.result import load_records
 
 from helpers import run
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BATCH = 8  # the simulated engine's max_num_seqs: past it, requests queue
 
 

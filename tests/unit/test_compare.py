@@ -13,7 +13,7 @@ from loadgen.analysis.compare import TABLE_ROWS, condition_diff, flatten_conditi
 from loadgen.errors import ResultError
 from loadgen.report import compare as compare_report
 
-RUNS = Path(__file__).parent / "fixtures" / "runs"
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 
 
 def summary(name: str) -> dict:

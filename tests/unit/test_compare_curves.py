@@ -16,7 +16,7 @@ from loadgen.analysis.compare_curves import CAPACITY_SEARCHED, HIGHEST_PASSING_S
 from loadgen.report import compare as compare_report
 from loadgen.report import compare_curves
 
-RUNS = Path(__file__).parent / "fixtures" / "runs"
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 # SLA: p99 TTFT < 100 ms, p99 TPOT < 20 ms. "fast" passes up to c=4, "slow" up to c=2.
 FAST = [Stage(1, 24, 20, 5), Stage(2, 24, 25, 6), Stage(4, 24, 40, 8), Stage(8, 24, 150, 12)]
 SLOW = [Stage(1, 24, 30, 6), Stage(2, 24, 45, 8), Stage(4, 24, 120, 12), Stage(8, 24, 300, 18)]

@@ -8,7 +8,7 @@ import pytest
 from loadgen.errors import LoadgenError
 from loadgen.workload.datasets import DatasetError, Entry, load_dataset, select, word_count
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SHAREGPT = ROOT / "data" / "sharegpt_sample.json"
 PROMPTS = ROOT / "data" / "prompts_sample.jsonl"
 

@@ -21,10 +21,10 @@ from loadgen.result import load_records, load_summary
 
 from helpers import cli
 
-ROOT = Path(__file__).parent.parent
-RUNS = Path(__file__).parent / "fixtures" / "runs"
+ROOT = Path(__file__).parents[2]
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 RULES = ROOT / "profiles" / "gate.yaml"
-XSD = Path(__file__).parent / "junit.xsd"
+XSD = Path(__file__).parents[1] / "junit.xsd"
 
 
 def rules(*entries: dict, resamples: int = 2000) -> GateRules:

@@ -18,8 +18,8 @@ from loadgen.errors import ConfigError
 from loadgen.report import gate as gate_report
 from loadgen.result import load_records, load_summary
 
-RUNS = Path(__file__).parent / "fixtures" / "runs"
-XSD = Path(__file__).parent / "junit.xsd"
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+XSD = Path(__file__).parents[1] / "junit.xsd"
 # Only stage 1 (c=2) regressed: its TTFT went from 25 to 40 ms, still below stage 2's 60 ms, so
 # the pooled p99 (stage 2's tail) does not move while the pooled p50 (stage 1's) does.
 BASE = [Stage(1, 40, 20, 5), Stage(2, 40, 25, 6), Stage(4, 40, 60, 8)]
@@ -233,11 +233,11 @@ def test_an_incomplete_run_is_not_gated(tmp_path):
     from loadgen import gate
     from loadgen.errors import ResultError
 
-    runs = Path(__file__).parent / "fixtures" / "runs"
+    runs = Path(__file__).parents[1] / "fixtures" / "runs"
     cand = Path(shutil.copytree(runs / "base-b", tmp_path / "cand"))
     summary = json.loads((cand / "summary.json").read_text())
     summary.update(complete=False, incomplete_reason="stopped before its limits (Ctrl-C or SIGTERM)")
     (cand / "summary.json").write_text(json.dumps(summary))
-    rules = Path(__file__).parent.parent / "profiles" / "gate.yaml"
+    rules = Path(__file__).parents[2] / "profiles" / "gate.yaml"
     with pytest.raises(ResultError, match=r"candidate run .* is incomplete \(stopped before its limits"):
         gate(cand, runs / "base-a", rules)

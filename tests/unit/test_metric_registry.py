@@ -29,7 +29,7 @@ from loadgen.report import compare as compare_report
 from loadgen.report.sections import latency_section, latency_table, sla_section, throughput_section
 
 MS = 1_000_000
-RUNS = Path(__file__).parent / "fixtures" / "runs"
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 RECORDS = [
     # ok: first byte at 20 ms, chunks at 30/40/50 ms carrying 1, 1, 3 tokens, end at 55 ms
     RequestRecord(

@@ -17,7 +17,7 @@ from loadgen.cli.main import main
 from loadgen.config import load_profile, shipped
 from loadgen.errors import ConfigError
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "profiles"
 # What a wheel build needs from the checkout; the rest (caches, reports, .git) stays behind.
 _NOT_BUILT = shutil.ignore_patterns(

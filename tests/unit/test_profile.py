@@ -7,7 +7,7 @@ import pytest
 
 from loadgen.config import ConfigError, FixedLength, LognormalLength, SlaRule, apply_override, load_profile
 
-PROFILES = Path(__file__).resolve().parent.parent / "profiles"
+PROFILES = Path(__file__).resolve().parents[2] / "profiles"
 MINIMAL = "workload: {num_requests: 10}\nload: {concurrency: 2}\n"
 
 

@@ -25,8 +25,8 @@ from loadgen.report.plots import thresholds
 from loadgen.report.timeseries import per_second
 from loadgen.result import load_records, load_summary
 
-RUNS = Path(__file__).parent / "fixtures" / "runs"
-ARTIFACTS = Path(__file__).parent / "artifacts"
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 CHROMIUM = Path("/usr/bin/chromium")
 PLOTS = ("cdf_e2e", "cdf_itl", "cdf_tpot", "cdf_ttft", "e2e_over_time", "per_second", "ttft_over_time")
 CSV_COLUMNS = [

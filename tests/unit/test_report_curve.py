@@ -20,7 +20,7 @@ from loadgen.analysis.curve import curve
 from loadgen.report import write_report
 from loadgen.report.headline import capacity_sentence, headline_section, verdict_alert
 
-RUNS = Path(__file__).parent / "fixtures" / "runs"
+RUNS = Path(__file__).parents[1] / "fixtures" / "runs"
 CURVE_PLOTS = ("curve_e2e", "curve_goodput", "curve_output_tokens", "curve_tpot", "curve_ttft")
 SINGLE_PLOTS = ("cdf_e2e", "cdf_itl", "cdf_tpot", "cdf_ttft", "e2e_over_time", "per_second", "ttft_over_time")
 KNEE_RULE = "the last stage before p99 TTFT grows faster than throughput (elasticity > 1)"

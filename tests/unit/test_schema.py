@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "summary.schema.json").read_text())
 SUMMARIES = sorted((ROOT / "tests" / "fixtures" / "runs").glob("*/summary.json"))
 

@@ -12,7 +12,7 @@ import pytest
 from loadgen.errors import LoadgenError
 from loadgen.workload.traces import TraceError, load_trace, prefix_reuse
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 MOONCAKE = ROOT / "traces" / "mooncake_sample.jsonl"
 AZURE = ROOT / "traces" / "azure_sample.csv"
 NATIVE = ROOT / "traces" / "native_sample.jsonl"
