@@ -2,7 +2,7 @@
 
 The scripted test server speaks both as the engines document them (``loadgen/testing_native.py``)
 and logs when it handed each token-bearing event to the socket, on loadgen's clock; records are
-matched to that log by response id. Tolerances are those of tests/test_engine.py.
+matched to that log by response id. Tolerances are those of tests/loopback/test_engine.py.
 """
 
 from __future__ import annotations

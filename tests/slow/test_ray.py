@@ -249,7 +249,7 @@ def test_records_are_on_the_drivers_clock(ray_run: Any) -> None:
 
 def test_ttft_matches_the_servers_log(ray_run: Any) -> None:
     """The client's TTFT exceeds the server's own by the request's trip, never less, under 1 ms
-    at the median (tests/test_engine.py's bound) and 15 ms at most: an actor's tail is longer
+    at the median (tests/loopback/test_engine.py's bound) and 15 ms at most: an actor's tail is longer
     than a process's (worst request 2.4-6.4 ms over 75 runs here, with the cluster's own
     daemons on the same two cores). Measured requests only: as there, the warm-up ones, which
     also open the connections, are left out."""
