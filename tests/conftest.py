@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
-from loadgen.config import load_profile
 from loadgen.testing import StreamServer
+
+from helpers import profile
 
 SLOW = Path(__file__).parent / "slow"
 
@@ -42,19 +43,10 @@ def server():
 
 @pytest.fixture
 def make_profile(tmp_path: Path):
-    """A profile for the given server, as if the CLI had been given these dotted overrides."""
+    """A profile for the given server, as if the CLI had been given these dotted overrides
+    (helpers.profile, writing under this test's tmp_path)."""
 
     def make(url: str | None, **overrides: Any):
-        base = {
-            "target.url": url,
-            "workload.num_requests": 8,
-            "load.concurrency": 2,
-            "workload.input_tokens": 32,
-            "workload.output_tokens": 8,
-            "output.dir": str(tmp_path / "reports"),
-            "output.progress": False,
-        }
-        base.update({k.replace("__", "."): v for k, v in overrides.items()})
-        return load_profile(None, overrides=base)
+        return profile(tmp_path, url, **overrides)
 
     return make

@@ -9,35 +9,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from loadgen.cli.main import build_parser
 
+from helpers import LOADGEN, cli, cli_env
+
 REPO = Path(__file__).resolve().parents[2]
 SIM = "llama3-8b-fp16@h100"
-
-
-def _env() -> dict:
-    return {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-    }
-
-
-def loadgen(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "loadgen", *args],
-        cwd=cwd,
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
 
 
 def _run_dir(out: Path) -> Path:
@@ -62,7 +44,7 @@ def _walk(parser: argparse.ArgumentParser, where: str = "loadgen"):
 def test_help_exits_0_and_every_option_is_documented(tmp_path):
     """`run --help` and `sim --help` exit 0; every argparse action (subcommands too) has help text."""
     for cmd in ("run", "sim"):
-        res = loadgen(cmd, "--help", cwd=tmp_path)
+        res = cli(cmd, "--help", cwd=tmp_path)
         assert res.returncode == 0, res.stderr
         assert "usage: loadgen" in res.stdout
     missing = [
@@ -77,7 +59,7 @@ def test_bad_profile_exits_2_naming_the_yaml_path(tmp_path):
     """A misspelt `load.arrival` exits 2 with the YAML path in stderr and no traceback."""
     bad = tmp_path / "bad.yaml"
     bad.write_text("load: {arrival: possion, rate: 2}\n")
-    res = loadgen("run", str(bad), cwd=tmp_path)
+    res = cli("run", str(bad), cwd=tmp_path)
     assert res.returncode == 2
     assert "load.arrival" in res.stderr
     assert "possion" in res.stderr
@@ -86,7 +68,7 @@ def test_bad_profile_exits_2_naming_the_yaml_path(tmp_path):
 
 def test_unreachable_url_exits_2_with_one_line(tmp_path):
     """A closed port exits 2 with a single `loadgen: error:` line naming the URL, no traceback."""
-    res = loadgen(
+    res = cli(
         "run",
         "ci-smoke",
         "--url",
@@ -107,7 +89,7 @@ def test_unreachable_url_exits_2_with_one_line(tmp_path):
 def test_sim_run_writes_the_result_files(tmp_path):
     """`run --sim PRESET` exits 0, prints the results path, and writes summary, 8 records and ground truth."""
     out = tmp_path / "reports"
-    res = loadgen(
+    res = cli(
         "run",
         str(REPO / "profiles" / "ci-smoke.yaml"),
         "--sim",
@@ -133,7 +115,7 @@ def test_sim_run_writes_the_result_files(tmp_path):
 def test_fail_on_sla_exits_1_when_a_rule_fails(tmp_path):
     """`--fail-on-sla` with an impossible rule (p50 TTFT < 1 us) exits 1 and the verdict is fail."""
     out = tmp_path / "reports"
-    res = loadgen(
+    res = cli(
         "run",
         "ci-smoke",
         "--sim",
@@ -157,7 +139,7 @@ def test_fail_on_sla_exits_1_when_a_rule_fails(tmp_path):
 def test_label_is_recorded_in_the_summary(tmp_path):
     """`--label gpu=H200` appears verbatim in summary conditions.labels."""
     out = tmp_path / "reports"
-    res = loadgen(
+    res = cli(
         "run",
         "ci-smoke",
         "--sim",
@@ -185,9 +167,7 @@ def test_sigint_stops_cleanly_and_keeps_every_record(tmp_path):
     out = tmp_path / "reports"
     proc = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "loadgen",
+            *LOADGEN,
             "run",
             "ci-smoke",
             "--sim",
@@ -200,7 +180,7 @@ def test_sigint_stops_cleanly_and_keeps_every_record(tmp_path):
             "10000",
         ],
         cwd=tmp_path,
-        env=_env(),
+        env=cli_env(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

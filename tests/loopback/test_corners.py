@@ -4,19 +4,18 @@ built-in simulator, whose summaries must also validate against schemas/summary.s
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import jsonschema
 import pytest
 
-from loadgen.config import load_profile
 from loadgen.report import write_report
 from loadgen.report.corners import corner_rows
 from loadgen.report.cost import CostInputs, cost_figures
 from loadgen.report.traffic import sessions_section, traffic_text
-from loadgen.runner import api
+
+from helpers import profile, run
 
 ROOT = Path(__file__).parents[2]
 SCHEMA = json.loads((ROOT / "schemas" / "summary.schema.json").read_text())
@@ -160,19 +159,15 @@ class TestTraffic:
 def sim_run(out: Path, **overrides) -> Path:
     """A short real-time run of the built-in simulator (no URL), report written."""
     base = {
-        "target.url": None,
         "target.endpoint": "chat",
         "sim": {"preset": "llama3-8b-fp16@h100", "time_scale": 1.0, "seed": 1},
         "workload.num_requests": 12,
         "workload.input_tokens": 48,
-        "workload.output_tokens": 8,
         "load.concurrency": 4,
         "load.warmup_requests": 0,
         "output.dir": str(out),
-        "output.progress": False,
     }
-    base.update({k.replace("__", "."): v for k, v in overrides.items()})
-    run_dir = asyncio.run(api.run_async(load_profile(None, overrides=base))).run_dir
+    run_dir = run(profile(out, None, **{**base, **overrides})).run_dir
     write_report(run_dir)
     return run_dir
 

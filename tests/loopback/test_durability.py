@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import resource
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from loadgen.config import load_profile
 from loadgen.errors import RunError
 from loadgen.runner import api
 from loadgen.testing import StreamServer
+
+import helpers
+from helpers import cli, cli_env
 
 REPO = Path(__file__).resolve().parents[2]
 LIMIT = 24_000  # bytes: room for a few dozen records, not for 400
@@ -40,39 +39,12 @@ def _full_disk() -> None:
 
 
 def test_a_full_disk_stops_the_run_and_says_what_was_saved(server, tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "loadgen",
-            "run",
-            "--url",
-            server.url,
-            "--concurrency",
-            "4",
-            "--num-requests",
-            "400",
-            "--output-tokens",
-            "16",
-            "--input-tokens",
-            "8",
-            "--out",
-            str(tmp_path),
-            "--run-id",
-            "full",
-            "--no-progress",
-            "--no-report",
-            "--set",
-            "server_metrics.enabled=false",
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        preexec_fn=_full_disk,
-    )
+    proc = cli(
+        "run", "--url", server.url, "--concurrency", "4", "--num-requests", "400", "--output-tokens", "16",
+        "--input-tokens", "8", "--out", str(tmp_path), "--run-id", "full", "--no-progress", "--no-report",
+        "--set", "server_metrics.enabled=false", cwd=tmp_path, preexec_fn=_full_disk,
+        env={**cli_env(), "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     m = re.search(r"loadgen: error: .*(?:requests\.jsonl|summary\.json).*?(\d+) records", proc.stderr)
@@ -84,20 +56,12 @@ def test_a_full_disk_stops_the_run_and_says_what_was_saved(server, tmp_path):
 
 
 def test_a_removed_run_folder_stops_the_run_with_a_clear_error(server, tmp_path):
-    profile = load_profile(
-        None,
-        overrides={
-            "target.url": server.url,
-            "load.concurrency": 2,
-            "workload.num_requests": 2000,
-            "workload.output_tokens": 16,
-            "workload.input_tokens": 8,
-            "output.dir": str(tmp_path),
-            "output.run_id": "gone",
-            "output.progress": False,
-            "server_metrics.enabled": False,
-        },
-    )
+    profile = helpers.profile(
+        tmp_path,
+        server.url,
+        **{"workload.num_requests": 2000, "workload.output_tokens": 16, "workload.input_tokens": 8,
+           "output.dir": str(tmp_path), "output.run_id": "gone", "server_metrics.enabled": False},
+    )  # fmt: skip
 
     async def go() -> None:
         asyncio.get_running_loop().call_later(0.5, shutil.rmtree, tmp_path / "gone")

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from loadgen.config import load_profile
 from loadgen.errors import RunError
 from loadgen.testing.hostile_wire import (
     Conn,
@@ -30,6 +29,7 @@ from loadgen.testing.hostile_wire import (
     sse,
 )
 
+import helpers
 from helpers import run
 
 N_CTX_SLOT, SLOTS = 64, 2
@@ -138,18 +138,11 @@ def llama():
 
 
 def profile(tmp_path, url: str, **extra: Any):
-    overrides = {
-        "target.url": url,
-        "workload.num_requests": 12,
-        "load.concurrency": 2,
-        "load.warmup_requests": 0,
-        "workload.input_tokens": 20,
-        "workload.output_tokens": 8,
-        "output.dir": str(tmp_path / "reports"),
-        "output.progress": False,
-        **extra,
-    }
-    return load_profile(None, overrides=overrides)
+    return helpers.profile(
+        tmp_path,
+        url,
+        **{"workload.num_requests": 12, "load.warmup_requests": 0, "workload.input_tokens": 20, **extra},
+    )
 
 
 def test_a_llama_server_run_reads_its_props_tokenizer_timings_and_metrics(llama, tmp_path):

@@ -6,8 +6,6 @@ scales with its stages (a stage with no measured request has no verdict, and say
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,8 @@ from loadgen.analysis.traffic import console_lines
 from loadgen.cli.main import build_parser
 from loadgen.cli.parser import overrides
 from loadgen.config.stages import sweep_warmup
+
+from helpers import cli
 
 REPO = Path(__file__).resolve().parents[2]
 SIM = "llama3-8b-fp16@h100"
@@ -47,9 +47,9 @@ class TestLimitsFromTheCommandLine:
 def test_the_summary_and_console_say_which_limit_ended_the_run(tmp_path):
     """Both limits set: 12 requests at c=4 end long before 60 s, and the run says the count did."""
     out = tmp_path / "reports"
-    cmd = [sys.executable, "-m", "loadgen", "run", str(REPO / "profiles" / "ci-smoke.yaml"), "--sim", SIM,
+    cmd = ["run", str(REPO / "profiles" / "ci-smoke.yaml"), "--sim", SIM,
            "--out", str(out), "--num-requests", "12", "--duration", "60", "--warmup", "0"]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    res = cli(*cmd, cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     (run_dir,) = out.iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -97,9 +97,9 @@ def test_a_sweep_of_short_stages_measures_every_stage(tmp_path):
     'fail' with no figures; with the warm-up scaled per stage every stage measures requests and
     has a verdict."""
     out = tmp_path / "reports"
-    cmd = [sys.executable, "-m", "loadgen", "run", "quickstart", "--sweep", "concurrency=1,4",
+    cmd = ["run", "quickstart", "--sweep", "concurrency=1,4",
            "--stage-duration", "3s", "--out", str(out), "--no-report", "--no-progress"]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    res = cli(*cmd, cwd=tmp_path, timeout=180)
     assert res.returncode == 0, res.stderr
     (run_dir,) = out.iterdir()
     stages = json.loads((run_dir / "summary.json").read_text())["stages"]
@@ -134,10 +134,10 @@ def test_a_trace_replay_says_what_it_replays(tmp_path):
     """The load line of a trace replay names the file, the requests, the span as replayed and
     the time scale (it read "open loop, None req/s poisson"), and the run says the trace ended it."""
     out = tmp_path / "reports"
-    cmd = [sys.executable, "-m", "loadgen", "run", "replay", "--set", "workload.trace.window_s=5",
+    cmd = ["run", "replay", "--set", "workload.trace.window_s=5",
            "--set", "workload.trace.time_scale=0.5", "--out", str(out), "--no-report",
            "--no-progress"]  # fmt: skip
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    res = cli(*cmd, cwd=tmp_path, timeout=120)
     assert res.returncode in (0, 1), res.stderr
     (run_dir,) = out.iterdir()
     s = json.loads((run_dir / "summary.json").read_text())
@@ -162,9 +162,9 @@ def test_the_console_fails_the_sla_on_failed_requests_and_says_why_first(tmp_pat
 
     with HostileServer("http_500") as srv:
         out = tmp_path / "reports"
-        cmd = [sys.executable, "-m", "loadgen", "run", str(REPO / "profiles" / "ci-smoke.yaml"), "--url",
+        cmd = ["run", str(REPO / "profiles" / "ci-smoke.yaml"), "--url",
                srv.url, "--num-requests", "6", "--warmup", "0", "--out", str(out), "--no-report"]  # fmt: skip
-        res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        res = cli(*cmd, cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr  # no --fail-on-sla
     text = " ".join(res.stdout.split())
     assert "SLA FAIL: 6 of 6 requests failed (http_500 6): error rate 100.0% > max_error_rate 1.0%" in text

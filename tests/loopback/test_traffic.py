@@ -3,10 +3,7 @@ axis, over real sockets against the scripted test server and the built-in simula
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
-import sys
 import zlib
 from collections import defaultdict
 from pathlib import Path
@@ -19,32 +16,24 @@ from loadgen.config import load_profile
 from loadgen.config.stages import resolve_stages
 from loadgen.errors import ConfigError
 from loadgen.result import GROUND_TRUTH
-from loadgen.runner import api
 from loadgen.testing.server import StreamServer
 from loadgen.workload import Workload, stage_schedule
 from loadgen.workload.traces import load_trace
+
+import helpers
+from helpers import cli, run
 
 MS = 1e6
 ROOT = Path(__file__).parents[2]
 
 
-def run(profile):
-    return asyncio.run(api.run_async(profile))
-
-
 def sim_profile(tmp_path: Path, **overrides):
-    """A profile against the built-in simulator in real time (no URL)."""
-    base = {
-        "target.url": None,
-        "target.endpoint": "completions",
-        "target.ignore_eos": True,
-        "sim": {"preset": "llama3-8b-fp16@h100", "time_scale": 1.0, "seed": 1},
-        "output.dir": str(tmp_path / "reports"),
-        "output.progress": False,
-        "load.warmup_requests": 0,
-    }
-    base.update({k.replace("__", "."): v for k, v in overrides.items()})
-    return load_profile(None, overrides=base)
+    """A profile against the built-in simulator in real time (no URL), lengths and limits as given."""
+    lengths = ["workload.num_requests", "load.concurrency", "workload.input_tokens", "workload.output_tokens"]
+    base = dict.fromkeys(lengths)  # None: the profile's own default, not helpers.profile's
+    base |= {"target.endpoint": "completions", "target.ignore_eos": True, "load.warmup_requests": 0,
+             "sim": {"preset": "llama3-8b-fp16@h100", "time_scale": 1.0, "seed": 1}}  # fmt: skip
+    return helpers.profile(tmp_path, None, **{**base, **overrides})
 
 
 class TestSessions:
@@ -309,11 +298,8 @@ class TestDatasets:
     def test_a_malformed_dataset_is_one_clear_line(self, tmp_path):
         bad = tmp_path / "bad.jsonl"
         bad.write_text('{"prompt": "hi"}\n{"prompt": "there", "output_tokens": "ten"}\n')
-        out = subprocess.run(
-            [sys.executable, "-m", "loadgen", "run", "--dataset", str(bad), "--num-requests", "2",
-             "--concurrency", "1", "--out", str(tmp_path)],
-            capture_output=True, text=True, timeout=60, cwd=tmp_path,
-        )  # fmt: skip
+        args = ["--dataset", str(bad), "--num-requests", "2", "--concurrency", "1", "--out", str(tmp_path)]
+        out = cli("run", *args, cwd=tmp_path, timeout=60)
         assert out.returncode == 2 and "Traceback" not in out.stderr
         assert "line 2" in out.stderr and "output_tokens" in out.stderr
 

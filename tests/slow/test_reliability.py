@@ -41,10 +41,11 @@ from typing import Any
 import pytest
 
 from loadgen import records as R
-from loadgen.config import load_profile
 from loadgen.errors import RunError
 from loadgen.runner import api
 from loadgen.testing.hostile import ERROR_MESSAGES, RETRY_AFTER_S, HostileServer
+
+import helpers
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -104,22 +105,22 @@ def hostile():
 
 
 def make_profile(tmp_path: Path, url: str, transport: str, n: int = 8, c: int | None = 4, **extra: Any):
-    overrides = {
-        "target.url": url,
-        "target.transport": transport,
-        "target.timeout_s": TIMEOUT_S,
-        "target.read_timeout_s": READ_TIMEOUT_S,
-        "target.connect_timeout_s": CONNECT_TIMEOUT_S,
-        "workload.num_requests": n,
-        "load.concurrency": c,
-        "workload.input_tokens": 16,
-        "workload.output_tokens": TOKENS,
-        "server_metrics.enabled": False,
-        "output.dir": str(tmp_path / "reports"),
-        "output.progress": False,
-        **extra,
-    }
-    return load_profile(None, overrides=overrides)
+    return helpers.profile(
+        tmp_path,
+        url,
+        **{
+            "target.transport": transport,
+            "target.timeout_s": TIMEOUT_S,
+            "target.read_timeout_s": READ_TIMEOUT_S,
+            "target.connect_timeout_s": CONNECT_TIMEOUT_S,
+            "workload.num_requests": n,
+            "load.concurrency": c,
+            "workload.input_tokens": 16,
+            "workload.output_tokens": TOKENS,
+            "server_metrics.enabled": False,
+            **extra,
+        },
+    )
 
 
 class Outcome:

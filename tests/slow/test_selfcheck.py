@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -29,7 +27,7 @@ from loadgen.report.sections import client_section
 from loadgen.runner import api, selfcheck, selfcheck_store
 from loadgen.runner.fleet import usable_cores
 
-from helpers import slow_client
+from helpers import cli, slow_client
 
 BURN_MS = 0.6
 THRESHOLD_MS = 4.0
@@ -175,10 +173,7 @@ def test_the_ceiling_rises_with_workers_where_there_are_cores(cache):
 
 
 def test_cli_rejects_bad_worker_counts(cache):
-    out = subprocess.run(
-        [sys.executable, "-m", "loadgen", "selfcheck", "--concurrency", "4", "--check-workers", "one"],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    out = cli("selfcheck", "--concurrency", "4", "--check-workers", "one", timeout=60)
     assert out.returncode == 2 and "--check-workers 'one'" in out.stderr and "Traceback" not in out.stderr
 
 

@@ -19,7 +19,7 @@ from loadgen.analysis.metrics import (
 )
 from loadgen.records import RequestRecord
 
-MS = 1_000_000
+from helpers import MS, failed_record, ok_record
 
 
 @dataclass
@@ -45,57 +45,6 @@ class Sla:
     e2e_ms: float | None = None
     rules: list = field(default_factory=list)
     max_error_rate: float = 0.01
-
-
-def ok_record(
-    id=0,
-    send_ms=0,
-    ttft_ms=100,
-    gaps_ms=(10, 10, 10),
-    tokens=(1, 1, 3, 1),
-    end_after_last_ms=5,
-    warmup=False,
-    sched_ms=None,
-    **kw,
-) -> RequestRecord:
-    """An ok streamed request: first chunk at send+ttft, then chunks after each gap."""
-    send = send_ms * MS
-    times = [send + ttft_ms * MS]
-    for g in gaps_ms:
-        times.append(times[-1] + g * MS)
-    defaults = dict(
-        id=id,
-        warmup=warmup,
-        t_sched_ns=(send_ms if sched_ms is None else sched_ms) * MS,
-        t_send_ns=send,
-        requested_output_tokens=sum(tokens),
-        requested_prompt_tokens=10,
-        ok=True,
-        t_first_byte_ns=send + (ttft_ms - 20) * MS,
-        t_first_token_ns=times[0],
-        t_end_ns=times[-1] + end_after_last_ms * MS,
-        chunk_times_ns=times,
-        chunk_tokens=list(tokens),
-        prompt_tokens=10,
-        output_tokens=sum(tokens),
-    )
-    defaults.update(kw)
-    return RequestRecord(**defaults)
-
-
-def failed_record(id=0, send_ms=0, end_ms=50, error_class="http_500", warmup=False) -> RequestRecord:
-    """A request that failed without streaming content."""
-    return RequestRecord(
-        id=id,
-        warmup=warmup,
-        t_sched_ns=send_ms * MS,
-        t_send_ns=send_ms * MS,
-        requested_output_tokens=5,
-        requested_prompt_tokens=10,
-        ok=False,
-        error_class=error_class,
-        t_end_ns=None if end_ms is None else end_ms * MS,
-    )
 
 
 def span_record(id, send_ms, end_ms, tokens=2) -> RequestRecord:
