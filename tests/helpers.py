@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from loadgen.backends.transports import httptools_pool
@@ -120,15 +121,6 @@ def failed_record(
     )
 
 
-def assert_within(measured: float, bound: float, what: str, unit: str = "ms") -> None:
-    """Assert ``measured < bound`` for a test marked ``timing_absolute`` (a bound in absolute
-    units), printing the margin either way, so ``-rA`` and every failure show how close it ran."""
-    margin = bound - measured
-    line = f"{what}: measured {measured:.3f} {unit} vs bound {bound:g} {unit} (margin {margin:+.3f} {unit})"
-    print(line)
-    assert measured < bound, line
-
-
 def run(profile: Any, **kw: Any) -> Any:
     """Run a profile to completion in a fresh event loop, as `loadgen run` does."""
     return asyncio.run(api.run_async(profile, **kw))
@@ -149,3 +141,30 @@ def slow_client(monkeypatch: pytest.MonkeyPatch, burn_ms: float) -> None:
         return clock()
 
     monkeypatch.setattr(httptools_pool, "now_ns", slow_now)
+
+
+def margin(measured: float, bound: float, what: str, unit: str = "ms") -> str:
+    """``what: measured X vs bound Y (margin Z)``: the line a timing assertion prints."""
+    left = bound - measured
+    return f"{what}: measured {measured:.3f} {unit} vs bound {bound:g} {unit} (margin {left:+.3f} {unit})"
+
+
+def assert_within(measured: float, bound: float, what: str, unit: str = "ms") -> None:
+    """Assert ``measured < bound`` for a test marked ``timing_absolute`` (a bound in absolute
+    units), printing the margin either way, so ``-rA`` and every failure show how close it ran."""
+    line = margin(measured, bound, what, unit)
+    print(line)
+    assert measured < bound, line
+
+
+def assert_percentiles(values: Any, what: str, unit: str = "ms", **bounds: float) -> None:
+    """``assert_within`` for several statistics of ``values`` at once (``p50=0.5, p95=2.0,
+    max=5.0``): every margin is printed before a bound that is not met fails the test."""
+    failed = []
+    for stat, bound in bounds.items():
+        measured = float(np.max(values) if stat == "max" else np.percentile(values, float(stat[1:])))
+        line = margin(measured, bound, f"{what} {stat}", unit)
+        print(line)
+        if not measured < bound:
+            failed.append(line)
+    assert not failed, "; ".join(failed)

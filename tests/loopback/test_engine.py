@@ -17,7 +17,7 @@ from loadgen import load_run
 from loadgen import records as R
 from loadgen.result import load_summary
 
-from helpers import run
+from helpers import assert_percentiles, assert_within, run
 
 MS = 1e6
 TRANSPORTS = ("httptools", "aiohttp", "httpx")
@@ -31,6 +31,7 @@ def trail_ms(rec, log):
 
 
 class TestTimingAgainstServerLog:
+    @pytest.mark.timing_absolute
     def test_concurrency_1_chunks_trail_the_server_by_under_2ms(self, server, make_profile):
         """At c=1 chunks are stamped 0-2 ms (p95; p50 under 0.5 ms) after the server sent them,
         TTFT exceeds the server's own by under 1 ms (median; 5 ms max), ITL and TPOT match."""
@@ -46,9 +47,8 @@ class TestTimingAgainstServerLog:
         log = server.log()
         measured = [r for r in res.records if not r.warmup]
         trails = np.concatenate([trail_ms(r, log) for r in measured])
-        assert trails.min() >= 0.0
-        assert np.median(trails) < 0.5
-        assert np.percentile(trails, 95) < 2.0
+        assert trails.min() >= 0.0  # never before the server sent it: one clock
+        assert_percentiles(trails, "c=1 chunk trail", p50=0.5, p95=2.0)
         itl_err, ttft_excess = [], []
         for r in measured:
             gt = log[r.response_id]
@@ -59,14 +59,15 @@ class TestTimingAgainstServerLog:
             ttft_excess.append(ours - theirs)
             assert ours >= 50.0
             itl_err.append(np.diff(r.chunk_times_ns) / MS - np.diff(gt["chunk_ns"]) / MS)
-        assert min(ttft_excess) >= 0 and np.median(ttft_excess) < 1.0 and max(ttft_excess) < 5.0
-        itl_err = np.abs(np.concatenate(itl_err))
-        assert np.median(itl_err) < 0.5
-        assert np.percentile(itl_err, 95) < 2.0
+        assert min(ttft_excess) >= 0
+        assert_percentiles(ttft_excess, "c=1 TTFT excess over the server's", p50=1.0, max=5.0)
+        assert_percentiles(np.abs(np.concatenate(itl_err)), "c=1 |ITL error|", p50=0.5, p95=2.0)
         tpot = res.summary["metrics"]["tpot_ms"]
         assert tpot["count"] == 10
-        assert 9.9 < tpot["mean"] < 11.0
+        assert tpot["mean"] > 9.9  # the server's 10 ms between tokens
+        assert_within(tpot["mean"], 11.0, "c=1 mean TPOT (the server's: 10 ms)")
 
+    @pytest.mark.timing_absolute
     def test_concurrency_64_still_tracks_the_server(self, server, make_profile):
         """At c=64 (one process, 64 streams of 10 ms tokens) chunks trail by p50 < 2 ms, p99 < 15 ms."""
         res = run(
@@ -78,8 +79,7 @@ class TestTimingAgainstServerLog:
         log = server.log()
         trails = np.concatenate([trail_ms(r, log) for r in res.records])
         assert trails.min() >= 0.0
-        assert np.median(trails) < 2.0
-        assert np.percentile(trails, 99) < 15.0
+        assert_percentiles(trails, "c=64 chunk trail", p50=2.0, p99=15.0)
 
     def test_role_only_first_chunk_is_not_the_first_token(self, server, make_profile):
         """The role-only delta arrives at once; TTFT waits for the first content (>= 50 ms)."""
@@ -87,7 +87,7 @@ class TestTimingAgainstServerLog:
         ttft = res.summary["metrics"]["ttft_ms"]
         ttfb = res.summary["metrics"]["ttfb_ms"]
         assert ttft["min"] >= 50.0
-        assert ttfb["max"] < 40.0  # the role chunk is the first byte, well before the first token
+        assert ttfb["max"] < ttft["min"]  # the role chunk is the first byte, before any first token
 
     def test_reasoning_chunks_are_timed_separately(self, server, make_profile):
         """reasoning_content deltas are token chunks of their own kind; the answer starts later."""
@@ -236,6 +236,7 @@ class TestConnections:
 
 
 class TestDriver:
+    @pytest.mark.timing_absolute
     def test_open_loop_follows_the_seeded_schedule(self, server, make_profile):
         """Each request is stamped with its absolute deadline and sent within 0.5 ms of it (p50),
         2 ms (p95)."""
@@ -248,7 +249,8 @@ class TestDriver:
         t0 = recs[0].t_sched_ns - int(offsets[0])
         assert [r.t_sched_ns - t0 for r in recs] == [int(o) for o in offsets[:40]]
         lag = np.array([r.t_send_ns - r.t_sched_ns for r in recs]) / MS
-        assert lag.min() >= 0 and np.median(lag) < 0.5 and np.percentile(lag, 95) < 2.0
+        assert lag.min() >= 0
+        assert_percentiles(lag, "open-loop send lag", p50=0.5, p95=2.0)
 
     def test_concurrency_cap_wait_shows_as_client_lag(self, server, make_profile):
         """With 1 slot and 100 req/s offered, requests queue behind the cap: lag grows, not hides."""
@@ -262,9 +264,16 @@ class TestDriver:
                 workload__num_requests=5,
             )
         )
-        lag = [(r.t_send_ns - r.t_sched_ns) / MS for r in sorted(res.records, key=lambda r: r.id)]
-        assert lag[0] < 2.0
-        assert lag[-1] > 300.0  # ~ 4 x 130 ms of service minus 4 x 10 ms of schedule
+        recs = sorted(res.records, key=lambda r: r.id)
+        # One slot: each request waits for the one before to end, measured here, so its lag is at
+        # least that wait (~130 ms of service each against a schedule 10 ms apart): it grows.
+        for before, r in zip(recs, recs[1:]):
+            assert r.t_send_ns >= before.t_end_ns
+            assert (
+                r.t_send_ns - r.t_sched_ns
+                >= before.t_end_ns - r.t_sched_ns
+                > before.t_send_ns - before.t_sched_ns
+            )
         client = res.summary["client"]
         assert client["client_limited"] is False  # the cap, not a slow client, held them back
         assert [w["warning"] for w in client["warnings"]] == ["schedule_slip"]
@@ -478,6 +487,7 @@ class TestServerTokenize:
 
 
 class TestNoFullCollectionDuringLoad:
+    @pytest.mark.timing_absolute
     def test_old_objects_are_frozen_while_the_load_runs(self, server, make_profile, monkeypatch):
         """A full garbage collection walks every object in the process and stalled the event
         loop ~50 ms mid-run; with the pre-run objects frozen, none that long happens in the load."""
@@ -519,4 +529,4 @@ class TestNoFullCollectionDuringLoad:
         assert res.summary["counts"]["ok"] == 200
         assert gc.get_freeze_count() == 0  # unfrozen afterwards
         assert pauses, "the load allocates: some young collections must have run"
-        assert max(d for _, d in pauses) < 10.0
+        assert_within(max(d for _, d in pauses), 10.0, "longest collection pause during the load")

@@ -14,12 +14,12 @@ import time
 import pytest
 import trustme
 
-from loadgen.config import load_profile
 from loadgen.errors import RunError
 from loadgen.report import write_report
 from loadgen.testing.hostile import HostileServer
 
-from helpers import run
+import helpers
+from helpers import assert_within, run
 
 TRANSPORTS = ("httptools", "aiohttp", "httpx")
 N = 6
@@ -46,25 +46,10 @@ def ca_file(ca, tmp_path_factory):
 
 
 def profile(url: str, transport: str, out, **target):
-    sets = {f"target.{k}": v for k, v in target.items()}
-    return load_profile(
-        None,
-        overrides={
-            "target.url": url,
-            "target.transport": transport,
-            "target.connect_timeout_s": 3.0,
-            "target.read_timeout_s": 3.0,
-            "target.timeout_s": 5.0,
-            "load.concurrency": 2,
-            "workload.num_requests": N,
-            "workload.input_tokens": 8,
-            "workload.output_tokens": 4,
-            "output.dir": str(out),
-            "output.progress": False,
-            "server_metrics.enabled": False,
-            **sets,
-        },
-    )
+    base = {"target.transport": transport, "target.connect_timeout_s": 3.0, "target.read_timeout_s": 3.0,
+            "target.timeout_s": 5.0, "workload.num_requests": N, "workload.input_tokens": 8,
+            "workload.output_tokens": 4, "output.dir": str(out), "server_metrics.enabled": False}  # fmt: skip
+    return helpers.profile(out, url, **{**base, **{f"target.{k}": v for k, v in target.items()}})
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -87,12 +72,20 @@ class TestTls:
         write_report(res.run_dir)
         assert "TLS not verified" in (res.run_dir / "report.md").read_text()
 
+    @pytest.mark.timing_absolute
     def test_https_to_a_plain_port_says_it_is_plain_http(self, transport, tmp_path):
+        """The handshake to a plain server waits out the connect timeout (1 s here) and says why."""
         with HostileServer("ok") as plain:
             t0 = time.monotonic()
             with pytest.raises(RunError, match=r"plain.HTTP.*use http://"):
-                run(profile(plain.url.replace("http://", "https://"), transport, tmp_path))
-            assert time.monotonic() - t0 < 8
+                run(
+                    profile(
+                        plain.url.replace("http://", "https://"), transport, tmp_path, connect_timeout_s=1.0
+                    )
+                )
+            assert_within(
+                time.monotonic() - t0, 1.0 + 4.0, "the refusal, after a 1 s connect timeout", unit="s"
+            )
 
     def test_http_to_a_tls_port_says_to_use_https(self, transport, tls_server, tmp_path):
         with pytest.raises(RunError, match=r"if this port speaks TLS, use https://"):

@@ -21,7 +21,7 @@ from loadgen.workload import Workload, stage_schedule
 from loadgen.workload.traces import load_trace
 
 import helpers
-from helpers import cli, run
+from helpers import assert_percentiles, assert_within, cli, run
 
 MS = 1e6
 ROOT = Path(__file__).parents[2]
@@ -37,6 +37,7 @@ def sim_profile(tmp_path: Path, **overrides):
 
 
 class TestSessions:
+    @pytest.mark.timing_absolute
     def test_every_turn_carries_the_prompts_and_answers_really_sent(self, make_profile):
         """2 sessions at a time of 3 turns, 12 turns: each turn's messages, as the server
         received them, are the earlier user messages and the answers its log says it sent,
@@ -60,6 +61,7 @@ class TestSessions:
         # Turns take the run's 12 ids in send order: the sessions begun last are cut short.
         assert sum(len(v) for v in by_session.values()) == 12
         assert sum(len(v) == 3 for v in by_session.values()) >= 3
+        late = []  # how long after its think time each later turn was sent (ms)
         for turns in by_session.values():
             turns.sort(key=lambda r: r.turn)
             assert [r.turn for r in turns] == list(range(1, len(turns) + 1))
@@ -72,7 +74,8 @@ class TestSessions:
                 assert r.answer is None  # read for the history, not kept (output.answers.keep off)
             for before, after in zip(turns, turns[1:]):
                 assert after.t_sched_ns - before.t_end_ns >= 0.05 * 1e9
-                assert after.t_send_ns - before.t_end_ns < 0.05 * 1e9 + 20 * MS
+                late.append((after.t_send_ns - before.t_end_ns) / MS - 50.0)
+        assert_within(max(late), 20.0, "a later turn sent after its 50 ms think time")
         block = res.summary["sessions"]
         assert block["sessions"] == len(by_session) and block["failed_turns"] == 0
         per_turn = [sum(len(v) >= k for v in by_session.values()) for k in (1, 2, 3)]
@@ -103,6 +106,7 @@ class TestSessions:
 
 
 class TestTraceReplay:
+    @pytest.mark.timing_absolute
     def test_sends_land_on_the_scaled_timestamps(self, tmp_path, make_profile):
         """A 30-row native trace over 0.58 s replayed at time_scale 2: every request is
         scheduled exactly at twice its trace offset (ns), sent within 1 ms of it (median; 90 %
@@ -126,7 +130,8 @@ class TestTraceReplay:
         start = recs[0].t_sched_ns
         assert [r.t_sched_ns - start for r in recs] == [40 * k * 1_000_000 for k in range(30)]
         lag = np.array([(r.t_send_ns - r.t_sched_ns) / MS for r in recs])
-        assert np.median(lag) < 1.0 and np.percentile(lag, 90) < 5.0 and lag.max() < 50.0
+        assert lag.min() >= 0
+        assert_percentiles(lag, "trace replay send lag", p50=1.0, p90=5.0, max=50.0)
         assert [r.requested_output_tokens for r in recs] == [2 + k % 3 for k in range(30)]
         assert res.summary["conditions"]["traffic"]["trace"]["requests"] == 30
 

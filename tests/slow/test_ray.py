@@ -35,6 +35,8 @@ from loadgen.errors import RunError
 from loadgen.runner import api
 from loadgen.testing import StreamServer
 
+from helpers import assert_percentiles, assert_within
+
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'loadgen[ray]' (CI installs it)")
 
 MS = 1e6
@@ -231,6 +233,7 @@ def test_each_worker_names_its_ray_node(ray_run: Any) -> None:
     assert len(nodes) == 2, workers
 
 
+@pytest.mark.timing_absolute
 def test_records_are_on_the_drivers_clock(ray_run: Any) -> None:
     """Same machine, one CLOCK_MONOTONIC: no shift is applied, and each first token is stamped
     after the server sent it and soon after (an actor on a clock of its own would be far off)."""
@@ -244,9 +247,10 @@ def test_records_are_on_the_drivers_clock(ray_run: Any) -> None:
         [(t - log[rid]["first_token_ns"]) / MS for rid, t in zip(df["response_id"], df["t_first_token_ns"])]
     )
     assert trail.min() >= 0.0
-    assert np.median(trail) < 2.0
+    assert_percentiles(trail, "Ray actor: first-token trail", p50=2.0)
 
 
+@pytest.mark.timing_absolute
 def test_ttft_matches_the_servers_log(ray_run: Any) -> None:
     """The client's TTFT exceeds the server's own by the request's trip, never less, under 1 ms
     at the median (tests/loopback/test_engine.py's bound) and 15 ms at most: an actor's tail is longer
@@ -264,7 +268,8 @@ def test_ttft_matches_the_servers_log(ray_run: Any) -> None:
         theirs = (gt["first_token_ns"] - gt["recv_ns"]) / MS
         assert ours >= 5.0
         excess.append(ours - theirs)
-    assert min(excess) >= 0 and np.median(excess) < 1.0 and max(excess) < 15.0, excess
+    assert min(excess) >= 0, excess  # one clock: never before the server sent it
+    assert_percentiles(excess, "Ray actor: TTFT excess over the server's", p50=1.0, max=15.0)
 
 
 class _Method:
@@ -316,6 +321,7 @@ def test_channel_cuts_batches_into_frames_wherever_they_split() -> None:
     assert fake.pushed == [(0, b"one"), (1, b"two")]
 
 
+@pytest.mark.timing_absolute
 def test_nothing_listening_is_a_one_line_error() -> None:
     from loadgen.runner.cluster import ray_channels
 
@@ -324,7 +330,7 @@ def test_nothing_listening_is_a_one_line_error() -> None:
     with pytest.raises(RunError) as err:
         asyncio.run(ray_channels(f"127.0.0.1:{port}", 2, lambda _msg: None))
     msg = str(err.value)
-    assert time.monotonic() - t0 < 10
+    assert_within(time.monotonic() - t0, 10.0, "the refusal came back after", unit="s")
     assert "\n" not in msg
     assert f"127.0.0.1:{port}" in msg and "ray start --head" in msg
 
