@@ -145,8 +145,8 @@ def slow_client(monkeypatch: pytest.MonkeyPatch, burn_ms: float) -> None:
 
 def margin(measured: float, bound: float, what: str, unit: str = "ms") -> str:
     """``what: measured X vs bound Y (margin Z)``: the line a timing assertion prints."""
-    left = bound - measured
-    return f"{what}: measured {measured:.3f} {unit} vs bound {bound:g} {unit} (margin {left:+.3f} {unit})"
+    u = f" {unit}" if unit else ""
+    return f"{what}: measured {measured:.3f}{u} vs bound {bound:g}{u} (margin {bound - measured:+.3f}{u})"
 
 
 def assert_within(measured: float, bound: float, what: str, unit: str = "ms") -> None:

@@ -18,7 +18,7 @@ import pytest
 from loadgen.analysis import fidelity
 from loadgen.runner import api
 
-from helpers import slow_client
+from helpers import assert_within, slow_client
 
 # A healthy client at c=4 trails the simulator's sends by 0.3-0.5 ms p99 here (first token).
 HEALTHY_P99_MS = fidelity.THRESHOLDS["first_token_lag_ms"]
@@ -56,7 +56,10 @@ def recomputed(run_dir: Path) -> tuple[list[float], list[float]]:
     return first, chunks
 
 
+@pytest.mark.timing_absolute
 def test_a_simulator_run_carries_its_own_measurement_error(make_profile):
+    """The block is exact against the two files; the verdict is exactly what its thresholds say
+    of the figures; a healthy client (absolute: printed with its margins) passes them."""
     res = sim_run(make_profile)
     block = res.summary["fidelity"]
     assert res.summary["counts"]["ok"] == 24
@@ -70,13 +73,15 @@ def test_a_simulator_run_carries_its_own_measurement_error(make_profile):
         assert got["max"] == pytest.approx(max(values), abs=1e-9)
         # One clock, and the server stamps before it writes: no token is seen before its stamp.
         assert got["min"] >= -fidelity.CLOCK_SLACK_MS
-    assert block["first_token_lag_ms"]["p99"] < HEALTHY_P99_MS
-    assert block["verdict"] == "pass", block["reasons"]
+    over = [k for k, bound in fidelity.THRESHOLDS.items() if block[k]["p99"] > bound]
+    assert block["verdict"] == ("fail" if over else "pass"), block["reasons"]
     # The TTFT error is the first-token lag plus the request's delivery to the server: >= the lag.
     assert block["ttft_error_ms"]["p50"] >= block["first_token_lag_ms"]["p50"] - 0.01
     assert block["ttft_error_ms"]["count"] == block["e2e_error_ms"]["count"] == 24
     assert block["tpot_error_ms"]["count"] == 24
-    assert abs(block["tpot_error_ms"]["p50"]) < 0.5
+    for name, bound in fidelity.THRESHOLDS.items():  # a healthy client passes: absolute
+        assert_within(block[name]["p99"], bound, f"healthy client: {name} p99")
+    assert_within(abs(block["tpot_error_ms"]["p50"]), 0.5, "healthy client: |TPOT error| p50")
 
 
 def test_a_client_slowed_on_purpose_shows_a_larger_error_and_fails(make_profile, monkeypatch):
