@@ -27,7 +27,7 @@ from loadgen.report.sections import client_section
 from loadgen.runner import api, selfcheck, selfcheck_store
 from loadgen.runner.fleet import usable_cores
 
-from helpers import cli, slow_client
+from helpers import assert_within, cli, slow_client
 
 BURN_MS = 0.6
 THRESHOLD_MS = 4.0
@@ -130,6 +130,7 @@ class TestRunWarning:
         assert self.rows["self-check ceiling"].startswith("none saved for this machine")
 
 
+@pytest.mark.timing_absolute  # the ceiling is where this machine's slowed client meets 4 ms
 def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
     slow_client(monkeypatch, BURN_MS)
     overrides = {"load.concurrency": 8, "workload.output_tokens": 24, "workload.input_tokens": 32}
@@ -144,7 +145,9 @@ def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
         assert r["workers"] == 1 and not r["at_least"]
         ceilings.append(r["ceiling"])
         runs.append([(s.load, s.passed, s.reasons) for s in steps])
-        assert r["tokens_per_s"] > 0 and r["first_token_lag_p99_ms"] <= THRESHOLD_MS
+        assert r["ceiling"] is not None, f"not even c=1 met {THRESHOLD_MS} ms here: {runs[-1]}"
+        assert r["tokens_per_s"] > 0
+        assert_within(r["first_token_lag_p99_ms"], THRESHOLD_MS + 1e-9, "first-token lag p99 at the ceiling")
         assert all(s.passed == (not s.reasons) for s in steps)
         # Only a failed run is repeated, once, and the repeat decides the load.
         loads: list[tuple[float, bool]] = []
