@@ -65,6 +65,7 @@ def _first_request_ns(server: StreamServer, proc: subprocess.Popen, stderr: Path
     pytest.fail(f"no request reached the server within {deadline_s} s")
 
 
+@pytest.mark.timing_absolute  # "finished before the kill" means by MARGIN_NS (50 ms)
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kill_after_s", KILL_AFTER_S)
 def test_kill9_keeps_every_finished_record_whole(slow_server, tmp_path, kill_after_s, record_property):
