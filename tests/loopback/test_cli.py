@@ -14,6 +14,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from loadgen.cli.main import build_parser
 
 from helpers import LOADGEN, cli, cli_env
@@ -161,6 +163,7 @@ def test_label_is_recorded_in_the_summary(tmp_path):
     assert summary["conditions"]["labels"] == {"gpu": "H200", "tp": "2"}
 
 
+@pytest.mark.slow  # a real-time run of several seconds
 def test_sigint_stops_cleanly_and_keeps_every_record(tmp_path):
     """SIGINT mid-run exits 130 (an incomplete run) within 10 s, prints INCOMPLETE and no SLA
     verdict, with interrupted: true, cancelled > 0 and one JSONL line per request sent."""

@@ -44,6 +44,7 @@ class TestLimitsFromTheCommandLine:
         assert "workload.num_requests" not in out and "workload.duration_s" not in out
 
 
+@pytest.mark.slow  # a real-time run of several seconds
 def test_the_summary_and_console_say_which_limit_ended_the_run(tmp_path):
     """Both limits set: 12 requests at c=4 end long before 60 s, and the run says the count did."""
     out = tmp_path / "reports"
@@ -92,6 +93,7 @@ class TestSweepWarmup:
         assert sweep_warmup(warmup, concurrency, rate) == want
 
 
+@pytest.mark.slow  # a real-time run of several seconds
 def test_a_sweep_of_short_stages_measures_every_stage(tmp_path):
     """quickstart's 16 warm-up requests filled the whole 6 s c=1 stage, which was listed as
     'fail' with no figures; with the warm-up scaled per stage every stage measures requests and
@@ -130,6 +132,7 @@ def test_a_stage_of_only_warm_up_has_no_verdict_and_says_why():
     assert block["no_verdict"] == "no measured request: every request sent was warm-up"
 
 
+@pytest.mark.slow  # a real-time run of several seconds
 def test_a_trace_replay_says_what_it_replays(tmp_path):
     """The load line of a trace replay names the file, the requests, the span as replayed and
     the time scale (it read "open loop, None req/s poisson"), and the run says the trace ended it."""

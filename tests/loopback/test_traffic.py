@@ -141,6 +141,7 @@ class TestTraceReplay:
         with pytest.raises(ConfigError, match="a trace replays its own arrival times"):
             load_profile(None, overrides={"workload.trace": {"path": str(path)}, "load.rate": 4})
 
+    @pytest.mark.slow  # a real-time run of several seconds
     def test_the_mooncake_samples_reuse_is_the_simulators_hit_rate(self, tmp_path):
         """The shipped Mooncake-layout sample's first 8 s, twice as fast: the simulator's prefix
         cache hits the share of prompt tokens the trace's hash_ids designed, within 2 %."""
