@@ -1,5 +1,11 @@
 """Helpers the test files import (``from helpers import run``); fixtures stay in conftest.py.
 
+One of each: ``profile`` builds a profile from dotted overrides (the ``make_profile`` fixture
+wraps it), ``cli`` runs ``python -m loadgen`` in a subprocess, ``ok_record``/``failed_record``
+build records from literal milliseconds, ``run`` runs a profile as ``loadgen run`` does. A
+timing bound in absolute units goes through ``assert_within``/``assert_percentiles`` (in a test
+marked ``timing_absolute``), which print measured, bound and margin (``pytest -rA`` shows them).
+
 A plain module on the tests' path rather than names taken from conftest.py: pytest imports a
 conftest itself, under its own rules, and importing it again as a module is not supported.
 """
