@@ -9,12 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from loadgen.records import RequestRecord
 from loadgen.report import write_report
 from loadgen.server import metrics as sm
 from loadgen.server.scraper import SERVER_METRICS, ServerMetricsScraper
 
-from helpers import assert_within, run
+from helpers import assert_within, ok_record, run
 
 MS = 1_000_000
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "runs"
@@ -373,31 +372,13 @@ class TestSummarize:
         assert sm.summarize(rows, None, {})["histograms"] == {}
 
 
-def rec(id, send_ms, chunks_ms, tokens=None, ok=True, output_tokens=None):
-    times = [int(t * MS) for t in chunks_ms]
-    return RequestRecord(
-        id=id,
-        warmup=False,
-        t_sched_ns=int(send_ms * MS),
-        t_send_ns=int(send_ms * MS),
-        requested_output_tokens=8,
-        requested_prompt_tokens=8,
-        ok=ok,
-        t_first_token_ns=times[0] if times else None,
-        t_end_ns=times[-1] + MS if times else None,
-        chunk_times_ns=times,
-        chunk_tokens=list(tokens or [1] * len(times)),
-        output_tokens=output_tokens if output_tokens is not None else sum(tokens or [1] * len(times)),
-    )
-
-
 class TestClientMeans:
     def test_means_over_ok_requests(self):
         """TTFT, E2E and TPOT per request; ITL pooled per chunk gap and per token."""
         records = [
-            rec(0, 0, [100, 110, 130], tokens=[1, 1, 2]),
-            rec(1, 50, [250, 270]),
-            rec(2, 0, [5, 6], ok=False),
+            ok_record(0, send_ms=0, ttft_ms=100, gaps_ms=(10, 20), tokens=(1, 1, 2), end_after_last_ms=1),
+            ok_record(1, send_ms=50, ttft_ms=200, gaps_ms=(20,), tokens=(1, 1), end_after_last_ms=1),
+            ok_record(2, send_ms=0, ttft_ms=5, gaps_ms=(1,), tokens=(1, 1), ok=False),
         ]
         means = sm.client_means(records)
         assert means["ttft"] == pytest.approx(150.0)  # (100 + 200) / 2
