@@ -275,8 +275,11 @@ class TestDriver:
                 > before.t_send_ns - before.t_sched_ns
             )
         client = res.summary["client"]
-        assert client["client_limited"] is False  # the cap, not a slow client, held them back
-        assert [w["warning"] for w in client["warnings"]] == ["schedule_slip"]
+        assert [w["warning"] for w in client["warnings"]][-1] == "schedule_slip"
+        # The cap, not a slow client, held them back: the send lag is no client_limited reason
+        # (whether this machine's own loop lag made the client limited is not this test's point).
+        limited = [w["reasons"] for w in client["warnings"] if w["warning"] == "client_limited"]
+        assert not any(r.startswith("requests sent late") for reasons in limited for r in reasons)
 
     def test_warmup_requests_are_recorded_but_excluded(self, server, make_profile):
         """Warm-up requests appear in requests.jsonl flagged, and in no statistic."""
@@ -306,8 +309,12 @@ class TestDriver:
 
         async def main():
             stop = asyncio.Event()
-            asyncio.get_running_loop().call_later(0.9, stop.set)
-            return await api.run_async(p, stop=stop)
+
+            def stop_after_four(progress):  # mid-run by the run's own count, not a wall-clock guess
+                if progress.live.done >= 4:
+                    stop.set()
+
+            return await api.run_async(p, stop=stop, on_progress=stop_after_four)
 
         res = asyncio.run(main())
         c = res.summary["counts"]
