@@ -102,6 +102,7 @@ def test_sim_run_writes_the_result_files(tmp_path):
         "8",
         "--warmup",
         "0",
+        "--no-report",  # the report is test_report's; rendering it costs ~2 s
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
@@ -131,6 +132,7 @@ def test_fail_on_sla_exits_1_when_a_rule_fails(tmp_path):
         "--fail-on-sla",
         "--set",
         'sla.rules=["p50 ttft_ms < 0.001"]',
+        "--no-report",  # the report is test_report's; rendering it costs ~2 s
         cwd=tmp_path,
     )
     assert res.returncode == 1, res.stderr
@@ -156,6 +158,7 @@ def test_label_is_recorded_in_the_summary(tmp_path):
         "gpu=H200",
         "--label",
         "tp=2",
+        "--no-report",  # the report is test_report's; rendering it costs ~2 s
         cwd=tmp_path,
     )
     assert res.returncode == 0, res.stderr
