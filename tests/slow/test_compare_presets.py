@@ -38,6 +38,7 @@ def sweep(out, gpu: str):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # two sweeps to saturation: alone, not beside another worker
 def test_the_overlay_is_drawn_and_capacity_follows_bandwidth(tmp_path):
     h100, a100 = sweep(tmp_path, "h100"), sweep(tmp_path, "a100")
     fast = [p["throughput_rps"] for p in h100.summary["curve"]["points"]]

@@ -131,6 +131,7 @@ class TestRunWarning:
 
 
 @pytest.mark.timing_absolute  # the ceiling is where this machine's slowed client meets 4 ms
+@pytest.mark.serial
 def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
     slow_client(monkeypatch, BURN_MS)
     overrides = {"load.concurrency": 8, "workload.output_tokens": 24, "workload.input_tokens": 32}
@@ -167,6 +168,7 @@ def test_the_search_finds_the_ceiling_reproducibly(monkeypatch, cache):
     assert result["key"] == "httptools/closed" and result["machine"] == selfcheck_store.machine()
 
 
+@pytest.mark.serial
 @pytest.mark.skipif(usable_cores() < 4, reason="needs 4 cores: the simulator takes one, each worker another")
 def test_the_ceiling_rises_with_workers_where_there_are_cores(cache):
     overrides = {"load.concurrency": 256, "workload.output_tokens": 32, "workload.input_tokens": 32}

@@ -226,6 +226,8 @@ def simulator_capacity(target: float, rates: np.ndarray, n: int = 20_000) -> flo
 
 
 @pytest.mark.slow
+@pytest.mark.timing_absolute  # the search stops where the client lags 10 ms (absolute): a quiet machine
+@pytest.mark.serial
 def test_capacity_on_the_simulator_matches_its_own_answer(tmp_path, capsys):
     profile = tmp_path / "capacity-sim.yaml"
     profile.write_text(PROFILE)
