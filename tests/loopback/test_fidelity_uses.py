@@ -21,7 +21,6 @@ import loadgen
 from loadgen.analysis.compare import FIDELITY_ROWS, FIDELITY_VERDICT_ROW, TABLE_ROWS, metric_value
 from loadgen.analysis.fidelity import FIELDS
 from loadgen.analysis.gate import GateRules, gate, load_rules
-from loadgen.config import load_profile
 from loadgen.errors import ConfigError
 from loadgen.report import compare as compare_report
 from loadgen.report import fidelity as fidelity_report
@@ -29,6 +28,7 @@ from loadgen.report import gate as gate_report
 from loadgen.report import write_report
 from loadgen.report.compare import fmt
 
+import helpers
 from helpers import run
 
 ROOT = Path(__file__).parents[2]
@@ -37,17 +37,16 @@ N = 12  # requests a run makes, each streaming 8 tokens
 
 
 def _run(url: str | None, out: Path) -> Path:
-    profile = load_profile(
-        None,
-        overrides={
-            "target.url": url,
+    profile = helpers.profile(
+        out,
+        url,
+        **{
             "workload.num_requests": N,
             "load.concurrency": 4,
             "workload.output_tokens": 8,
             "load.warmup_requests": 0,
             "server_metrics.enabled": False,
             "output.dir": str(out),
-            "output.progress": False,
         },
     )
     return Path(run(profile).run_dir)

@@ -18,13 +18,13 @@ import pytest
 
 from loadgen.analysis.compare import compare
 from loadgen.analysis.gate import GateRules, gate, load_rules
-from loadgen.config import load_profile
 from loadgen.errors import ConfigError
 from loadgen.report import compare as compare_report
 from loadgen.runner import api
 from loadgen.testing.server import StreamServer
 from loadgen.workload import Workload
 
+import helpers
 from helpers import cli
 
 ROOT = Path(__file__).parents[2]
@@ -33,10 +33,10 @@ WRONG_MOD = 4
 
 
 def profile(url: str, out: Path, keep: bool = True):
-    return load_profile(
-        None,
-        overrides={
-            "target.url": url,
+    return helpers.profile(
+        out,
+        url,
+        **{
             "target.ignore_eos": False,
             "workload.num_requests": N,
             "workload.output_tokens": 16,
@@ -45,7 +45,6 @@ def profile(url: str, out: Path, keep: bool = True):
             "load.warmup_requests": 0,
             "output.answers": {"keep": keep},
             "output.dir": str(out),
-            "output.progress": False,
         },
     )
 

@@ -26,9 +26,9 @@ import numpy as np
 import orjson
 import pytest
 
-from loadgen.config import load_profile
 from loadgen.runner import api
 
+import helpers
 from helpers import assert_percentiles, assert_within
 
 MS = 1e6
@@ -42,18 +42,15 @@ NEG_MARGIN_MS = 0.2
 
 
 def _run_sim(tmp_path: Path, concurrency: int, num_requests: int, output_tokens: int):
-    profile = load_profile(
+    profile = helpers.profile(
+        tmp_path,
         None,
-        overrides={
-            "target.url": None,
+        **{
             "sim": {"preset": PRESET, "time_scale": 1.0, "seed": 1},
             "load.concurrency": concurrency,
             "load.warmup_requests": 0,
             "workload.num_requests": num_requests,
-            "workload.input_tokens": 32,
             "workload.output_tokens": output_tokens,
-            "output.dir": str(tmp_path / "reports"),
-            "output.progress": False,
         },
     )
     res = asyncio.run(api.run_async(profile))
