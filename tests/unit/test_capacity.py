@@ -258,9 +258,9 @@ def test_capacity_on_the_simulator_matches_its_own_answer(tmp_path, capsys):
     assert lo <= truth <= hi
 
     # One run folder like any other: every stage's records, the stages and the curve.
-    from test_schema import validator
-
     from loadgen.result import load_records
+
+    from .test_schema import validator
 
     records = load_records(run)
     assert {r.stage for r in records} == {s["stage"] for s in cap["stages"]} == set(range(len(cap["stages"])))
