@@ -30,11 +30,11 @@ import numpy as np
 import pytest
 
 from loadgen import load_run
-from loadgen.config import load_profile
 from loadgen.errors import RunError
 from loadgen.runner import api
 from loadgen.testing import StreamServer
 
+import helpers
 from helpers import assert_percentiles, assert_within
 
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'loadgen[ray]' (CI installs it)")
@@ -185,21 +185,12 @@ def ray_run(ray_cluster: Cluster, fast_server: StreamServer, tmp_path_factory: p
     """One closed-loop run (concurrency 4, 4 warm-up and 40 measured requests) over two actors,
     and the server's log."""
     fast_server.clear_log()
-    profile = load_profile(
-        None,
-        overrides={
-            "target.url": fast_server.url,
-            "workload.num_requests": N,
-            "load.concurrency": 4,
-            "load.warmup_requests": WARMUP,
-            "workload.input_tokens": 32,
-            "workload.output_tokens": 6,
-            "client.ray": ray_cluster.address,
-            "client.workers": 2,
-            "output.dir": str(tmp_path_factory.mktemp("ray") / "reports"),
-            "output.progress": False,
-        },
-    )
+    profile = helpers.profile(
+        tmp_path_factory.mktemp("ray"),
+        fast_server.url,
+        **{"workload.num_requests": N, "load.concurrency": 4, "load.warmup_requests": WARMUP,
+           "workload.output_tokens": 6, "client.ray": ray_cluster.address, "client.workers": 2},
+    )  # fmt: skip
     t0 = time.monotonic()
     res = api.run(profile)
     print(f"the Ray run took {time.monotonic() - t0:.1f} s (connect, 2 actors, 40 requests, close)")
@@ -412,20 +403,12 @@ def test_a_lost_worker_costs_only_its_own_requests(ray_cluster: Cluster, tmp_pat
             await killer
 
     with StreamServer(ttft_ms=5, itl_ms=10) as server:
-        profile = load_profile(
-            None,
-            overrides={
-                "target.url": server.url,
-                "workload.num_requests": 120,
-                "load.concurrency": 4,
-                "workload.input_tokens": 32,
-                "workload.output_tokens": 10,
-                "client.ray": ray_cluster.address,
-                "client.workers": 2,
-                "output.dir": str(tmp_path / "reports"),
-                "output.progress": False,
-            },
-        )
+        profile = helpers.profile(
+            tmp_path,
+            server.url,
+            **{"workload.num_requests": 120, "load.concurrency": 4, "workload.output_tokens": 10,
+               "client.ray": ray_cluster.address, "client.workers": 2},
+        )  # fmt: skip
         t0 = time.monotonic()
         res = asyncio.run(run_and_kill(profile))
     s = res.summary
