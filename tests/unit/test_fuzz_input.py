@@ -421,11 +421,25 @@ def _says_what(problem: str) -> bool:
     return any(w in problem for w in ("YAML", "UTF", "top level", "file", "nested", "mapping"))
 
 
+_TOOK: list[tuple[float, str]] = []  # this test's inputs: (seconds, what)
+
+
+@pytest.fixture(autouse=True)
+def _slowest_input_margin() -> Iterator[None]:
+    """After each test, its slowest input against BOUND_S (``-rA`` shows the line)."""
+    _TOOK.clear()
+    yield
+    if _TOOK:
+        took, what = max(_TOOK)
+        print(margin(took, BOUND_S, f"slowest input ({what[:80]}) answered after", unit="s"))
+
+
 @contextlib.contextmanager
 def _within(seconds: float, what: str) -> Iterator[None]:
     t0 = time.monotonic()
     yield
     took = time.monotonic() - t0
+    _TOOK.append((took, what))
     assert took < seconds, margin(took, seconds, f"{what} answered after", unit="s")
 
 
