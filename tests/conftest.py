@@ -1,4 +1,5 @@
-"""Shared fixtures: scripted streaming servers on loopback, and profiles pointed at them.
+"""Shared fixtures: scripted streaming servers on loopback, and profiles pointed at them; every
+test under tests/slow/ is marked ``slow``.
 
 Helpers that test files import by name live in helpers.py (``from helpers import run``)."""
 
@@ -9,8 +10,18 @@ from typing import Any
 
 import pytest
 
-from loadgen.config import load_profile
 from loadgen.testing import StreamServer
+
+from helpers import profile
+
+SLOW = Path(__file__).parent / "slow"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The folder is the marker: a test under tests/slow/ is slow (``-m "not slow"`` skips it)."""
+    for item in items:
+        if SLOW in item.path.parents:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -32,19 +43,10 @@ def server():
 
 @pytest.fixture
 def make_profile(tmp_path: Path):
-    """A profile for the given server, as if the CLI had been given these dotted overrides."""
+    """A profile for the given server, as if the CLI had been given these dotted overrides
+    (helpers.profile, writing under this test's tmp_path)."""
 
     def make(url: str | None, **overrides: Any):
-        base = {
-            "target.url": url,
-            "workload.num_requests": 8,
-            "load.concurrency": 2,
-            "workload.input_tokens": 32,
-            "workload.output_tokens": 8,
-            "output.dir": str(tmp_path / "reports"),
-            "output.progress": False,
-        }
-        base.update({k.replace("__", "."): v for k, v in overrides.items()})
-        return load_profile(None, overrides=base)
+        return profile(tmp_path, url, **overrides)
 
     return make

@@ -22,6 +22,7 @@ from loadgen.sim.text import (
 )
 
 from .helpers import ThreadedSim
+from helpers import assert_within
 
 MODEL = "meta-llama/Meta-Llama-3-8B-Instruct"
 
@@ -151,6 +152,7 @@ class TestTokenIdentities:
         chat = chat_tokens([{"role": "user", "content": text}])
         assert not set(block_hashes(chat, 16)) & set(block_hashes(text_tokens(text), 16))
 
+    @pytest.mark.timing_absolute
     def test_hashing_2000_words_takes_well_under_a_millisecond(self):
         """Best of 20 (measured 0.17-0.2 ms on the 2-core development machine); bound 1 ms."""
         text = words("t", 2000)
@@ -159,7 +161,7 @@ class TestTokenIdentities:
             t0 = time.perf_counter()
             block_hashes(text_tokens(text), 16)
             best = min(best, time.perf_counter() - t0)
-        assert best < 1e-3
+        assert_within(best * 1e3, 1.0, "hashing 2000 words, best of 20")
 
 
 class TestEngine:
