@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen.errors import LoadgenError
+from loadgen.summary import Summary
 
 COST_LABEL, COUNT_LABEL = "gpu_hour_cost", "gpu_count"
 FORMULA = "usd_per_million_tokens = gpu_hour_cost * gpu_count / 3600 / tokens_per_s * 1e6"
@@ -58,7 +59,7 @@ def cost_inputs(
     return CostInputs(cost, count, cost_src, count_src)
 
 
-def cost_figures(summary: dict, inputs: CostInputs) -> dict:
+def cost_figures(summary: Summary, inputs: CostInputs) -> dict:
     """The ``cost.json`` content: the inputs, the throughputs used and $ per million tokens.
 
     A throughput of zero or none (nothing delivered) gives ``None`` for its price: no finite

@@ -15,6 +15,7 @@ import orjson
 from loadgen.analysis.cost import CostError, CostInputs, cost_figures, cost_inputs
 from loadgen.errors import LoadgenError
 from loadgen.result import load_summary, load_table
+from loadgen.summary import Summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,7 +112,7 @@ def write_report(
 
 
 def _write_plots(
-    summary: dict,
+    summary: Summary,
     table: RecordTable,
     early: dict[str, Plot],
     run_dir: str | Path,

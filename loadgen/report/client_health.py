@@ -4,12 +4,16 @@ asked for) and Little's law (were the averages those of a steady state)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from loadgen.report.blocks import Alert, Section, Table, num, pct
+from loadgen.summary import Summary
 
 LITTLE_TOLERANCE = 0.10  # |ratio - 1| beyond this: the averages do not describe a steady state
 
 
-def client_section(summary: dict) -> Section:
+def client_section(summary: Summary) -> Section:
     client = summary.get("client") or {}
     lag = (summary.get("metrics") or {}).get("client_lag_ms") or {}
     loop = client.get("event_loop_lag_ms") or {}
@@ -46,7 +50,7 @@ def client_section(summary: dict) -> Section:
     return Section("Client health", tuple(blocks))
 
 
-def _selfcheck_rows(summary: dict) -> tuple[tuple[str, str], ...]:
+def _selfcheck_rows(summary: Summary) -> tuple[tuple[str, str], ...]:
     """The machine's self-check ceiling beside the load this run asked for (a real server's run;
     a simulator run proves its own accuracy in its fidelity section instead)."""
     check = (summary.get("client") or {}).get("selfcheck")
@@ -72,7 +76,7 @@ def _selfcheck_rows(summary: dict) -> tuple[tuple[str, str], ...]:
     )
 
 
-def littles_law_section(summary: dict) -> Section:
+def littles_law_section(summary: Summary) -> Section:
     m = summary.get("metrics") or {}
     ll = m.get("littles_law") or {}
     ratio = ll.get("ratio")
@@ -104,7 +108,7 @@ def littles_law_section(summary: dict) -> Section:
     return Section("Little's law", (table, verdict))
 
 
-def warning_text(w: dict) -> str:
+def warning_text(w: Mapping[str, Any]) -> str:
     """A client warning's message, with its reasons when it gives them."""
     text = str(w.get("message", ""))
     if w.get("reasons"):

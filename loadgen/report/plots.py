@@ -25,6 +25,7 @@ from loadgen.analysis.gaps import GapSamples, cdf_points
 from loadgen.analysis.metrics import Records, as_table, derived_columns, distribution_samples
 from loadgen.analysis.table import RecordTable
 from loadgen.report import timeseries
+from loadgen.summary import Summary
 
 DPI = 110
 _OK, _WARM, _FAIL, _LINE = "#1f77b4", "#b0b0b0", "#d62728", "#444444"
@@ -39,7 +40,7 @@ class Plot:
     png: bytes
 
 
-def chunk_plots(summary: Mapping[str, Any], records: Records) -> dict[str, Plot]:
+def chunk_plots(summary: Summary, records: Records) -> dict[str, Plot]:
     """The plots drawn from the chunk lists, by name: the ITL CDF and the per-second bins.
     ``loadgen.report`` draws them first, so that it can free the lists (most of a long run's
     table: ``RecordTable.without_chunks``) before the other plots, the frame and the files."""
@@ -59,9 +60,7 @@ def chunk_plots(summary: Mapping[str, Any], records: Records) -> dict[str, Plot]
     }
 
 
-def render_plots(
-    summary: Mapping[str, Any], records: Records, drawn: Mapping[str, Plot] | None = None
-) -> list[Plot]:
+def render_plots(summary: Summary, records: Records, drawn: Mapping[str, Plot] | None = None) -> list[Plot]:
     """The report's plots of a run (a ``RecordTable`` or its records); ``drawn``: what
     ``chunk_plots`` gave for it, when the caller has drawn those already."""
     table = as_table(records)
@@ -84,7 +83,7 @@ def render_plots(
     ]
 
 
-def thresholds(summary: Mapping[str, Any], metrics: Sequence[str]) -> list[tuple[str, float]]:
+def thresholds(summary: Summary, metrics: Sequence[str]) -> list[tuple[str, float]]:
     """(label, value in ms) of every SLA line for these metrics: per-request SLOs, then rules."""
     sla = summary.get("sla") or {}
     out = [(f"SLO {k} <= {v:g}", float(v)) for k, v in (sla.get("slos") or {}).items() if k in metrics]
@@ -100,7 +99,7 @@ def _cdf(
     name: str,
     title: str,
     series: Mapping[str, Any],
-    summary: Mapping[str, Any],
+    summary: Summary,
     metrics: Sequence[str],
 ) -> Plot:
     fig, ax = _figure()
@@ -130,7 +129,7 @@ def _cdf(
 
 
 def _over_time(
-    name: str, column: str, derived: Mapping[str, np.ndarray], summary: Mapping[str, Any], table: RecordTable
+    name: str, column: str, derived: Mapping[str, np.ndarray], summary: Summary, table: RecordTable
 ) -> Plot:
     title = metric_defs.get(column).plot_title
     fig, ax = _figure()

@@ -10,7 +10,8 @@ file cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from loadgen import metric_defs
 from loadgen.analysis.cost import COST_LABEL, COUNT_LABEL, FORMULA
@@ -23,6 +24,7 @@ from loadgen.report.headline import headline_section, main_plot
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
 from loadgen.report.traffic import sessions_section, with_traffic
+from loadgen.summary import Summary
 
 # The client's health and Little's law (client_health.py) stay importable from here.
 __all__ = [
@@ -38,7 +40,7 @@ LATENCY_ROWS: tuple[tuple[str, str], ...] = tuple(
 LATENCY_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
 
 
-def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
+def build_sections(summary: Summary, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
     # The headline first (every report), then alerts; a multi-stage run's stages after its SLA.
     alerts = top_alerts(summary)
     out = [headline_section(summary, plots, cost)]
@@ -64,7 +66,7 @@ def build_sections(summary: dict, cost: dict | None, plots: Sequence[Image]) -> 
     return out
 
 
-def top_alerts(summary: dict) -> list[Alert]:
+def top_alerts(summary: Summary) -> list[Alert]:
     """What a reader must see before any number: the client limited the run, or it was cut short."""
     out = []
     for w in (summary.get("client") or {}).get("warnings") or []:
@@ -101,7 +103,7 @@ def top_alerts(summary: dict) -> list[Alert]:
     return out
 
 
-def sla_section(summary: dict) -> Section:
+def sla_section(summary: Summary) -> Section:
     sla = summary.get("sla") or {}
     verdict = sla.get("verdict", "none")
     blocks: list = []
@@ -126,7 +128,7 @@ def sla_section(summary: dict) -> Section:
     return Section("SLA and goodput", tuple(blocks))
 
 
-def latency_table(summary: dict) -> Table:
+def latency_table(summary: Summary) -> Table:
     """A row per distribution of the registry's latency table; the ones measured from the
     scheduled send only where they differ from their send-based twins (``table_shows``)."""
     rows = []
@@ -139,7 +141,7 @@ def latency_table(summary: dict) -> Table:
     return Table(header, tuple(rows), "l" + "r" * (len(header) - 1))
 
 
-def scalar_rows(summary: dict, table: str) -> tuple[tuple[str, str], ...]:
+def scalar_rows(summary: Summary, table: str) -> tuple[tuple[str, str], ...]:
     """(label, value) of each run scalar the registry shows in the report's ``table``."""
 
     def shown(d: metric_defs.MetricDef) -> str:
@@ -149,7 +151,7 @@ def scalar_rows(summary: dict, table: str) -> tuple[tuple[str, str], ...]:
     return tuple((d.label, shown(d)) for d in metric_defs.RUN_SCALARS if d.report == table)
 
 
-def latency_section(summary: dict) -> Section:
+def latency_section(summary: Summary) -> Section:
     table = latency_table(summary)
     failed = (summary.get("counts") or {}).get("failed") or 0
     lead = (
@@ -175,7 +177,7 @@ def latency_section(summary: dict) -> Section:
     return Section("Latency", (table, Text(text)))
 
 
-def throughput_section(summary: dict) -> Section:
+def throughput_section(summary: Summary) -> Section:
     c = summary.get("counts") or {}
     rows = (
         *scalar_rows(summary, "throughput"),
@@ -197,7 +199,7 @@ def throughput_section(summary: dict) -> Section:
     )
 
 
-def resent_alert(counts: dict) -> Alert | None:
+def resent_alert(counts: Mapping[str, Any]) -> Alert | None:
     """The requests sent twice (a reused connection that ended before any byte of the answer):
     the server saw each of them twice, so the report says how many."""
     retries = counts.get("retries") or {}
@@ -213,7 +215,7 @@ def resent_alert(counts: dict) -> Alert | None:
     )
 
 
-def errors_section(summary: dict) -> Section:
+def errors_section(summary: Summary) -> Section:
     c = summary.get("counts") or {}
     by_class = c.get("errors_by_class") or {}
     resent = resent_alert(c)

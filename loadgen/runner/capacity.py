@@ -46,15 +46,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
 
 from loadgen.analysis import sla as sla_mod
-from loadgen.analysis.cost import CostInputs, cost_inputs, per_million
-from loadgen.analysis.curve import curve
+from loadgen.analysis.cost import cost_inputs
 from loadgen.config import LoadConfig, Profile
 from loadgen.errors import LoadgenError
-from loadgen.result import write_summary
 from loadgen.runner import api
 from loadgen.runner.capacity_search import (
     RESAMPLES,
@@ -70,8 +67,10 @@ from loadgen.runner.capacity_stages import (
     ERROR_RATE_LIMIT,
     CapacityPlan,
     StageMeasure,
+    capacity_block,
     measure,
 )
+from loadgen.summary import Capacity, Summary
 
 # The search is capacity_search.py, its stages capacity_stages.py: importable from here too.
 __all__ = [
@@ -93,59 +92,11 @@ class CapacityError(LoadgenError, ValueError):
     """A capacity search that cannot start: no SLO, a bad attainment, duration or rate."""
 
 
-def capacity_block(plan: CapacityPlan, costs: CostInputs | None, seed: int, method: str) -> dict[str, Any]:
-    """The capacity block (capacity.json and summary.capacity) of a finished search."""
-    s = plan.search
-    lo, _ = s.bracket()
-    ci_lo, ci_hi, crossing = interval(s.observed, s.target, seed=seed)
-    at = [m for m in plan.measures if m.rate == lo and m.client_lag_p99_ms is None]
-
-    def mean(key: str) -> float | None:
-        vals = [getattr(m, key) for m in at if getattr(m, key) is not None]
-        return float(np.mean(vals)) if vals else None
-
-    good, n = s.pooled().get(lo, (0, 0)) if lo is not None else (0, 0)
-    tokens = mean("output_tokens_per_s")
-    usd = per_million(costs.gpu_hour_cost * costs.gpu_count, tokens) if costs is not None else None
-    return {
-        "capacity_rps": None if lo is None else offered(s.observed)[lo],
-        "capacity_level_rps": lo,
-        "ci95": [ci_lo, ci_hi],
-        "crossing_rps": crossing,
-        "attainment": s.target,
-        "attainment_at_capacity": good / n if n else None,
-        "slos": dict(plan.slos),
-        "goodput_rps": mean("goodput_rps"),
-        "output_tokens_per_s": tokens,
-        "usd_per_million_output_tokens": usd,
-        "gpu_hour_cost_usd": None if costs is None else costs.gpu_hour_cost,
-        "gpu_count": None if costs is None else costs.gpu_count,
-        "stages": [
-            {
-                "stage": m.stage,
-                "rate": m.rate,
-                "offered_rps": m.flags.size / m.window_s if m.window_s else None,
-                "attainment": m.attainment,
-                "passed": plan.passed(m),
-                "requests": int(m.flags.size),
-                "throughput_rps": m.throughput_rps,
-                "ttft_p99_ms": m.ttft_p99_ms,
-                "tpot_p99_ms": m.tpot_p99_ms,
-                "error_rate": m.error_rate,
-                "counted": m.client_lag_p99_ms is None,
-            }
-            for m in plan.measures
-        ],
-        "stopped_because": s.stopped_because,
-        "method": method,
-    }
-
-
 @dataclass(slots=True)
 class CapacityRun:
     run_dir: Path
-    summary: dict[str, Any]  # summary.json, its "capacity" included
-    capacity: dict[str, Any]  # capacity.json
+    summary: Summary  # summary.json, its "capacity" included
+    capacity: Capacity  # capacity.json
 
 
 def capacity_profile(profile: Profile, start_rate: float, slos: dict[str, float] | None) -> Profile:
@@ -198,19 +149,14 @@ async def run_capacity(
             raise CapacityError(msg)
     costs = cost_inputs(dict(prof.labels), gpu_hour_cost=gpu_hour_cost, gpu_count=gpu_count)
     search = Search(start, attainment, precision=precision, max_stages=max_stages, max_rate=max_rate)
-    plan = CapacityPlan(search, chosen, stage_s=stage_s, warmup_s=warmup_s, on_stage=on_stage)
-    res = await api.run_async(prof, api_key=api_key, stop=stop, on_status=on_status, plan=plan)
-    summary = res.summary
-    if summary.get("interrupted"):
-        search.stopped_because = "interrupted (Ctrl-C or SIGTERM); the stage running then is not counted"
     method = METHOD.format(
         start=start, precision=precision, warmup=warmup_s, stage=stage_s, target=attainment
     )
-    cap = capacity_block(plan, costs, prof.workload.seed, method)
-    summary["capacity"] = cap
-    if summary.get("stages"):
-        # The stages ran in search order; the curve reads them in order of offered rate.
-        summary["curve"] = curve(sorted(summary["stages"], key=lambda st: st["load"]["rate"] or 0.0))
+    plan = CapacityPlan(
+        search, chosen, stage_s=stage_s, warmup_s=warmup_s, on_stage=on_stage,
+        costs=costs, seed=prof.workload.seed, method=method,
+    )  # fmt: skip
+    res = await api.run_async(prof, api_key=api_key, stop=stop, on_status=on_status, plan=plan)
+    cap = res.summary["capacity"]  # the plan's conclusion, put in the summary by summarize
     (res.run_dir / CAPACITY).write_bytes(orjson.dumps(cap, option=orjson.OPT_INDENT_2))
-    write_summary(res.run_dir, summary)
-    return CapacityRun(res.run_dir, summary, cap)
+    return CapacityRun(res.run_dir, res.summary, cap)

@@ -9,13 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import cast
+
+import numpy as np
 
 from loadgen.analysis import metrics
 from loadgen.analysis import sla as sla_mod
+from loadgen.analysis.cost import CostInputs, per_million
 from loadgen.config.stages import Stage
 from loadgen.records import CANCELLED
-from loadgen.runner.capacity_search import Observation, Search
+from loadgen.runner.capacity_search import Observation, Search, interval, offered
 from loadgen.runner.plan import StageOutcome
+from loadgen.summary import Capacity, StageSummary
 
 CLIENT_LAG_LIMIT_MS = 10.0
 ERROR_RATE_LIMIT = 0.05
@@ -79,8 +84,12 @@ class CapacityPlan:
         warmup_s: float = 5.0,
         min_requests: int = 20,
         on_stage: Callable[[StageMeasure, bool], None] | None = None,
+        costs: CostInputs | None = None,
+        seed: int = 0,
+        method: str = "",
     ) -> None:
         self.search, self.slos = search, slos
+        self.costs, self.seed, self.method = costs, seed, method
         self.stage_s, self.warmup_s, self.min_requests = stage_s, warmup_s, min_requests
         self.on_stage = on_stage
         self.measures: list[StageMeasure] = []
@@ -123,3 +132,64 @@ class CapacityPlan:
 
     def passed(self, m: StageMeasure) -> bool:
         return m.attainment is not None and m.attainment >= self.search.target
+
+    def conclude(self, interrupted: bool) -> Capacity:
+        """The search's result, for summary.json's ``capacity`` block (and capacity.json)."""
+        if interrupted:
+            self.search.stopped_because = (
+                "interrupted (Ctrl-C or SIGTERM); the stage running then is not counted"
+            )
+        return capacity_block(self, self.costs, self.seed, self.method)
+
+    def curve_order(self, stages: Sequence[StageSummary]) -> list[StageSummary]:
+        """The stages ran in search order; the curve reads them in order of offered rate."""
+        return sorted(stages, key=lambda st: st["load"]["rate"] or 0.0)
+
+
+def capacity_block(plan: CapacityPlan, costs: CostInputs | None, seed: int, method: str) -> Capacity:
+    """The capacity block (capacity.json and summary.capacity) of a finished search."""
+    s = plan.search
+    lo, _ = s.bracket()
+    ci_lo, ci_hi, crossing = interval(s.observed, s.target, seed=seed)
+    at = [m for m in plan.measures if m.rate == lo and m.client_lag_p99_ms is None]
+
+    def mean(key: str) -> float | None:
+        vals = [getattr(m, key) for m in at if getattr(m, key) is not None]
+        return float(np.mean(vals)) if vals else None
+
+    good, n = s.pooled().get(lo, (0, 0)) if lo is not None else (0, 0)
+    tokens = mean("output_tokens_per_s")
+    usd = per_million(costs.gpu_hour_cost * costs.gpu_count, tokens) if costs is not None else None
+    block = {
+        "capacity_rps": None if lo is None else offered(s.observed)[lo],
+        "capacity_level_rps": lo,
+        "ci95": [ci_lo, ci_hi],
+        "crossing_rps": crossing,
+        "attainment": s.target,
+        "attainment_at_capacity": good / n if n else None,
+        "slos": dict(plan.slos),
+        "goodput_rps": mean("goodput_rps"),
+        "output_tokens_per_s": tokens,
+        "usd_per_million_output_tokens": usd,
+        "gpu_hour_cost_usd": None if costs is None else costs.gpu_hour_cost,
+        "gpu_count": None if costs is None else costs.gpu_count,
+        "stages": [
+            {
+                "stage": m.stage,
+                "rate": m.rate,
+                "offered_rps": m.flags.size / m.window_s if m.window_s else None,
+                "attainment": m.attainment,
+                "passed": plan.passed(m),
+                "requests": int(m.flags.size),
+                "throughput_rps": m.throughput_rps,
+                "ttft_p99_ms": m.ttft_p99_ms,
+                "tpot_p99_ms": m.tpot_p99_ms,
+                "error_rate": m.error_rate,
+                "counted": m.client_lag_p99_ms is None,
+            }
+            for m in plan.measures
+        ],
+        "stopped_because": s.stopped_because,
+        "method": method,
+    }
+    return cast(Capacity, block)

@@ -53,6 +53,7 @@ class Executed:
     # Stages the run was made of: the profile's (all of them, even when it was stopped before
     # the last), or as many as a plan (the capacity search) decided to run.
     planned_stages: int
+    plan: StagePlan  # what decided the stages: it may add a block of its own to the summary
     workers: list[dict[str, Any]]  # per worker: where, CPU, loop lag, clock (fleet.figures)
     lost: list[str]  # one sentence per worker lost during the run
 
@@ -68,6 +69,7 @@ async def execute(
     says; closes its transport."""
     profile = p.profile
     stop = stop or asyncio.Event()
+    ran: StagePlan = plan or FixedPlan(p.stages)
     scraper = None
     try:
         scraper = await ServerMetricsScraper.open(
@@ -76,7 +78,7 @@ async def execute(
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
-            fleet, outcomes = await _drive(p, plan, sink, stop, on_progress, status)
+            fleet, outcomes = await _drive(p, ran, sink, stop, on_progress, status)
         if sink.error is not None:
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
@@ -100,6 +102,7 @@ async def execute(
         sink.count,
         outcomes,
         planned,
+        ran,
         figures,
         fleet.lost(),
     )
@@ -107,7 +110,7 @@ async def execute(
 
 async def _drive(
     p: Prepared,
-    plan: StagePlan | None,
+    plan: StagePlan,
     sink: JsonlSink,
     stop: asyncio.Event,
     on_progress: Callable[[Progress], None] | None,
@@ -128,7 +131,7 @@ async def _drive(
     gc.collect()
     gc.freeze()
     try:
-        outcomes = await _run_stages(p, plan or FixedPlan(p.stages), fleet, sink, stop, status)
+        outcomes = await _run_stages(p, plan, fleet, sink, stop, status)
     finally:
         gc.unfreeze()
         if ticker is not None and on_progress is not None:

@@ -17,6 +17,7 @@ from loadgen.config.stages import TRACE, Stage
 from loadgen.runner.driver import DriveResult, Limits
 from loadgen.runner.sessions import Sessions
 from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
+from loadgen.summary import Capacity, StageSummary
 from loadgen.workload import Workload, stage_schedule
 
 if TYPE_CHECKING:
@@ -47,6 +48,15 @@ class StagePlan(Protocol):
         """The stage to run after ``done``, or None when the run is over."""
         ...
 
+    def conclude(self, interrupted: bool) -> Capacity | None:
+        """The block the plan adds to the summary once its stages ran (the capacity search's
+        result), or None; ``runner/summarize.py`` puts it in, as it does every block."""
+        ...
+
+    def curve_order(self, stages: Sequence[StageSummary]) -> list[StageSummary]:
+        """The stages in the order the latency-throughput curve reads them."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class FixedPlan:
@@ -56,6 +66,12 @@ class FixedPlan:
 
     def next_stage(self, done: Sequence[StageOutcome]) -> Stage | None:
         return self.stages[len(done)] if len(done) < len(self.stages) else None
+
+    def conclude(self, interrupted: bool) -> Capacity | None:
+        return None
+
+    def curve_order(self, stages: Sequence[StageSummary]) -> list[StageSummary]:
+        return list(stages)  # the order they ran in, as the profile gave them
 
 
 def shape_for(

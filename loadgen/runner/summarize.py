@@ -67,7 +67,10 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         stage_of = table.column("stage")
         stages = [_stage(o, profile, table.select(stage_of == o.stage.index)) for o in ex.stages]
         summary["stages"] = stages
-        summary["curve"] = curve.curve(stages)
+        summary["curve"] = curve.curve(ex.plan.curve_order(stages))
+    concluded = ex.plan.conclude(ex.result.interrupted)
+    if concluded is not None:
+        summary["capacity"] = concluded
     answers = profile.output.answers
     quality = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
     if quality is not None:
