@@ -9,19 +9,21 @@ import json
 import pytest
 
 from loadgen import compare
-from loadgen.config import load_profile
 from loadgen.report import compare as compare_report
 
-from helpers import run
+from helpers import profile, run
 
 STAGES = [4, 16, 64]
 
 
 def sweep(out, gpu: str):
     return run(
-        load_profile(
+        profile(
+            out,
             None,
-            overrides={
+            **{
+                "workload.num_requests": None,  # the sweep sets the load
+                "load.concurrency": None,
                 "sim.preset": f"llama3-8b-fp16@{gpu}",
                 "load.sweep": {"concurrency": STAGES, "stage_duration_s": 3.0},
                 "workload.input_tokens": 128,
@@ -30,7 +32,6 @@ def sweep(out, gpu: str):
                 "sla.rules": ["p99 ttft_ms < 700"],
                 "output.dir": str(out),
                 "output.run_id": gpu,
-                "output.progress": False,
                 "server_metrics.enabled": False,
             },
         )

@@ -20,6 +20,7 @@ from loadgen.config import load_profile
 from loadgen.config.stages import resolve_stages
 from loadgen.result import load_records
 
+import helpers
 from helpers import run
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,9 +28,12 @@ BATCH = 8  # the simulated engine's max_num_seqs: past it, requests queue
 
 
 def sweep_profile(out: Path, sweep: dict, **extra) -> object:
-    return load_profile(
+    unset = dict.fromkeys(["workload.num_requests", "load.concurrency"])  # the sweep sets the load
+    return helpers.profile(
+        out,
         None,
-        overrides={
+        **{
+            **unset,
             "sim.preset": "llama3-8b-fp16@h100",
             "sim.max_num_seqs": BATCH,
             "workload.input_tokens": 128,
@@ -38,7 +42,6 @@ def sweep_profile(out: Path, sweep: dict, **extra) -> object:
             "sla.ttft_ms": 100.0,
             "sla.rules": ["p99 ttft_ms < 100"],
             "output.dir": str(out),
-            "output.progress": False,
             "server_metrics.enabled": False,
             **extra,
         },
@@ -154,18 +157,10 @@ def test_a_killed_sweep_keeps_every_finished_record_with_its_stage(tmp_path):
 def test_a_single_stage_profile_keeps_the_single_stage_layout(tmp_path):
     p = load_profile(REPO / "profiles" / "quickstart.yaml")
     assert [s.name for s in resolve_stages(p.load, p.workload)] == ["c=16"]
+    small = {"sim.preset": "llama3-8b-fp16@h100", "workload.num_requests": 4, "workload.input_tokens": None}
     res = run(
-        load_profile(
-            None,
-            overrides={
-                "sim.preset": "llama3-8b-fp16@h100",
-                "load.concurrency": 2,
-                "workload.num_requests": 4,
-                "workload.output_tokens": 8,
-                "output.dir": str(tmp_path),
-                "output.progress": False,
-                "server_metrics.enabled": False,
-            },
+        helpers.profile(
+            tmp_path, None, **small, **{"output.dir": str(tmp_path), "server_metrics.enabled": False}
         )
     )
     assert "stages" not in res.summary and "curve" not in res.summary
