@@ -58,6 +58,7 @@ def recomputed(run_dir: Path) -> tuple[list[float], list[float]]:
 
 
 @pytest.mark.timing_absolute
+@pytest.mark.slow
 @pytest.mark.serial  # the instrument's own timestamp error, judged against 1-2 ms: a core to itself
 def test_a_simulator_run_carries_its_own_measurement_error(make_profile):
     """The block is exact against the two files; the verdict is exactly what its thresholds say
