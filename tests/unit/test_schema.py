@@ -125,3 +125,30 @@ def test_the_distribution_type_has_the_registrys_stats():
     from loadgen.summary import Distribution
 
     assert tuple(Distribution.__annotations__) == STATS
+
+
+def test_every_metric_of_the_registry_has_its_place_in_the_summary_type():
+    """Each metric's path (metric_defs) is a field of the summary's types, with the right shape:
+    a metric added to the registry fails here, naming its path, until the type (which mypy and
+    the generated schema read) has its field too."""
+    from typing import get_type_hints
+
+    from loadgen import metric_defs
+    from loadgen.summary import Distribution, Summary
+
+    missing = []
+    for d in metric_defs.METRICS:
+        node: object = Summary
+        for key in d.path:
+            hints = get_type_hints(node, include_extras=False) if isinstance(node, type) else {}
+            node = hints.get(key)
+            for wrap in ("NotRequired", "Required"):
+                if getattr(node, "__origin__", None) is not None and wrap in str(node):
+                    node = node.__args__[0]  # type: ignore[union-attr]
+            if node is None:
+                missing.append(".".join(d.path))
+                break
+        else:
+            if d.kind == "distribution" and node is not Distribution:
+                missing.append(f"{'.'.join(d.path)} (not a Distribution)")
+    assert missing == []
