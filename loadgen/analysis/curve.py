@@ -8,11 +8,15 @@ its completion rate and its mean in-flight count in the last third are each with
 shows as a trend), and it has at least ``STEADY_MIN_REQUESTS`` measured requests. A stage that
 is not steady is "too short (or too unstable) to mean anything", and the report says so.
 
-The knee (the rule): between consecutive stages, the latency's elasticity to throughput is
-``d log(p99 TTFT) / d log(throughput)``. Below the knee, more load buys throughput at little
-latency cost (elasticity well under 1); past it, latency grows faster than throughput
-(elasticity > ``KNEE_ELASTICITY``), or throughput stops growing while latency still does. The
-knee is the last stage before the first step that crosses that line.
+The knee (the rule): between consecutive stages, the throughput's scaling with the offered load
+is ``d log(throughput) / d log(offered load)`` (concurrency or rate): 1 when doubling the load
+doubles the throughput, 0 when it buys nothing. The knee is the last stage before the first step
+whose scaling falls below ``KNEE_SCALING`` (one half: the load grew, the throughput by less than
+half as much, in ratio terms), the point past which more load mostly buys latency. Why not
+latency's own growth: a closed loop's p99 TTFT jumps early (a new request's prefill shares steps
+with the others' decode) while each doubling of users still doubles the throughput; a reader
+of the curve would not call that the knee, and the earlier rule (p99 TTFT growing faster than
+throughput) did, at c=4 on an H100 that doubled its throughput twice more.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from loadgen.summary import Curve, StageSummary
 
 STEADY_TOLERANCE = 0.2
 STEADY_MIN_REQUESTS = 12
-KNEE_ELASTICITY = 1.0
+KNEE_SCALING = 0.5
 # The curve's latency columns (the registry's ``curve`` distributions) and the stats kept of each.
 CURVE_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.CURVE)
 CURVE_STATS = ("p50", "p90", "p99")
@@ -119,29 +123,29 @@ def curve(stages: Sequence[StageSummary]) -> Curve:
         "rules": {
             "steady_state": f"completion rate and in-flight within {STEADY_TOLERANCE:.0%} "
             f"from the first to the last third of the window",
-            "knee": f"the last stage before p99 TTFT grows faster than throughput "
-            f"(elasticity > {KNEE_ELASTICITY:g})",
+            "knee": f"the last stage before throughput stops scaling with the offered load "
+            f"(d log throughput / d log load < {KNEE_SCALING:g})",
         },
     }
     return cast(Curve, block)
 
 
 def knee(points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """The knee of the curve (see the module's rule), or None when latency never outgrew
-    throughput over the stages measured."""
+    """The knee of the curve (see the module's rule), or None when the throughput kept scaling
+    with the load over the stages measured. Steps between stages of one offered load, or
+    without a throughput, are skipped."""
     for a, b in zip(points, points[1:]):
+        x0, x1 = a.get("offered"), b.get("offered")
         t0, t1 = a["throughput_rps"], b["throughput_rps"]
-        l0, l1 = (a["ttft_ms"] or {}).get("p99"), (b["ttft_ms"] or {}).get("p99")
-        if t0 is None or t1 is None or l0 is None or l1 is None or min(t0, t1, l0, l1) <= 0:
+        if x0 is None or x1 is None or t0 is None or t1 is None or min(x0, x1, t0) <= 0 or x1 <= x0:
             continue
-        d_lat, d_tput = math.log(l1 / l0), math.log(t1 / t0)
-        elasticity = math.inf if d_tput <= 0 else d_lat / d_tput
-        if d_lat > 0 and elasticity > KNEE_ELASTICITY:
+        scaling = math.log(max(t1, 1e-12) / t0) / math.log(x1 / x0)
+        if scaling < KNEE_SCALING:
             return {
                 "stage": a["stage"],
                 "name": a["name"],
-                "offered": a["offered"],
+                "offered": x0,
                 "throughput_rps": t0,
-                "next_elasticity": None if math.isinf(elasticity) else elasticity,
+                "next_scaling": scaling,
             }
     return None

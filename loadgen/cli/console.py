@@ -131,10 +131,10 @@ def _print_curve(con: Console, curve: dict) -> None:
     con.print(
         "knee    "
         + (
-            f"{knee['name']} ({_fmt(knee['throughput_rps'], 2)} req/s): past it, p99 TTFT "
-            f"grows faster than throughput"
+            f"{knee['name']} ({_fmt(knee['throughput_rps'], 2)} req/s): past it, more load "
+            f"buys less than half as much throughput"
             if knee
-            else "none: latency never outgrew throughput"
+            else "none: throughput kept scaling with the load"
         )
     )
     last = curve.get("last_stage_meeting_sla")

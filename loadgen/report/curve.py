@@ -63,14 +63,14 @@ def knee_sentence(summary: Summary) -> str:
     k = c.get("knee")
     if k is None:
         return (
-            f"No knee: p99 TTFT never grew faster than throughput over the {len(c.get('points') or [])} "
-            f"stages measured. Rule: the knee is {rule}."
+            f"No knee: throughput kept scaling with the offered load over the "
+            f"{len(c.get('points') or [])} stages measured. Rule: the knee is {rule}."
         )
-    e = k.get("next_elasticity")
+    e = k.get("next_scaling")
     step = (
-        "throughput stopped growing while p99 TTFT still grew"
+        "throughput grew less than half as fast as the load"
         if e is None
-        else f"p99 TTFT grew {e:.2f} times as fast as throughput"
+        else f"throughput scaled {e:.2f} with the load (1: it grew as fast)"
     )
     return (
         f"Knee: {stage_label(k)}, at {num(k.get('throughput_rps'))} req/s; from it to the next stage "

@@ -83,8 +83,8 @@ class Curve(TypedDict, total=False):
     """per stage: offered load, throughput, output tokens/s, goodput, attained fraction, TTFT/TPOT/E2E/ITL
     p50/p90/p99, SLA verdict, steady"""
     knee: dict[str, Any] | None
-    """the last stage before p99 TTFT grows faster than throughput (null: it never did over the stages
-    measured)"""
+    """the last stage before throughput stops scaling with the offered load (d log throughput / d
+    log load < 0.5): stage, name, offered, throughput_rps, next_scaling; null when it kept scaling"""
     last_stage_meeting_sla: int | None
     """the highest-numbered stage whose SLA verdict is pass"""
     rules: dict[str, Any]
