@@ -107,8 +107,9 @@ def stage_table(summary: dict) -> Table:
         "goodput",
         "SLA",
         "steady",
+        "queue",
     ):
-        t.add_column(col, justify="left" if col in ("stage", "SLA", "steady") else "right")
+        t.add_column(col, justify="left" if col in ("stage", "SLA", "steady", "queue") else "right")
     for st in summary["stages"]:
         m = st["metrics"]
         t.add_row(
@@ -122,8 +123,13 @@ def stage_table(summary: dict) -> Table:
             _fmt((m.get("goodput") or {}).get("requests_per_s"), 2),
             "none: all warm-up" if st["sla"].get("no_verdict") else st["sla"]["verdict"],
             "yes" if st["steady_state"]["steady"] else "no",
+            _QUEUE.get((st.get("saturation") or {}).get("verdict", ""), "-"),
         )
     return t
+
+
+# A stage's over-saturation verdict, as the stage table's queue column shows it.
+_QUEUE = {"stable": "stable", "over_saturated": "[red]growing[/red]", "undetermined": "too few"}
 
 
 def _print_curve(con: Console, curve: dict) -> None:

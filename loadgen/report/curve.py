@@ -9,13 +9,13 @@ cannot disagree. A single-stage run has neither, and gets no plot and no section
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from matplotlib.axes import Axes
 
 from loadgen import metric_defs
-from loadgen.report.blocks import Alert, Image, Section, Table, Text, num
+from loadgen.report.blocks import Image, num
 from loadgen.report.plots import Plot, new_figure, thresholds, to_png
 from loadgen.summary import Summary
 
@@ -94,67 +94,6 @@ def sla_sentence(summary: Summary) -> str:
     )
 
 
-def stages_sections(summary: Summary, plots: Sequence[Image] = ()) -> list[Section]:
-    """The "Load stages" section of a multi-stage run (none for a single stage): the stage
-    table, the knee and the last stage meeting the SLA, an alert per unsteady stage, and the
-    curve plots (but the headline's)."""
-    if not is_multi_stage(summary):
-        return []
-    c = summary["curve"]
-    rows = []
-    for s in summary["stages"]:
-        p = point_of(summary, s.get("index")) or {}
-        counts = s.get("counts") or {}
-        lat = {k: p.get(k) or {} for k, _ in LATENCIES}
-        verdict = str(p.get("sla_verdict") or (s.get("sla") or {}).get("verdict") or "none")
-        rows.append(
-            (
-                f"{s.get('index')} ({s.get('name')})",
-                _offered_long(p) if p else "-",
-                f"{counts.get('sent', 0)} / {counts.get('ok', 0)} / {counts.get('failed', 0)}",
-                num(p.get("throughput_rps")),
-                num(p.get("output_tokens_per_s")),
-                num(lat[HEADLINE].get("p50")),
-                *(num(lat[k].get("p99")) for k, _ in LATENCIES),
-                num(p.get("goodput_rps")),
-                verdict.upper() if verdict == "fail" else verdict,
-                "yes" if (s.get("steady_state") or {}).get("steady") else "no",
-            )
-        )
-    header = (
-        "stage",
-        "offered load",
-        "sent / ok / failed",
-        "req/s",
-        "output tok/s",
-        f"{LATENCIES[0][1]} p50",
-        *(f"{label} p99" for _, label in LATENCIES),
-        "goodput req/s",
-        "SLA",
-        "steady",
-    )
-    blocks: list = [Table(header, tuple(rows), "llrrr" + "r" * (len(LATENCIES) + 2) + "ll")]
-    blocks.append(
-        Text(
-            "Each stage on its own measured window (its warm-up and ramp excluded); latencies in ms. "
-            f"Steady means {(c.get('rules') or {}).get('steady_state', '')}."
-        )
-    )
-    blocks += [Text(knee_sentence(summary)), Text(sla_sentence(summary))]
-    for s in summary["stages"]:
-        steady = s.get("steady_state") or {}
-        if not steady.get("steady"):
-            blocks.append(
-                Alert(
-                    "warning",
-                    f"stage {s.get('name')} too short or unstable to mean anything:",
-                    f"{steady.get('reason') or 'not steady'}.",
-                )
-            )
-    blocks += [p for p in plots if is_curve_plot(p) and not p.file.endswith(f"/{MAIN_PLOT}.png")]
-    return [Section("Load stages", tuple(blocks))]
-
-
 def render_curve_plots(summary: Summary) -> list[Plot]:
     """The curve plots of a multi-stage run (none for a single stage): throughput against p50
     and p99 TTFT, TPOT and E2E; output tokens/s against the same; goodput and throughput
@@ -196,7 +135,7 @@ def render_curve_plots(summary: Summary) -> list[Plot]:
     return out
 
 
-def _offered_long(p: Mapping[str, Any]) -> str:
+def offered_long(p: Mapping[str, Any]) -> str:
     value = p.get("offered")
     if value is None:
         return "-"

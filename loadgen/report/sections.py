@@ -18,11 +18,12 @@ from loadgen.analysis.cost import COST_LABEL, COUNT_LABEL, FORMULA
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
 from loadgen.report.client_health import LITTLE_TOLERANCE, client_section, littles_law_section, warning_text
 from loadgen.report.conditions import conditions_section
-from loadgen.report.curve import is_curve_plot, stages_sections
+from loadgen.report.curve import is_curve_plot
 from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
+from loadgen.report.stages import stages_sections
 from loadgen.report.traffic import sessions_section, with_traffic
 from loadgen.summary import Summary
 

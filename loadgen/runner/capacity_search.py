@@ -17,13 +17,16 @@ RESAMPLES = 2000
 @dataclass(frozen=True)
 class Observation:
     """A counted stage: its rate level, its good flags in send order, its bootstrap block (its
-    mean number of requests in flight) and the seconds its measured requests were sent over
-    (None: the level is taken as the rate offered)."""
+    mean number of requests in flight), the seconds its measured requests were sent over
+    (None: the level is taken as the rate offered), and whether it was over-saturated."""
 
     rate: float
     flags: np.ndarray
     block: int = 1
     window_s: float | None = None
+    # The stage's queue grew while it ran (analysis/saturation.py): its level fails, whatever its
+    # attainment, since a longer stage at that rate would miss the SLOs.
+    over_saturated: bool = False
 
 
 class Search:
@@ -57,8 +60,11 @@ class Search:
         return out
 
     def bracket(self) -> tuple[float | None, float | None]:
-        """(highest passing level below the lowest failing one, lowest failing level)."""
-        return bracket({r: g / n for r, (g, n) in self.pooled().items() if n}, self.target)
+        """(highest passing level below the lowest failing one, lowest failing level); a level
+        with an over-saturated stage fails."""
+        over = saturated_levels(self.observed)
+        pooled = {r: 0.0 if r in over else g / n for r, (g, n) in self.pooled().items() if n}
+        return bracket(pooled, self.target)
 
     def next_rate(self) -> float | None:
         """The level to measure next, or None when the search is over (``stopped_because`` says
@@ -100,6 +106,11 @@ def bracket(attainment: dict[float, float], target: float) -> tuple[float | None
     return (max(passes) if passes else None), hi
 
 
+def saturated_levels(observed: Sequence[Observation]) -> set[float]:
+    """The levels at which some stage was over-saturated: they fail whatever their attainment."""
+    return {o.rate for o in observed if o.over_saturated}
+
+
 def offered(observed: Sequence[Observation]) -> dict[float, float]:
     """level -> the rate its stages offered: their measured requests over their windows."""
     out: dict[float, float] = {}
@@ -127,6 +138,8 @@ def interval(
             good[:, levels.index(o.rate)] += resample_goods(o.flags, o.block, resamples, rng)
             n[levels.index(o.rate)] += o.flags.size
     att = good / n
+    for level in saturated_levels(observed) & set(levels):
+        att[:, levels.index(level)] = 0.0  # an over-saturated level fails in every resample
     lows, highs, cross = np.zeros(resamples), np.full(resamples, np.inf), np.full(resamples, np.nan)
     for b in range(resamples):
         by_level = dict(zip(levels, att[b].tolist()))

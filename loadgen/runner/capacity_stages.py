@@ -13,7 +13,7 @@ from typing import cast
 
 import numpy as np
 
-from loadgen.analysis import metrics
+from loadgen.analysis import metrics, saturation
 from loadgen.analysis import sla as sla_mod
 from loadgen.analysis.cost import CostInputs, per_million
 from loadgen.config.stages import Stage
@@ -39,6 +39,7 @@ class StageMeasure(Observation):
     tpot_p99_ms: float | None = None
     client_lag_p99_ms: float | None = None  # set only when over CLIENT_LAG_LIMIT_MS
     e2e_mean_ms: float | None = None
+    saturation: str = "undetermined"  # the stage's verdict (analysis/saturation.py)
 
     @property
     def attainment(self) -> float | None:
@@ -61,12 +62,15 @@ def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
         first = int(m["t_sched_ns"].min()) - outcome.result.started_ns
         window = max(stage.duration_s - first / 1e9, 1e-3)
     lag = metrics.client_limits(records, lag_threshold_ms=CLIENT_LAG_LIMIT_MS)
+    verdict = saturation.assess(records)["verdict"]
     mm = s["metrics"]
     return StageMeasure(
         float(stage.rate or 0.0), good[counted], max(1, round(mm["mean_concurrency"] or 1)), window,
+        verdict == "over_saturated",
         stage.index, s["counts"]["error_rate"], mm["request_throughput_rps"],
         mm["goodput"]["requests_per_s"], mm["output_tokens_per_s"], mm["ttft_ms"]["p99"],
         mm["tpot_ms"]["p99"], None if lag is None else lag["client_lag_p99_ms"], mm["e2e_ms"]["mean"],
+        verdict,
     )  # fmt: skip
 
 
@@ -131,7 +135,8 @@ class CapacityPlan:
             self.on_stage(m, self.passed(m))
 
     def passed(self, m: StageMeasure) -> bool:
-        return m.attainment is not None and m.attainment >= self.search.target
+        """Met the attainment, and its queue did not grow while it ran."""
+        return m.attainment is not None and m.attainment >= self.search.target and not m.over_saturated
 
     def conclude(self, interrupted: bool) -> Capacity:
         """The search's result, for summary.json's ``capacity`` block (and capacity.json)."""
@@ -186,6 +191,7 @@ def capacity_block(plan: CapacityPlan, costs: CostInputs | None, seed: int, meth
                 "tpot_p99_ms": m.tpot_p99_ms,
                 "error_rate": m.error_rate,
                 "counted": m.client_lag_p99_ms is None,
+                "saturation": m.saturation,
             }
             for m in plan.measures
         ],

@@ -14,7 +14,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from loadgen.analysis import curve, fidelity, metrics, traffic
+from loadgen.analysis import curve, fidelity, metrics, saturation, traffic
+from loadgen.analysis.saturation import waiting_samples
 from loadgen.analysis.table import RecordTable
 from loadgen.memory import give_back_freed_memory
 from loadgen.redact import redact_profile, redact_url
@@ -65,7 +66,8 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     }
     if ex.planned_stages > 1:
         stage_of = table.column("stage")
-        stages = [_stage(o, profile, table.select(stage_of == o.stage.index)) for o in ex.stages]
+        waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
+        stages = [_stage(o, profile, table.select(stage_of == o.stage.index), waiting) for o in ex.stages]
         summary["stages"] = stages
         summary["curve"] = curve.curve(ex.plan.curve_order(stages))
     concluded = ex.plan.conclude(ex.result.interrupted)
@@ -90,8 +92,11 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     return summary
 
 
-def _stage(o: StageOutcome, profile: Any, table: RecordTable) -> StageSummary:
-    """One stage's own summary: on its own measured window (its warm-up and ramp excluded)."""
+def _stage(
+    o: StageOutcome, profile: Any, table: RecordTable, waiting: list[tuple[int, float]]
+) -> StageSummary:
+    """One stage's own summary: on its own measured window (its warm-up and ramp excluded), with
+    its over-saturation verdict (from its records and the server's waiting queue)."""
     s = o.stage
     measured = metrics.summarize(table, sla=profile.sla, incomplete=o.result.interrupted)
     return {
@@ -103,6 +108,7 @@ def _stage(o: StageOutcome, profile: Any, table: RecordTable) -> StageSummary:
         "window": measured["window"],
         "metrics": measured["metrics"],
         "sla": measured["sla"],
+        "saturation": saturation.assess(table, waiting),
         "steady_state": curve.steady_state(table),
     }
 

@@ -118,6 +118,9 @@ class CapacityStages(TypedDict, total=True):
     counted: NotRequired[bool]
     """false when the client lagged (p99 send lag > 10 ms): the stage did not offer its rate and the search
     ignored it"""
+    saturation: NotRequired[Literal["stable", "over_saturated", "undetermined"]]
+    """the stage's over-saturation verdict (summary.stages[].saturation); an over-saturated stage
+    fails whatever its attainment"""
 
 
 @with_config(DOCS)

@@ -11,8 +11,8 @@ from loadgen.analysis.curve import KNEE_SCALING, knee
 def points(*rows: tuple[float, float, float]) -> list[dict]:
     """(offered, throughput, p99 TTFT) per stage."""
     return [
-        {"stage": i, "name": f"c={x:g}", "offered": x, "throughput_rps": t, "ttft_ms": {"p99": l}}
-        for i, (x, t, l) in enumerate(rows)
+        {"stage": i, "name": f"c={x:g}", "offered": x, "throughput_rps": t, "ttft_ms": {"p99": ttft}}
+        for i, (x, t, ttft) in enumerate(rows)
     ]
 
 

@@ -69,6 +69,13 @@ def stage(index: int, c: int, tput: float, ttft: tuple[float, float], verdict: s
             "itl_ms": dist("itl_ms", 10.0, 11.0, 12.0),
         },
         "sla": {**BASE["sla"], "verdict": verdict, "details": []},
+        "saturation": {
+            "verdict": kw.get("saturation", "stable"),
+            "reason": kw.get("why", "nothing grows"),
+            "bins": 8,
+            "signals": {},
+            "rule": "the rule",
+        },
         "steady_state": {
             "steady": kw.get("reason") is None,
             "throughput_change": None,
@@ -79,10 +86,30 @@ def stage(index: int, c: int, tput: float, ttft: tuple[float, float], verdict: s
 
 
 STAGES = [
-    stage(0, 1, 2.0, (40.0, 50.0), "pass", sent=10, reason="10 measured requests (fewer than 12)"),
+    stage(
+        0,
+        1,
+        2.0,
+        (40.0, 50.0),
+        "pass",
+        sent=10,
+        reason="10 measured requests (fewer than 12)",
+        saturation="undetermined",
+    ),
     stage(1, 2, 4.0, (42.0, 55.0), "pass"),
     stage(2, 4, 7.0, (48.0, 70.0), "pass"),
-    stage(3, 8, 7.5, (120.0, 180.0), "fail", failed=2, goodput=3.0, attained=0.4),
+    stage(
+        3,
+        8,
+        7.5,
+        (120.0, 180.0),
+        "fail",
+        failed=2,
+        goodput=3.0,
+        attained=0.4,
+        saturation="over_saturated",
+        why="growing: outstanding, ttft_ms",
+    ),
 ]
 
 
@@ -154,14 +181,19 @@ class TestMultiStage:
         rows = [ln for ln in body.splitlines() if re.match(r"\| \d+ \(c=", ln)]
         assert rows == [
             "| 0 (c=1) | concurrency 1 | 10 / 10 / 0 | "
-            "2.00 | 48.00 | 40.00 | 50.00 | 11.00 | 300.00 | 2.00 | pass | no |",
+            "2.00 | 48.00 | 40.00 | 50.00 | 11.00 | 300.00 | 2.00 | pass | no | too few |",
             "| 1 (c=2) | concurrency 2 | 40 / 40 / 0 | "
-            "4.00 | 96.00 | 42.00 | 55.00 | 12.00 | 310.00 | 4.00 | pass | yes |",
+            "4.00 | 96.00 | 42.00 | 55.00 | 12.00 | 310.00 | 4.00 | pass | yes | stable |",
             "| 2 (c=4) | concurrency 4 | 40 / 40 / 0 | "
-            "7.00 | 168.00 | 48.00 | 70.00 | 13.00 | 320.00 | 7.00 | pass | yes |",
+            "7.00 | 168.00 | 48.00 | 70.00 | 13.00 | 320.00 | 7.00 | pass | yes | stable |",
             "| 3 (c=8) | concurrency 8 | 40 / 38 / 2 | "
-            "7.50 | 180.00 | 120.00 | 180.00 | 14.00 | 330.00 | 3.00 | FAIL | yes |",
+            "7.50 | 180.00 | 120.00 | 180.00 | 14.00 | 330.00 | 3.00 | FAIL | yes | GROWING |",
         ]
+
+    def test_an_over_saturated_stage_gets_its_alert(self, multi):
+        body = section((multi[0] / "report.md").read_text(), "Load stages")
+        assert "stage c=8 over-saturated:" in body and "growing: outstanding, ttft_ms" in body
+        assert "Queue: whether the stage was over-saturated (the rule)." in body
 
     def test_knee_and_last_stage_meeting_sla_are_stated(self, multi):
         body = section((multi[0] / "report.md").read_text(), "Load stages")
