@@ -142,8 +142,9 @@ def main() -> None:
         errors.append(cap["capacity_rps"] / truth - 1 if cap["capacity_rps"] else np.nan)
         covered += inside
         print(
-            f"seed {seed:2d}: {cap['capacity_rps']:.2f} req/s ({errors[-1]:+.1%}), CI {_r(ci[0])}-{_r(ci[1])} "
-            f"{'covers' if inside else 'misses'}, {len(cap['stages'])} stages, {simulated:.0f} s simulated, "
+            f"seed {seed:2d}: {cap['capacity_rps']:.2f} req/s ({errors[-1]:+.1%}), "
+            f"CI {_r(ci[0])}-{_r(ci[1])} {'covers' if inside else 'misses'}, "
+            f"{len(cap['stages'])} stages, {simulated:.0f} s simulated, "
             f"{time.perf_counter() - t0:.1f} s; {cap['stopped_because'] or 'ended on its rules'}"
         )
     e = np.array(errors)
