@@ -26,6 +26,7 @@ FLAG_PATHS = {
     "warmup": "load.warmup_requests",
     "num_requests": "workload.num_requests",
     "duration": "workload.duration_s",
+    "until": "load.until",
     "seed": "workload.seed",
     "tokenizer": "workload.prompt.tokenizer",
     "input_tokens": "workload.input_tokens",

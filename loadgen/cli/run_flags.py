@@ -123,6 +123,12 @@ def _run_workload(run: argparse.ArgumentParser) -> None:
     g = run.add_argument_group("workload")
     g.add_argument("--num-requests", type=int, help="measured requests to send (warm-up comes on top)")
     g.add_argument("--duration", type=float, help="stop sending after this many seconds")
+    g.add_argument(
+        "--until",
+        metavar="PRECISION",
+        help="also end each stage once a statistic's 95%% interval is this tight, e.g. "
+        "'p99 ttft_ms ±5%%' (or +-5%%); --duration / --num-requests then limit a stage that never gets there",
+    )
     g.add_argument("--input-tokens", type=int, help="fixed prompt length in tokens")
     g.add_argument("--output-tokens", type=int, help="fixed output length in tokens (max_tokens)")
     g.add_argument("--seed", type=int, help="seed for lengths, prompts and arrivals")

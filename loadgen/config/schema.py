@@ -26,6 +26,7 @@ from loadgen.config.traffic import (
     TasksConfig,
     TraceConfig,
 )
+from loadgen.config.until import parse_until
 
 # The client's own sections (client.py) stay importable from here, as config/__init__ does.
 __all__ = [
@@ -136,6 +137,16 @@ class LoadConfig(StrictModel):
     warmup_requests: Int = Field(0, ge=0, le=MAX_REQUESTS)
     stages: tuple[StageConfig, ...] = Field((), max_length=MAX_STAGES)
     sweep: SweepConfig | None = None
+    # Each stage also ends once this statistic is known this precisely ('p99 ttft_ms ±5%'):
+    # config/until.py; its count or duration is then the limit of a stage that never gets there.
+    until: str | None = None
+
+    @field_validator("until")
+    @classmethod
+    def _until(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_until(v)
+        return v
 
     @field_validator("concurrency", "max_concurrency")
     @classmethod

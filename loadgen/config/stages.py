@@ -13,6 +13,7 @@ stage's statistics, and the stage's window starts after it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class Stage:
     num_requests: int | None
     ramp_s: float
     warmup_requests: int
+    until: str | None = None  # load.until: the precision that also ends the stage
 
     @property
     def level(self) -> float:
@@ -167,6 +169,7 @@ class Stage:
             "num_requests": self.num_requests,
             "ramp_s": self.ramp_s,
             "warmup_requests": self.warmup_requests,
+            "until": self.until,
         }
 
 
@@ -187,7 +190,14 @@ def sweep_warmup(warmup: int, concurrency: int | None, rate: float | None) -> in
 
 def resolve_stages(load: Any, workload: Any) -> list[Stage]:
     """The stages a profile runs: its ``load.stages``, its ``load.sweep`` expanded, or its one
-    load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count)."""
+    load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count); each
+    with ``load.until``, when set."""
+    stages = _stages(load, workload)
+    until = getattr(load, "until", None)
+    return [dataclasses.replace(s, until=until) for s in stages] if until else stages
+
+
+def _stages(load: Any, workload: Any) -> list[Stage]:
     if load.stages:
         return [
             Stage(

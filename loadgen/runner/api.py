@@ -70,6 +70,11 @@ async def run_async(
             url, sim_info = sim.url, {"config": sim.config.model_dump(mode="json")}
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
+        if profile.load.until and (profile.client.ray or resolve_workers(profile.client.workers) > 1):
+            raise RunError(
+                "load.until (--until) is checked as records finish in one process: run it without "
+                "client.workers / --workers and client.ray / --ray"
+            )
         checked = None if sim_info is not None else selfcheck_against(profile)
         if checked is not None and checked["above_ceiling"]:
             status("warning: " + checked.get("message", ""))

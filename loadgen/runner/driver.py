@@ -51,6 +51,9 @@ class Limits:
     # first_id, so warm-up means the same requests however the stage is split). None: all of
     # first_id .. first_id + num_requests + warmup_requests (or unbounded for a duration).
     ids: Iterable[int] | None = None
+    # load.until while the stage runs (analysis.precision.Precision): fed each measured ok record
+    # as it finishes, it ends the dispatch once ``reached``.
+    until: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,7 @@ class DriveResult:
     sent: int = 0  # records emitted (every request handed to the backend)
     ok: int = 0
     max_id: int = -1  # the highest request id emitted
+    precise: bool = False  # load.until was reached: the precision ended the dispatch
 
 
 class _Dispatch:
@@ -152,6 +156,10 @@ class _Dispatch:
         return self._ids
 
     def past_end(self, t_ns: int) -> bool:
+        until = self._limits.until
+        if until is not None and until.reached:
+            self._res.precise = True
+            return True
         return self._end_ns is not None and t_ns >= self._end_ns
 
     def spec(self, i: int) -> RequestSpec:
@@ -201,6 +209,8 @@ class _Dispatch:
                 rec.answer = None  # read but never settled (cancelled): not kept
             live.in_flight -= 1
             self._emit(rec)
+            if self._limits.until is not None and rec.ok and not rec.warmup:
+                self._limits.until.add(rec)
         return answer
 
     def spawn(

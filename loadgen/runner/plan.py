@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from loadgen.analysis.precision import Precision, record_value
 from loadgen.config.stages import TRACE, Stage
+from loadgen.config.until import parse_until
 from loadgen.runner.driver import DriveResult, Limits
 from loadgen.runner.sessions import Sessions
 from loadgen.runner.shapes import ClosedLoop, LoadShape, OpenLoop
@@ -74,6 +76,14 @@ class FixedPlan:
         return list(stages)  # the order they ran in, as the profile gave them
 
 
+def precision_for(text: str | None) -> Precision | None:
+    """A fresh ``--until`` tracker for one stage, or None."""
+    if text is None:
+        return None
+    until = parse_until(text)
+    return Precision(until, record_value(until.metric))
+
+
 def shape_for(
     stage: Stage, previous: Stage | None, first_id: int, seed: int, workload: Workload | None = None
 ) -> tuple[LoadShape, Limits]:
@@ -86,6 +96,7 @@ def shape_for(
         warmup_requests=stage.warmup_requests,
         first_id=first_id,
         ramp_s=stage.ramp_s,
+        until=precision_for(stage.until),
     )
     if stage.arrival == TRACE:
         schedule = workload.schedule_ns() if workload is not None else None

@@ -15,6 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen.analysis import curve, fidelity, metrics, saturation, traffic
+from loadgen.analysis.precision import precision_block
 from loadgen.analysis.saturation import waiting_samples
 from loadgen.analysis.table import RecordTable
 from loadgen.memory import give_back_freed_memory
@@ -27,6 +28,7 @@ from loadgen.runner.prepare import Prepared
 from loadgen.server.scraper import server_view
 from loadgen.summary import Conditions, Counts, EndedBy, StageSummary, Summary
 from loadgen.summary.conditions import ConditionsLengthsRealised, ConditionsPromptLengths, ConditionsServer
+from loadgen.summary.stages import PrecisionBlock
 from loadgen.workload import Workload
 from loadgen.workload.lengths import describe
 
@@ -41,6 +43,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     table = RecordTable.from_file(p.run_dir / REQUESTS)
     reason = incomplete_reason(ex)
     measured = metrics.summarize(table, sla=profile.sla, incomplete=reason is not None)
+    precision = None
+    if profile.load.until and ex.planned_stages == 1 and ex.stages:
+        precision = precision_block(table, profile.load.until, ex.stages[0].result.precise)
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": p.run_dir.name,
@@ -54,7 +59,7 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         "window": measured["window"],
         "metrics": measured["metrics"],
         "sla": measured["sla"],
-        "ended_by": ended_by(p, ex, measured["counts"], reason),
+        "ended_by": ended_by(p, ex, measured["counts"], reason, precision),
         "client": health.assess(
             ex.result,
             ex.cpu_s,
@@ -77,6 +82,8 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     quality = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
     if quality is not None:
         summary["quality"] = quality
+    if precision is not None:
+        summary["precision"] = precision
     sessions = traffic.sessions(table)
     if sessions is not None:
         summary["sessions"] = sessions
@@ -99,7 +106,7 @@ def _stage(
     its over-saturation verdict (from its records and the server's waiting queue)."""
     s = o.stage
     measured = metrics.summarize(table, sla=profile.sla, incomplete=o.result.interrupted)
-    return {
+    block: StageSummary = {
         "index": s.index,
         "name": s.name,
         "load": s.load(),
@@ -111,9 +118,14 @@ def _stage(
         "saturation": saturation.assess(table, waiting),
         "steady_state": curve.steady_state(table),
     }
+    if s.until:
+        block["precision"] = precision_block(table, s.until, o.result.precise)
+    return block
 
 
-def ended_by(p: Prepared, ex: Executed, counts: Counts, reason: str | None) -> EndedBy:
+def ended_by(
+    p: Prepared, ex: Executed, counts: Counts, reason: str | None, precision: PrecisionBlock | None = None
+) -> EndedBy:
     """Which limit ended the run, said in words: a user who gave ``--duration 60`` to a profile
     with ``num_requests: 200`` must see that the count, not the time, ended it."""
     work = p.profile.workload
@@ -122,6 +134,14 @@ def ended_by(p: Prepared, ex: Executed, counts: Counts, reason: str | None) -> E
         return {"limit": "stopped", "text": f"stopped early: {reason}"}
     if ex.planned_stages > 1:
         return {"limit": "stages", "text": f"all {ex.planned_stages} stages ran, each to its own limit"}
+    if precision is not None and precision["reached"]:
+        got = precision["half_width"]
+        return {
+            "limit": "until",
+            "text": f"load.until: {precision['until']} reached ({precision['estimate']:.1f} ms, "
+            f"95% interval {precision['low']:.1f}-{precision['high']:.1f}, ±{(got or 0) * 100:.1f}%) "
+            f"with {counts['sent']} requests sent, in {seconds:.1f} s",
+        }
     if work.trace is not None:
         return {"limit": "trace", "text": f"the trace's end ({counts['sent']} requests sent)"}
     n, d = work.num_requests, work.duration_s

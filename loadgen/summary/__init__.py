@@ -20,7 +20,7 @@ from loadgen.summary.conditions import Conditions
 from loadgen.summary.extras import Fidelity, Quality, Sessions
 from loadgen.summary.measures import Counts, EndedBy, Metrics, MetricsGoodput, SlaBlock, SlaDetails, Window
 from loadgen.summary.server import GaugeStats, ServerView
-from loadgen.summary.stages import Capacity, CapacityStages, Curve, StageSummary
+from loadgen.summary.stages import Capacity, CapacityStages, Curve, PrecisionBlock, StageSummary
 
 # The layout's version: fields are added without a bump; a rename or removal bumps it, and
 # load_summary refuses versions it does not know.
@@ -65,6 +65,9 @@ class Summary(TypedDict, total=True):
     fidelity: NotRequired[Fidelity]
     quality: NotRequired[Quality]
     sessions: NotRequired[Sessions]
+    precision: NotRequired[PrecisionBlock]
+    """a one-stage run with load.until: the precision its stage reached (a multi-stage run's
+    stages carry their own)"""
 
 
 __all__ = [

@@ -240,7 +240,7 @@ class EndedBy(TypedDict, total=True):
     """which limit ended the run, in words: a profile's num_requests can end a --duration run long before its
     time"""
 
-    limit: Literal["num_requests", "duration_s", "trace", "stages", "stopped", "none"]
+    limit: Literal["num_requests", "duration_s", "until", "trace", "stages", "stopped", "none"]
     """the limit that ended it"""
     text: str
     """what the console prints, e.g. 'workload.num_requests: 200 requests sent, in 3.9 s, before

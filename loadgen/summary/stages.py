@@ -48,6 +48,29 @@ class Saturation(TypedDict, total=True):
 
 
 @with_config(DOCS)
+class PrecisionBlock(TypedDict, total=True):
+    """load.until (--until): the statistic a stage kept going for, the 95% interval it reached
+    over its measured ok requests (analysis/precision.py), and whether that precision ended it"""
+
+    until: str
+    """the condition as given, e.g. 'p99 ttft_ms ±5%'"""
+    target_half_width: float
+    """the half-width asked for, a fraction of the estimate"""
+    reached: bool
+    """true when the precision ended the stage; false when its count or duration did first"""
+    estimate: float | None
+    """the statistic over the stage's measured ok requests, ms"""
+    low: float | None
+    """the interval's low end, ms (null: too few requests for an interval)"""
+    high: float | None
+    """the interval's high end, ms"""
+    half_width: float | None
+    """the larger side of the interval over the estimate"""
+    samples: int
+    """the measured ok requests it was computed over"""
+
+
+@with_config(DOCS)
 class StageSummary(TypedDict, total=True):
     """one stage: the same counts, window, metrics and sla blocks as the whole run, for its own requests"""
 
@@ -68,6 +91,7 @@ class StageSummary(TypedDict, total=True):
     sla: SlaBlock
     """the SLA evaluated on the stage alone"""
     saturation: NotRequired[Saturation]
+    precision: NotRequired[PrecisionBlock]
     steady_state: dict[str, Any]
     """steady: completion rate and in-flight requests within 20% from the first to the last third of the
     stage's dispatch window; reason when not"""

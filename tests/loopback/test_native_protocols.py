@@ -29,6 +29,8 @@ def script(**behaviour):
 
 class TestTiming:
     @pytest.mark.timing_absolute
+    @pytest.mark.slow
+    @pytest.mark.serial  # a sub-millisecond or tight bound: measured with a core to itself
     @pytest.mark.parametrize("proto", PROTOCOLS)
     def test_concurrency_1_tracks_the_server_log(self, server, make_profile, proto):
         """At c=1 token events are stamped 0-2 ms (p95; p50 under 0.5 ms) after the server sent

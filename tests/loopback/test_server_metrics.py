@@ -491,6 +491,8 @@ class TestScraper:
 
 class TestRuns:
     @pytest.mark.timing_absolute
+    @pytest.mark.slow
+    @pytest.mark.serial  # a sub-millisecond or tight bound: measured with a core to itself
     def test_simulator_run_has_the_servers_view(self, make_profile):
         """Against the simulator: scrapes on file, TTFT histogram grown by every request, and
         the server's mean TTFT within a few ms of the client's (its histograms are ground truth)."""

@@ -201,6 +201,8 @@ class TestGroundTruth:
 
 class TestPacing:
     @pytest.mark.timing_absolute
+    @pytest.mark.slow
+    @pytest.mark.serial  # a sub-millisecond or tight bound: measured with a core to itself
     def test_wall_gaps_follow_the_decode_step_in_real_time(self):
         """time_scale=1: a lone sequence's gaps equal the physics' B=1 step (within 1.5 ms)."""
         cfg = SimConfig(time_scale=1.0)
