@@ -5,7 +5,7 @@ The intervals: a percentile's is distribution-free, from the order statistics: o
 values, the ``p`` quantile lies between the ``r_lo``-th and ``r_hi``-th with 95 % confidence,
 ``r = n p ∓ 1.96 √(n p (1 - p))`` (the binomial count of values below it, normal
 approximation), rounded outward; with too few values for those ranks to exist there is no
-interval yet. A mean's is ``1.96 s / √n`` (30 values at least). The estimate is the summary's own
+interval yet. A mean's is ``1.96 s / √n``. Either needs 30 values at least. The estimate is the summary's own
 (numpy's linear percentile, the arithmetic mean). Precision is the larger distance from the
 estimate to an end of the interval, over the estimate.
 """
@@ -23,7 +23,9 @@ from loadgen.config.until import Until, parse_until
 from loadgen.summary.stages import PrecisionBlock
 
 Z95 = 1.959963984540054
-MIN_FOR_MEAN = 30
+# Fewer values than this give no interval: the first dozen requests of a stage (the batch still
+# filling) would otherwise end it on a lucky narrow interval that the next few widen.
+MIN_SAMPLES = 30
 
 
 class Interval(NamedTuple):
@@ -45,9 +47,9 @@ def interval(values: Any, stat: str) -> Interval | None:
     x = np.sort(np.asarray(values, dtype=np.float64))
     x = x[~np.isnan(x)]
     n = x.size
+    if n < MIN_SAMPLES:
+        return None
     if stat == "mean":
-        if n < MIN_FOR_MEAN:
-            return None
         m, half = float(x.mean()), Z95 * float(x.std(ddof=1)) / math.sqrt(n)
         return Interval(m, m - half, m + half, n)
     p = metric_defs.PERCENTILES[stat] / 100
@@ -116,9 +118,10 @@ def record_value(metric: str) -> Callable[[Any], float]:
     return value
 
 
-def precision_block(table: Any, text: str, precise: bool) -> PrecisionBlock:
+def precision_block(table: Any, text: str, precise: bool, at_stop: Interval | None) -> PrecisionBlock:
     """What a stage (or a one-stage run) reached of ``load.until`` (``text``): the interval of
-    the statistic over its measured ok requests, and whether the precision ended it."""
+    the statistic over its measured ok requests, whether the precision ended it, and the interval
+    the check saw when it did (``at_stop``: the requests still in flight then finish after it)."""
     until = parse_until(text)
     formula = metric_defs.get(until.metric).formula
     assert formula is not None  # parse_until accepts per-request metrics only
@@ -133,4 +136,6 @@ def precision_block(table: Any, text: str, precise: bool) -> PrecisionBlock:
         "high": None if found is None else found.high,
         "half_width": None if found is None or math.isinf(found.half_width) else found.half_width,
         "samples": int(pick.sum()),
+        "half_width_at_stop": at_stop.half_width if precise and at_stop is not None else None,
+        "samples_at_stop": at_stop.samples if precise and at_stop is not None else None,
     }

@@ -118,6 +118,7 @@ class DriveResult:
     ok: int = 0
     max_id: int = -1  # the highest request id emitted
     precise: bool = False  # load.until was reached: the precision ended the dispatch
+    until_at_stop: Any = None  # the interval (analysis.precision.Interval) the check saw then
 
 
 class _Dispatch:
@@ -158,7 +159,7 @@ class _Dispatch:
     def past_end(self, t_ns: int) -> bool:
         until = self._limits.until
         if until is not None and until.reached:
-            self._res.precise = True
+            self._res.precise, self._res.until_at_stop = True, until.last
             return True
         return self._end_ns is not None and t_ns >= self._end_ns
 

@@ -45,7 +45,8 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     measured = metrics.summarize(table, sla=profile.sla, incomplete=reason is not None)
     precision = None
     if profile.load.until and ex.planned_stages == 1 and ex.stages:
-        precision = precision_block(table, profile.load.until, ex.stages[0].result.precise)
+        first = ex.stages[0].result
+        precision = precision_block(table, profile.load.until, first.precise, first.until_at_stop)
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": p.run_dir.name,
@@ -119,7 +120,7 @@ def _stage(
         "steady_state": curve.steady_state(table),
     }
     if s.until:
-        block["precision"] = precision_block(table, s.until, o.result.precise)
+        block["precision"] = precision_block(table, s.until, o.result.precise, o.result.until_at_stop)
     return block
 
 
@@ -135,12 +136,13 @@ def ended_by(
     if ex.planned_stages > 1:
         return {"limit": "stages", "text": f"all {ex.planned_stages} stages ran, each to its own limit"}
     if precision is not None and precision["reached"]:
-        got = precision["half_width"]
+        got = precision["half_width_at_stop"] or 0.0
         return {
             "limit": "until",
-            "text": f"load.until: {precision['until']} reached ({precision['estimate']:.1f} ms, "
-            f"95% interval {precision['low']:.1f}-{precision['high']:.1f}, ±{(got or 0) * 100:.1f}%) "
-            f"with {counts['sent']} requests sent, in {seconds:.1f} s",
+            "text": f"load.until: {precision['until']} reached (±{got * 100:.1f}% over "
+            f"{precision['samples_at_stop']} requests; {precision['estimate']:.1f} ms, 95% interval "
+            f"{precision['low']:.1f}-{precision['high']:.1f} over all {precision['samples']}), with "
+            f"{counts['sent']} requests sent, in {seconds:.1f} s",
         }
     if work.trace is not None:
         return {"limit": "trace", "text": f"the trace's end ({counts['sent']} requests sent)"}

@@ -68,6 +68,11 @@ class PrecisionBlock(TypedDict, total=True):
     """the larger side of the interval over the estimate"""
     samples: int
     """the measured ok requests it was computed over"""
+    half_width_at_stop: NotRequired[float | None]
+    """when the precision ended the stage: the half-width the check saw then (the requests in
+    flight at that moment finished after it, and are in the figures above)"""
+    samples_at_stop: NotRequired[int | None]
+    """the measured ok requests the check had then"""
 
 
 @with_config(DOCS)

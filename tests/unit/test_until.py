@@ -51,7 +51,7 @@ def test_a_percentiles_interval_is_the_order_statistics_around_it():
 def test_too_few_values_have_no_interval_yet():
     """p99 of 100 values: its upper rank (99 + 1.96 * sqrt(0.99) + 1) is past the last value."""
     assert interval(np.arange(100), "p99") is None
-    assert interval(np.arange(29), "mean") is None
+    assert interval(np.arange(29), "mean") is None and interval(np.arange(29), "p50") is None
     assert interval(np.arange(2000), "p99") is not None
 
 
