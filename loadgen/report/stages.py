@@ -18,7 +18,7 @@ from loadgen.report.curve import (
     point_of,
     sla_sentence,
 )
-from loadgen.summary import Summary
+from loadgen.summary import StageSummary, Summary
 
 # The queue column: a stage's over-saturation verdict (analysis/saturation.py).
 QUEUE = {"stable": "stable", "over_saturated": "GROWING", "undetermined": "too few"}
@@ -31,27 +31,7 @@ def stages_sections(summary: Summary, plots: Sequence[Image] = ()) -> list[Secti
     if not is_multi_stage(summary):
         return []
     c = summary["curve"]
-    rows = []
-    for s in summary["stages"]:
-        p = point_of(summary, s.get("index")) or {}
-        counts = s.get("counts") or {}
-        lat = {k: p.get(k) or {} for k, _ in LATENCIES}
-        verdict = str(p.get("sla_verdict") or (s.get("sla") or {}).get("verdict") or "none")
-        rows.append(
-            (
-                f"{s.get('index')} ({s.get('name')})",
-                offered_long(p) if p else "-",
-                f"{counts.get('sent', 0)} / {counts.get('ok', 0)} / {counts.get('failed', 0)}",
-                num(p.get("throughput_rps")),
-                num(p.get("output_tokens_per_s")),
-                num(lat[HEADLINE].get("p50")),
-                *(num(lat[k].get("p99")) for k, _ in LATENCIES),
-                num(p.get("goodput_rps")),
-                verdict.upper() if verdict == "fail" else verdict,
-                "yes" if (s.get("steady_state") or {}).get("steady") else "no",
-                QUEUE.get(sat["verdict"], "-") if (sat := s.get("saturation")) is not None else "-",
-            )
-        )
+    rows = [_row(summary, s) for s in summary["stages"]]
     header = (
         "stage",
         "offered load",
@@ -87,6 +67,28 @@ def stages_sections(summary: Summary, plots: Sequence[Image] = ()) -> list[Secti
     blocks += saturation_alerts(summary)
     blocks += [p for p in plots if is_curve_plot(p) and not p.file.endswith(f"/{MAIN_PLOT}.png")]
     return [Section("Load stages", tuple(blocks))]
+
+
+def _row(summary: Summary, s: StageSummary) -> tuple[str, ...]:
+    """One stage's row of the table: its load, counts, throughput, latency tails and verdicts."""
+    p = point_of(summary, s.get("index")) or {}
+    counts = s.get("counts") or {}
+    lat = {k: p.get(k) or {} for k, _ in LATENCIES}
+    verdict = str(p.get("sla_verdict") or (s.get("sla") or {}).get("verdict") or "none")
+    sat = s.get("saturation")
+    return (
+        f"{s.get('index')} ({s.get('name')})",
+        offered_long(p) if p else "-",
+        f"{counts.get('sent', 0)} / {counts.get('ok', 0)} / {counts.get('failed', 0)}",
+        num(p.get("throughput_rps")),
+        num(p.get("output_tokens_per_s")),
+        num(lat[HEADLINE].get("p50")),
+        *(num(lat[k].get("p99")) for k, _ in LATENCIES),
+        num(p.get("goodput_rps")),
+        verdict.upper() if verdict == "fail" else verdict,
+        "yes" if (s.get("steady_state") or {}).get("steady") else "no",
+        QUEUE.get(sat["verdict"], "-") if sat is not None else "-",
+    )
 
 
 def saturation_rule(summary: Summary) -> str:

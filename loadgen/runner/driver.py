@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import array
 import asyncio
-import hashlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import orjson
-
 from loadgen.backends.stream import Live
 from loadgen.clock import now_ns, sleep_until
-from loadgen.quality.score import score
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
+from loadgen.runner.answers import NO_ANSWERS, AnswerPolicy, prompt_hash, settle_answer
 from loadgen.runner.shapes import Answer, LoadShape
 
 _LOOP_PROBE_S = 0.02
@@ -54,49 +51,6 @@ class Limits:
     # load.until while the stage runs (analysis.precision.Precision): fed each measured ok record
     # as it finishes, it ends the dispatch once ``reached``.
     until: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class AnswerPolicy:
-    """Whether records keep their answer's text (``output.answers``), and at most how much."""
-
-    keep: bool = False
-    max_chars: int = 4096
-
-
-def answer_policy(profile: Any) -> AnswerPolicy:
-    """The policy of a profile's ``output.answers``."""
-    a = profile.output.answers
-    return AnswerPolicy(a.keep, a.max_chars)
-
-
-def prompt_hash(spec: RequestSpec) -> str:
-    """A digest of exactly what was asked (messages or prompt): two runs' answers are compared
-    only where it matches."""
-    body = spec.messages if spec.messages is not None else spec.prompt
-    return hashlib.blake2b(orjson.dumps(body), digest_size=8).hexdigest()
-
-
-def _settle_answer(rec: RequestRecord, spec: RequestSpec, policy: AnswerPolicy) -> Answer | None:
-    """Score the answer, cut what the record keeps of it to the budget, and hand the whole
-    text back to the shape (None when the request failed or answers are not read)."""
-    pieces = rec.answer
-    if pieces is None:
-        return None
-    text = "".join(pieces)
-    if rec.ok and spec.expected is not None:
-        rec.correct = score(text, spec.expected, spec.match)
-    if not policy.keep:
-        rec.answer = None
-    elif len(text) > policy.max_chars:
-        kept, used = [], 0
-        for piece in pieces:
-            if used + len(piece) > policy.max_chars:
-                break
-            kept.append(piece)
-            used += len(piece)
-        rec.answer, rec.answer_truncated = kept, True
-    return Answer(text, rec.output_tokens or len(pieces)) if rec.ok else None
 
 
 def _samples() -> array.array[int]:
@@ -134,7 +88,7 @@ class _Dispatch:
         res: DriveResult,
         worker: int = 0,
         on_start: Callable[[RequestRecord], None] | None = None,
-        answers: AnswerPolicy = AnswerPolicy(),
+        answers: AnswerPolicy = NO_ANSWERS,
     ) -> None:
         self._specs, self._backend, self._limits, self._stage = specs, backend, limits, stage
         self._worker, self._on_start, self._answers = worker, on_start, answers
@@ -196,7 +150,7 @@ class _Dispatch:
             self._on_start(rec)
         try:
             await self._backend.send(spec, rec)
-            answer = _settle_answer(rec, spec, policy)
+            answer = settle_answer(rec, spec, policy)
         except asyncio.CancelledError:
             if rec.error_class is None:
                 rec.ok, rec.error_class = False, CANCELLED
@@ -241,7 +195,7 @@ async def drive(
     start_ns: int | None = None,
     worker: int = 0,
     on_start: Callable[[RequestRecord], None] | None = None,
-    answers: AnswerPolicy = AnswerPolicy(),
+    answers: AnswerPolicy = NO_ANSWERS,
 ) -> DriveResult:
     """Run ``shape`` until the limits or ``stop``; return the result, with every record when
     ``keep`` (each is also handed to ``on_record`` as it finished). Records carry ``stage`` and

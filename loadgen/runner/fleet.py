@@ -16,8 +16,9 @@ from typing import Any, Protocol
 
 from loadgen.errors import RunError
 from loadgen.records import JsonlSink, RequestRecord
+from loadgen.runner.answers import answer_policy
 from loadgen.runner.channel import Channel, ProcessChannel
-from loadgen.runner.driver import DriveResult, Limits, answer_policy, drive
+from loadgen.runner.driver import DriveResult, Limits, drive
 from loadgen.runner.plan import pool_size
 from loadgen.runner.pool import WorkerPool
 from loadgen.runner.prepare import Prepared

@@ -26,7 +26,7 @@ from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
 from loadgen.server.scraper import server_view
-from loadgen.summary import Conditions, Counts, EndedBy, StageSummary, Summary
+from loadgen.summary import ClientHealth, Conditions, Counts, EndedBy, StageSummary, Summary
 from loadgen.summary.conditions import ConditionsLengthsRealised, ConditionsPromptLengths, ConditionsServer
 from loadgen.summary.stages import PrecisionBlock
 from loadgen.workload import Workload
@@ -43,10 +43,7 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     table = RecordTable.from_file(p.run_dir / REQUESTS)
     reason = incomplete_reason(ex)
     measured = metrics.summarize(table, sla=profile.sla, incomplete=reason is not None)
-    precision = None
-    if profile.load.until and ex.planned_stages == 1 and ex.stages:
-        first = ex.stages[0].result
-        precision = precision_block(table, profile.load.until, first.precise, first.until_at_stop)
+    precision = _precision(profile, ex, table)
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": p.run_dir.name,
@@ -61,26 +58,18 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         "metrics": measured["metrics"],
         "sla": measured["sla"],
         "ended_by": ended_by(p, ex, measured["counts"], reason, precision),
-        "client": health.assess(
-            ex.result,
-            ex.cpu_s,
-            table,
-            capped=bool(profile.load.max_concurrency),
-            workers=ex.workers,
-            selfcheck=p.selfcheck,
-        ),
+        "client": _client(p, ex, table),
     }
     if ex.planned_stages > 1:
-        stage_of = table.column("stage")
-        waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
-        stages = [_stage(o, profile, table.select(stage_of == o.stage.index), waiting) for o in ex.stages]
+        stages = _stages(profile, ex, table)
         summary["stages"] = stages
         summary["curve"] = curve.curve(ex.plan.curve_order(stages))
     concluded = ex.plan.conclude(ex.result.interrupted)
     if concluded is not None:
         summary["capacity"] = concluded
-    answers = profile.output.answers
-    quality = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
+    quality = traffic.quality(
+        table, answers_kept=profile.output.answers.keep, max_chars=profile.output.answers.max_chars
+    )
     if quality is not None:
         summary["quality"] = quality
     if precision is not None:
@@ -88,16 +77,38 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     sessions = traffic.sessions(table)
     if sessions is not None:
         summary["sessions"] = sessions
-    if p.target.sim_info is not None:  # the built-in simulator served: its log is the truth
-        truth = fidelity.assess(table, p.run_dir / GROUND_TRUTH)
-        if truth is not None:
-            summary["fidelity"] = truth
+    # The built-in simulator served: its log is the truth.
+    truth = fidelity.assess(table, p.run_dir / GROUND_TRUTH) if p.target.sim_info is not None else None
+    if truth is not None:
+        summary["fidelity"] = truth
     if ex.server_series is not None:
-        warmup = bool(measured["counts"]["warmup"])
-        summary["server"] = server_view(ex.server_series, measured["window"], warmup, table)
+        summary["server"] = server_view(
+            ex.server_series, measured["window"], bool(summary["counts"]["warmup"]), table
+        )
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
+
+
+def _client(p: Prepared, ex: Executed, table: RecordTable) -> ClientHealth:
+    """The client's own health, with the machine's saved self-check beside the load asked for."""
+    capped = bool(p.profile.load.max_concurrency)
+    return health.assess(ex.result, ex.cpu_s, table, capped=capped, workers=ex.workers, selfcheck=p.selfcheck)
+
+
+def _precision(profile: Any, ex: Executed, table: RecordTable) -> PrecisionBlock | None:
+    """What a one-stage run reached of ``load.until`` (a multi-stage run's stages carry theirs)."""
+    if not profile.load.until or ex.planned_stages != 1 or not ex.stages:
+        return None
+    first = ex.stages[0].result
+    return precision_block(table, profile.load.until, first.precise, first.until_at_stop)
+
+
+def _stages(profile: Any, ex: Executed, table: RecordTable) -> list[StageSummary]:
+    """Every stage's own summary, each from its own records."""
+    stage_of = table.column("stage")
+    waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
+    return [_stage(o, profile, table.select(stage_of == o.stage.index), waiting) for o in ex.stages]
 
 
 def _stage(

@@ -39,7 +39,8 @@ from loadgen.clock import now_ns, run_loop
 from loadgen.config import Profile
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner import frames
-from loadgen.runner.driver import DriveResult, Limits, answer_policy, drive
+from loadgen.runner.answers import answer_policy
+from loadgen.runner.driver import DriveResult, Limits, drive
 from loadgen.runner.prepare import Target, token_counter
 from loadgen.runner.shapes import LoadShape
 from loadgen.server.tokenize import FittedSpecs
