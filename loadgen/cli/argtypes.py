@@ -17,11 +17,6 @@ def duration(text: str) -> float:
     return float(m[1]) * _UNITS[m[2] or "s"]
 
 
-_SLO = re.compile(
-    r"(?:(?P<stat>[a-z][a-z0-9_.]*)\s+)?(?P<metric>[a-z][a-z0-9_]*)\s*(?:<=|<)\s*(?P<bound>[0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)"
-)
-
-
 def parse_sla(text: str) -> dict[str, float]:
     """``--sla "p99 ttft_ms<700, p99 tpot_ms<50"`` -> ``{"ttft_ms": 700.0, "tpot_ms": 50.0}``.
 
@@ -30,22 +25,26 @@ def parse_sla(text: str) -> dict[str, float]:
     meet the bound is the attainment target, not part of the SLO."""
     from loadgen import metric_defs
     from loadgen.analysis.sla import SLO_FIELDS
+    from loadgen.config.sla import ParsedRule, parse_rule
 
     out: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in re.split(r"[,;]", text))):
-        m = _SLO.fullmatch(part.lower())
-        if m is None or m["metric"] not in SLO_FIELDS:
+        try:
+            rule: ParsedRule | None = parse_rule(part.lower())  # the one rule grammar
+        except ValueError:
+            rule = None
+        if rule is None or rule.op not in ("<", "<=") or rule.metric not in SLO_FIELDS:
             raise argparse.ArgumentTypeError(
                 f"{part!r}: expected '[stat] metric < bound' with metric one of {', '.join(SLO_FIELDS)}, "
                 "e.g. 'ttft_ms<700' or 'p99 tpot_ms<50'"
             )
-        stat, bound = m["stat"], float(m["bound"])
-        if stat is not None and stat.replace(".", "_") not in metric_defs.RULE_STATS:
+        stat, bound = rule.stat, rule.threshold
+        if stat is not None and stat not in metric_defs.RULE_STATS:
             valid = ", ".join(metric_defs.RULE_STATS)
             raise argparse.ArgumentTypeError(f"{part!r}: unknown stat; valid: {valid}")
-        if not bound > 0 or m["metric"] in out:
+        if not bound > 0 or rule.metric in out:
             raise argparse.ArgumentTypeError(f"{part!r}: each metric once, with a bound > 0")
-        out[m["metric"]] = bound
+        out[rule.metric] = bound
     if not out:
         raise argparse.ArgumentTypeError("no SLO given; e.g. --sla 'ttft_ms<700, tpot_ms<50'")
     return out
