@@ -34,7 +34,9 @@ class TestTiming:
     @pytest.mark.parametrize("proto", PROTOCOLS)
     def test_concurrency_1_tracks_the_server_log(self, server, make_profile, proto):
         """At c=1 token events are stamped 0-2 ms (p95; p50 under 0.5 ms) after the server sent
-        them, TTFT exceeds the server's own by under 1 ms (median; 5 ms max), ITL matches."""
+        them, TTFT exceeds the server's own by under 2 ms (median; 5 ms max), ITL matches. The
+        excess is the request's delivery (client send to server receipt) plus the first event's
+        trail; its median ran 0.6-1.05 ms here, so a 1 ms bound failed one CI run in four."""
         res = run(
             make_profile(
                 server.url,
@@ -60,7 +62,7 @@ class TestTiming:
         trails, itl_err = np.concatenate(trails), np.abs(np.concatenate(itl_err))
         assert trails.min() >= 0.0 and min(excess) >= 0  # one clock: never before the server
         assert_percentiles(trails, f"{proto} c=1 chunk trail", p50=0.5, p95=2.0)
-        assert_percentiles(excess, f"{proto} c=1 TTFT excess over the server's", p50=1.0, max=5.0)
+        assert_percentiles(excess, f"{proto} c=1 TTFT excess over the server's", p50=2.0, max=5.0)
         assert_percentiles(itl_err, f"{proto} c=1 |ITL error|", p50=0.5, p95=2.0)
         tpot = res.summary["metrics"]["tpot_ms"]["mean"]
         assert tpot > 9.9  # the server's 10 ms between tokens

@@ -246,7 +246,7 @@ def test_records_are_on_the_drivers_clock(ray_run: Any) -> None:
 
 @pytest.mark.timing_absolute
 def test_ttft_matches_the_servers_log(ray_run: Any) -> None:
-    """The client's TTFT exceeds the server's own by the request's trip, never less, under 1 ms
+    """The client's TTFT exceeds the server's own by the request's trip, never less, under 2 ms
     at the median (tests/loopback/test_engine.py's bound) and 15 ms at most: an actor's tail is longer
     than a process's (worst request 2.4-6.4 ms over 75 runs here, with the cluster's own
     daemons on the same two cores). Measured requests only: as there, the warm-up ones, which
@@ -263,7 +263,7 @@ def test_ttft_matches_the_servers_log(ray_run: Any) -> None:
         assert ours >= 5.0
         excess.append(ours - theirs)
     assert min(excess) >= 0, excess  # one clock: never before the server sent it
-    assert_percentiles(excess, "Ray actor: TTFT excess over the server's", p50=1.0, max=15.0)
+    assert_percentiles(excess, "Ray actor: TTFT excess over the server's", p50=2.0, max=15.0)
 
 
 class _Method:
