@@ -106,8 +106,9 @@ def cmd_capacity(a: argparse.Namespace) -> int:
 
     def on_stage(m: Any, passed: bool) -> None:
         att = "-" if m.attainment is None else f"{m.attainment:.3f}"
+        queue = "  queue growing" if m.over_saturated else ""
         print(f"  stage {m.stage}: {m.rate:g} req/s  attained {att} of {m.flags.size}  "
-              f"{'pass' if passed else 'fail'}", file=sys.stderr, flush=True)  # fmt: skip
+              f"{'pass' if passed else 'fail'}{queue}", file=sys.stderr, flush=True)  # fmt: skip
 
     async def main() -> Any:
         stop = asyncio.Event()
@@ -157,14 +158,16 @@ def _capacity_headline(cap: dict) -> str:
 
 def _capacity_rows(cap: dict) -> list[str]:
     """The stage table in the order run: level asked, rate offered ("n/c": not counted, the
-    client lagged)."""
-    cols = ("stage", "level/s", "offered/s", "attained", "n", "", "tput/s", "TTFT p99", "TPOT p99")
+    client lagged), and the queue (a stage whose queue grew fails whatever it attained)."""
+    cols = ("stage", "level/s", "offered/s", "attained", "n", "", "tput/s", "TTFT p99", "TPOT p99", "queue")
     rows = ["  ".join(f"{c:>8}" for c in cols)]
     for s in cap["stages"]:
         verdict = ("pass" if s["passed"] else "fail") if s["counted"] else "n/c"
         att = "-" if s["attainment"] is None else f"{s['attainment']:.3f}"
+        queue = {"over_saturated": "growing", "stable": "stable"}.get(s.get("saturation", ""), "-")
         cells = (s["stage"], _num(s["rate"]), _num(s["offered_rps"]), att, s["requests"], verdict,
-                 _num(s["throughput_rps"]), _num(s["ttft_p99_ms"]), _num(s["tpot_p99_ms"]))  # fmt: skip
+                 _num(s["throughput_rps"]), _num(s["ttft_p99_ms"]), _num(s["tpot_p99_ms"]),
+                 queue)  # fmt: skip
         rows.append("  ".join(f"{c:>8}" for c in cells))
     return rows
 

@@ -148,8 +148,9 @@ class CapacityStages(TypedDict, total=True):
     """false when the client lagged (p99 send lag > 10 ms): the stage did not offer its rate and the search
     ignored it"""
     saturation: NotRequired[Literal["stable", "over_saturated", "undetermined"]]
-    """the stage's over-saturation verdict (summary.stages[].saturation); an over-saturated stage
-    fails whatever its attainment"""
+    """the stage's over-saturation verdict as the search judged it, from the client's own signals
+    (the server's scrapes are parsed after the run; summary.stages[].saturation adds its waiting
+    queue); an over-saturated stage fails whatever its attainment"""
 
 
 @with_config(DOCS)

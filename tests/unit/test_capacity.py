@@ -265,6 +265,9 @@ def test_capacity_on_the_simulator_matches_its_own_answer(tmp_path, capsys):
     records = load_records(run)
     assert {r.stage for r in records} == {s["stage"] for s in cap["stages"]} == set(range(len(cap["stages"])))
     assert [s["load"]["rate"] for s in summary["stages"]] == [s["rate"] for s in cap["stages"]]
+    # Every stage was judged on what grew while it ran, and no over-saturated stage passed.
+    assert {s["saturation"] for s in cap["stages"]} <= {"stable", "over_saturated", "undetermined"}
+    assert not any(s["passed"] and s["saturation"] == "over_saturated" for s in cap["stages"])
     assert len(summary["curve"]["points"]) == len(cap["stages"])
     assert [f"{list(e.absolute_path)}: {e.message}" for e in validator().iter_errors(summary)] == []
     assert cap["usd_per_million_output_tokens"] == pytest.approx(
