@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.analysis.counts import mean_concurrency
 from loadgen.analysis.table import RecordTable
 from loadgen.summary.stages import Saturation, Trend
 
@@ -98,12 +99,10 @@ def assess(table: RecordTable, waiting: Sequence[tuple[int, float]] = ()) -> Sat
 def _outstanding(table: RecordTable, edges: np.ndarray) -> np.ndarray:
     """Per bin, the time-averaged count of requests scheduled and not yet finished (a request
     that never finished is owed to the window's end)."""
-    sched = table.column("t_sched_ns").astype(np.float64)
+    sched = table.column("t_sched_ns")
     end, has_end = table.ints("t_end_ns")
-    finish = np.where(has_end, end, edges[-1]).astype(np.float64)
-    lo, hi = edges[:-1], edges[1:]
-    overlap = np.clip(np.minimum(finish[:, None], hi) - np.maximum(sched[:, None], lo), 0.0, None)
-    return overlap.sum(axis=0) / (hi - lo)
+    finish = np.where(has_end, end, int(edges[-1]))
+    return np.array([mean_concurrency(sched, finish, int(lo), int(hi)) for lo, hi in zip(edges, edges[1:])])
 
 
 def _ttft(table: RecordTable, edges: np.ndarray) -> np.ndarray:
