@@ -35,8 +35,8 @@ from loadgen.analysis.distribution import distribution
 from loadgen.analysis.gaps import GapSamples
 from loadgen.analysis.server_timings import server_timings
 from loadgen.analysis.table import KINDS, NULLABLE_BOOLS, SCALAR_FIELDS, RecordTable, as_table
-from loadgen.records import CANCELLED, RequestRecord
-from loadgen.summary import Metrics, Window
+from loadgen.records import RequestRecord
+from loadgen.summary import Counts, Metrics, Window
 from loadgen.summary.measures import Measured
 
 if TYPE_CHECKING:  # pandas is imported by request_frame alone: the summary never needs it
@@ -172,16 +172,25 @@ def summarize(records: Records, *, sla: Any = None, incomplete: bool = False) ->
     table = as_table(records)
     keep = ~table.column("warmup")  # the measured requests: every count and statistic below
     counts = counts_block(table, keep)
-    window = window_block(*spans(table, keep)[:2])
-    metrics = metrics_block(table, keep, window, sla)
+    flight = spans(table, keep)
+    window = window_block(flight[0], flight[1])
+    metrics = metrics_block(table, keep, counts, flight, window, sla)
     sla_block = sla_mod.evaluate(sla, {"counts": counts, "metrics": metrics}, incomplete=incomplete)
     return {"counts": counts, "window": window, "metrics": metrics, "sla": sla_block}
 
 
-def metrics_block(table: RecordTable, keep: np.ndarray, window: Window, sla: Any) -> Metrics:
+def metrics_block(
+    table: RecordTable,
+    keep: np.ndarray,
+    counts: Counts,
+    flight: tuple[np.ndarray, np.ndarray, np.ndarray],
+    window: Window,
+    sla: Any,
+) -> Metrics:
     """Every latency distribution of the registry, the throughputs per second of ``window``,
-    the requests in flight and Little's law (``analysis.counts``), goodput against ``sla``'s
-    per-request SLOs, and where the token counts came from."""
+    the requests in flight over it (``flight``: ``counts.spans`` of the measured requests) and
+    Little's law, goodput against ``sla``'s per-request SLOs (attained over ``counts``' ok +
+    failed), and where the token counts came from."""
     seconds = window["seconds"]
 
     def rate(x: float) -> float | None:
@@ -199,18 +208,17 @@ def metrics_block(table: RecordTable, keep: np.ndarray, window: Window, sla: Any
     out["output_tokens_per_s"] = rate(out_tokens)
     out["total_tokens_per_s"] = rate(in_tokens + out_tokens)
     start, end = window["start_ns"], window["end_ns"]
-    send, ends, has_end = spans(table, keep)
+    send, ends, has_end = flight
     out["mean_concurrency"] = (
         None if start is None or end is None else mean_concurrency(send, ends, start, end)
     )
     out["littles_law"] = littles_law(send, ends, has_end)
     slos = sla_mod.set_slos(sla)
     good = sla_mod.good_mask(ok, {k: derived[k][keep] for k in slos}, slos)
-    done = int(ok.sum()) + int((~ok & (table.column("error_class")[keep] != CANCELLED)).sum())
     out["goodput"] = {
         "requests_per_s": rate(int(good.sum())),
         "output_tokens_per_s": rate(int(out_all[good].sum())),
-        "attained_fraction": ratio(int(good.sum()), done),
+        "attained_fraction": ratio(int(good.sum()), counts["ok"] + counts["failed"]),
     }
     reasoning = _reasoning(table)
     if reasoning is not None:
