@@ -52,6 +52,8 @@ MATERIAL: dict[str, tuple[float, float]] = {
     "ttft_ms": (100.0, 0.50),
     "waiting": (2.0, 0.10),
 }
+# A verdict as the stage tables (report, console, capacity) name the stage's queue.
+QUEUE_WORDS: dict[str, str] = {"stable": "stable", "over_saturated": "growing", "undetermined": "too few"}
 RULE = (
     "over-saturated when the server's waiting queue grows, or the requests outstanding and TTFT "
     "(from the scheduled send) grow together: least-squares slope over 6-12 equal bins of the "
@@ -156,6 +158,11 @@ def _trend(name: str, x: np.ndarray, y: np.ndarray, seconds: float) -> Trend | N
         "material": material,
         "grows": bool(slope - margin > 0 and growth >= material),
     }
+
+
+def queue_word(verdict: str | None) -> str:
+    """What a stage table says of a verdict ("-": a stage without one, e.g. an older summary's)."""
+    return QUEUE_WORDS.get(verdict or "", "-")
 
 
 def waiting_samples(rows: Sequence[dict[str, Any]]) -> list[tuple[int, float]]:

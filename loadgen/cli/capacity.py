@@ -13,6 +13,7 @@ import signal
 import sys
 from typing import Any
 
+from loadgen.analysis.saturation import queue_word
 from loadgen.cli.argtypes import duration, parse_sla
 from loadgen.cli.borrow import borrow, leave_unset
 from loadgen.cli.common import (
@@ -164,7 +165,7 @@ def _capacity_rows(cap: dict) -> list[str]:
     for s in cap["stages"]:
         verdict = ("pass" if s["passed"] else "fail") if s["counted"] else "n/c"
         att = "-" if s["attainment"] is None else f"{s['attainment']:.3f}"
-        queue = {"over_saturated": "growing", "stable": "stable"}.get(s.get("saturation", ""), "-")
+        queue = queue_word(s.get("saturation"))
         cells = (s["stage"], _num(s["rate"]), _num(s["offered_rps"]), att, s["requests"], verdict,
                  _num(s["throughput_rps"]), _num(s["ttft_p99_ms"]), _num(s["tpot_p99_ms"]),
                  queue)  # fmt: skip

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from loadgen import metric_defs
+from loadgen.analysis.saturation import queue_word
 from loadgen.cli.block_lines import fidelity_line, traffic_lines
 
 # The latency table: the registry's distributions shown on the console, and its columns. A row
@@ -123,13 +124,15 @@ def stage_table(summary: dict) -> Table:
             _fmt((m.get("goodput") or {}).get("requests_per_s"), 2),
             "none: all warm-up" if st["sla"].get("no_verdict") else st["sla"]["verdict"],
             "yes" if st["steady_state"]["steady"] else "no",
-            _QUEUE.get((st.get("saturation") or {}).get("verdict", ""), "-"),
+            _queue((st.get("saturation") or {}).get("verdict")),
         )
     return t
 
 
-# A stage's over-saturation verdict, as the stage table's queue column shows it.
-_QUEUE = {"stable": "stable", "over_saturated": "[red]growing[/red]", "undetermined": "too few"}
+def _queue(verdict: str | None) -> str:
+    """The stage table's queue column (analysis/saturation.py's words), a growing queue in red."""
+    word = queue_word(verdict)
+    return f"[red]{word}[/red]" if verdict == "over_saturated" else word
 
 
 def _print_curve(con: Console, curve: dict) -> None:

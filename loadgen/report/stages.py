@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from loadgen.analysis.saturation import queue_word
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num
 from loadgen.report.curve import (
     HEADLINE,
@@ -19,9 +20,6 @@ from loadgen.report.curve import (
     sla_sentence,
 )
 from loadgen.summary import StageSummary, Summary
-
-# The queue column: a stage's over-saturation verdict (analysis/saturation.py).
-QUEUE = {"stable": "stable", "over_saturated": "GROWING", "undetermined": "too few"}
 
 
 def stages_sections(summary: Summary, plots: Sequence[Image] = ()) -> list[Section]:
@@ -87,8 +85,14 @@ def _row(summary: Summary, s: StageSummary) -> tuple[str, ...]:
         num(p.get("goodput_rps")),
         verdict.upper() if verdict == "fail" else verdict,
         "yes" if (s.get("steady_state") or {}).get("steady") else "no",
-        QUEUE.get(sat["verdict"], "-") if sat is not None else "-",
+        _queue(sat["verdict"] if sat is not None else None),
     )
+
+
+def _queue(verdict: str | None) -> str:
+    """The queue column (analysis/saturation.py's words), a growing queue in capitals like FAIL."""
+    word = queue_word(verdict)
+    return word.upper() if verdict == "over_saturated" else word
 
 
 def saturation_rule(summary: Summary) -> str:
