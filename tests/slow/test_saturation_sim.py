@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from loadgen.sim import SimConfig, simulate
+from loadgen.workload.lengths import sample_lengths
 
 import helpers
 from helpers import run
@@ -21,16 +22,13 @@ LENGTHS = {
 }
 
 
-def saturation_throughput(n: int = 2000) -> float:
+def saturation_throughput(workload, n: int = 2000) -> float:
     """Requests per second the engine completes when it always has work waiting: ``n`` requests
-    of the chat lengths all queued at once, the middle half of their completions."""
+    of the workload's lengths (its own sampler) all queued at once, the middle half of their
+    completions."""
     rng = np.random.default_rng(0)
-
-    def lengths(mean: int, cap: int) -> np.ndarray:
-        mu = np.log(mean) - 0.6**2 / 2
-        return np.clip(np.rint(rng.lognormal(mu, 0.6, n)), 1, cap).astype(int)
-
-    prompts, outputs = lengths(512, 4096), lengths(256, 1024)
+    prompts = sample_lengths(workload.input_tokens, n, rng)
+    outputs = sample_lengths(workload.output_tokens, n, rng)
     config = SimConfig.from_dict({"preset": PRESET})
     seqs = simulate(config, [(0, int(p), int(o)) for p, o in zip(prompts, outputs)])
     ends = np.sort([s.token_vns[-1] for s in seqs])
@@ -39,22 +37,25 @@ def saturation_throughput(n: int = 2000) -> float:
 
 @pytest.mark.slow
 def test_a_stage_past_saturation_is_over_saturated_and_one_below_is_stable(tmp_path):
-    mu = saturation_throughput()
+    def profile(stages):
+        return helpers.profile(
+            tmp_path,
+            None,
+            **{
+                "workload.num_requests": None,
+                "load.concurrency": None,
+                "load.stages": stages,
+                "sim.preset": PRESET,
+                "target.ignore_eos": True,
+                **LENGTHS,
+            },
+        )
+
+    mu = saturation_throughput(profile([{"rate": 1.0, "duration_s": 1.0}]).workload)
     assert 25 < mu < 45  # the H100's chat capacity, as docs/metrics.md quotes it (about 35 req/s)
     below, above = round(0.9 * mu, 1), round(1.1 * mu, 1)
     stages = [{"rate": r, "duration_s": 20.0, "warmup_requests": round(5 * r)} for r in (below, above)]
-    p = helpers.profile(
-        tmp_path,
-        None,
-        **{
-            "workload.num_requests": None,
-            "load.concurrency": None,
-            "load.stages": stages,
-            "sim.preset": PRESET,
-            "target.ignore_eos": True,
-            **LENGTHS,
-        },
-    )
+    p = profile(stages)
     summary = run(p).summary
     verdicts = [s["saturation"]["verdict"] for s in summary["stages"]]
     print(f"saturation {mu:.1f} req/s; {below} -> {verdicts[0]}, {above} -> {verdicts[1]}")
