@@ -71,7 +71,7 @@ class Precision:
         self.values: list[float] = []
         self.reached = False
         self.last: Interval | None = None
-        self._next_check = 8
+        self._next_check = MIN_SAMPLES  # no interval before that many values
 
     def add(self, record: Any) -> None:
         v = self._value(record)
