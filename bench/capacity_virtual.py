@@ -86,7 +86,8 @@ class Virtual:
             r.chunk_times_ns = [first, last] if last > first else [first]
             r.chunk_tokens = [1, len(s.token_vns) - 1] if last > first else [1]
             records.append(r)
-        return StageOutcome(stage, DriveResult(records, 0, int(stage.duration_s * 1e9), False))
+        ended = max([int(stage.duration_s * 1e9)] + [r.t_end_ns for r in records])  # the drain too
+        return StageOutcome(stage, DriveResult(records, 0, ended, False))
 
     def truth(self, target: float, rates: np.ndarray, seconds: float) -> float:
         """The simulator's own answer (see the module's doc), in req/s."""
@@ -102,14 +103,15 @@ class Virtual:
         return float(rates[i - 1] + (a[i - 1] - target) / (a[i - 1] - a[i]) * (rates[i] - rates[i - 1]))
 
 
-def search(v: Virtual, target: float, seed: int, max_stages: int) -> tuple[dict, float]:
-    """The plan's search to its end, every stage served in virtual time; (block, simulated s)."""
-    plan = CapacityPlan(Search(1.0, target, max_stages=max_stages), v.slos, seed=seed)
+def search(v: Virtual, target: float, seed: int, **kw) -> tuple[dict, float]:
+    """The plan's search to its end, every stage served in virtual time; (block, simulated s,
+    drains included: what the search would take in real time)."""
+    s_kw = {k: kw.pop(k) for k in ("max_stages", "precision") if k in kw}
+    plan = CapacityPlan(Search(1.0, target, **s_kw), v.slos, seed=seed, **kw)
     done: list[StageOutcome] = []
-    simulated = 0.0
     while (stage := plan.next_stage(done)) is not None:
         done.append(v.stage(stage, seed * 1000 + len(done)))
-        simulated += stage.duration_s
+    simulated = sum((o.result.ended_ns - o.result.started_ns) / 1e9 for o in done)
     return dict(capacity_block(plan, None, seed, "")), simulated
 
 
@@ -126,17 +128,22 @@ def main() -> None:
     ap.add_argument("--attainment", type=float, default=0.99)
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--max-stages", type=int, default=14)
+    ap.add_argument("--precision", type=float, default=0.05)
+    ap.add_argument("--budget-s", type=float, default=None)
+    ap.add_argument("--truth", type=float, default=None, help="skip computing the truth: use this")
     ap.add_argument("--truth-s", type=float, default=1200.0, help="simulated seconds per truth rate")
     ap.add_argument("--grid", default="30:37:0.5", help="truth rates, start:stop:step req/s")
     a = ap.parse_args()
     v = Virtual(a.profile, a.preset, {"ttft_ms": a.ttft_ms, "tpot_ms": a.tpot_ms})
     lo, hi, step = (float(x) for x in a.grid.split(":"))
-    truth = v.truth(a.attainment, np.arange(lo, hi + step / 2, step), a.truth_s)
+    truth = a.truth or v.truth(a.attainment, np.arange(lo, hi + step / 2, step), a.truth_s)
     print(f"the simulator's own answer: {truth:.2f} req/s")
     errors, covered = [], 0
     for seed in range(a.seeds):
         t0 = time.perf_counter()
-        cap, simulated = search(v, a.attainment, seed, a.max_stages)
+        cap, simulated = search(
+            v, a.attainment, seed, max_stages=a.max_stages, precision=a.precision, budget_s=a.budget_s
+        )
         ci = cap["ci95"]
         inside = (ci[0] or 0.0) <= truth <= (ci[1] or np.inf)
         errors.append(cap["capacity_rps"] / truth - 1 if cap["capacity_rps"] else np.nan)

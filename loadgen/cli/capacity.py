@@ -65,7 +65,8 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         type=duration,
         default=15.0,
         metavar="S",
-        help="measured length of each stage (default 15s; at least 20 requests)",
+        help="measured length of each stage once the boundary is bracketed (default 15s; at least 30 "
+        "requests); doubling stages measure 5s",
     )
     g.add_argument(
         "--stage-warmup",
@@ -80,6 +81,14 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
     g.add_argument("--max-rate", type=float, metavar="R", help="never offer more than R req/s")
     g.add_argument("--precision", type=float, default=0.05, help="stop when hi/lo - 1 <= this (default 0.05)")
     g.add_argument("--max-stages", type=int, default=14, metavar="N", help="stage budget (default 14)")
+    g.add_argument(
+        "--budget",
+        type=duration,
+        metavar="TIME",
+        help="wall time for the whole search, e.g. 4m or 20m: stages near the boundary share what is "
+        "left (longer stages see the bursts that break a tail SLO: more time, a truer answer); the "
+        "search stops, saying so, when the next stage would not fit. Default: no budget",
+    )
     leave_unset(cp, run)
 
 
@@ -119,7 +128,7 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         return await capacity.run_capacity(
             profile, attainment=a.attainment, slos=a.sla, start_rate=a.start_rate,
             stage_s=a.capacity_stage_s, warmup_s=a.stage_warmup, precision=a.precision,
-            max_stages=a.max_stages, max_rate=a.max_rate, gpu_hour_cost=a.gpu_hour_cost,
+            max_stages=a.max_stages, max_rate=a.max_rate, budget_s=a.budget, gpu_hour_cost=a.gpu_hour_cost,
             gpu_count=a.gpu_count, api_key=api_key, stop=stop,
             on_status=lambda msg: print(msg, file=sys.stderr, flush=True), on_stage=on_stage,
         )  # fmt: skip
@@ -154,7 +163,8 @@ def _capacity_headline(cap: dict) -> str:
         parts.append(f"goodput {_num(cap['goodput_rps'])} req/s")
     if cap["usd_per_million_output_tokens"] is not None:
         parts.append(f"${cap['usd_per_million_output_tokens']:.2f} / 1M output tokens")
-    return ", ".join(parts) + f", from {n} stages"
+    took = f" in {cap['elapsed_s']:.0f} s" if cap.get("elapsed_s") is not None else ""
+    return ", ".join(parts) + f", from {n} stages{took}"
 
 
 def _capacity_rows(cap: dict) -> list[str]:

@@ -4,10 +4,13 @@ SLO is at least A (DistServe's goodput definition), found by a search over short
 A per-request SLO (``ttft_ms``, ``tpot_ms``, ``e2e_ms``) is a bound every request must meet; a
 request is good when it finished ok within all of them (analysis/sla.py ``good_mask``). A stage's
 attainment is good / (ok + failed) over its measured requests (as ``goodput.attained_fraction``);
-it passes when that is >= A. Each stage is Poisson at its rate for ``warmup_s + stage_s`` from an
-idle server (the last stage has drained); requests of the first ``warmup_s`` are warm-up, and
-the warm-up grows to 2x the mean end-to-end latency measured at passing stages (a batch takes
-that long to fill: long answers need long warm-ups).
+it passes when that is >= A. Each stage is Poisson at its rate from an idle server (the last
+stage has drained): a warm-up of ``warmup_s`` that grows to 2x the mean end-to-end latency
+measured at passing stages (a batch takes that long to fill: long answers need long warm-ups),
+then the measured part: 5 s while doubling, ``stage_s`` once the boundary is bracketed, at least
+30 requests (the over-saturation verdict's minimum). With a time budget (``budget_s``) the
+stages after the bracket share the seconds left (capacity_stages.py ``measured_s``), and the
+search stops, saying so, when the next stage would not fit.
 
 The search (``Search``, capacity_search.py; ``CapacityPlan``, capacity_stages.py, runs it as a
 StagePlan; this module runs the plan as one run and writes its result):
@@ -81,8 +84,9 @@ __all__ = [
 
 CAPACITY = "capacity.json"
 METHOD = (
-    "double from {start:g} req/s until a stage fails, bisect to {precision:.0%}, re-measure both ends; "
-    "stages Poisson, {warmup:g} s warm-up (or 2x mean E2E) + {stage:g} s, from idle; capacity = highest "
+    "double from {start:g} req/s until a stage fails (stages of 5 s), bisect to {precision:.1%}, "
+    "re-measure both ends; stages Poisson, {warmup:g} s warm-up (or 2x mean E2E) + {stage:g} s "
+    "(30 requests at least), from idle; capacity = highest "
     "rate with pooled attainment >= {target:g}, at the rate it offered; 95% CI = [p2.5 highest passing, "
     f"p97.5 lowest failing offered rate] over {RESAMPLES} moving-block bootstrap resamples of good flags"
 )
@@ -122,6 +126,7 @@ async def run_capacity(
     precision: float = 0.05,
     max_stages: int = 14,
     max_rate: float | None = None,
+    budget_s: float | None = None,
     gpu_hour_cost: float | None = None,
     gpu_count: float | None = None,
     api_key: str | None = None,
@@ -143,6 +148,7 @@ async def run_capacity(
         (max_stages >= 2, f"--max-stages {max_stages}: at least 2"),
         (0 < start <= 1e6, f"start rate {start:g}: in (0, 1e6] req/s"),
         (max_rate is None or max_rate >= start, f"--max-rate {max_rate}: at least the start rate {start:g}"),
+        (budget_s is None or budget_s >= 60, f"--budget {budget_s or 0:g}s: at least 60s, e.g. 4m"),
     ]
     for ok, msg in checks:
         if not ok:
@@ -151,9 +157,9 @@ async def run_capacity(
     search = Search(start, attainment, precision=precision, max_stages=max_stages, max_rate=max_rate)
     method = METHOD.format(
         start=start, precision=precision, warmup=warmup_s, stage=stage_s, target=attainment
-    )
+    ) + (f"; near the boundary, stages share a time budget of {budget_s:g} s" if budget_s else "")
     plan = CapacityPlan(
-        search, chosen, stage_s=stage_s, warmup_s=warmup_s, on_stage=on_stage,
+        search, chosen, stage_s=stage_s, warmup_s=warmup_s, budget_s=budget_s, on_stage=on_stage,
         costs=costs, seed=prof.workload.seed, method=method,
     )  # fmt: skip
     res = await api.run_async(prof, api_key=api_key, stop=stop, on_status=on_status, plan=plan)

@@ -96,6 +96,17 @@ class Search:
             self.stopped_because = why
         return rate
 
+    def stages_left(self) -> int:
+        """The stages the search still expects: bisections of the bracket down to the precision,
+        then the re-measures of both ends (at least one)."""
+        lo, hi = self.bracket()
+        if lo is None or hi is None:
+            return 1
+        ratio = math.log(hi / lo) / math.log1p(self.precision)
+        runs = [o.rate for o in self.observed]
+        bisect = math.ceil(math.log2(ratio)) if ratio > 1 else 0
+        return max(1, bisect + max(0, 2 - runs.count(lo)) + max(0, 2 - runs.count(hi)))
+
 
 def bracket(attainment: dict[float, float], target: float) -> tuple[float | None, float | None]:
     """The search's rule on attainment by level: (highest level below the lowest failing one

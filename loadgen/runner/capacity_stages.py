@@ -86,7 +86,9 @@ class CapacityPlan:
         *,
         stage_s: float = 15.0,
         warmup_s: float = 5.0,
-        min_requests: int = 20,
+        min_requests: int = 30,
+        budget_s: float | None = None,
+        bracket_s: float = 5.0,
         on_stage: Callable[[StageMeasure, bool], None] | None = None,
         costs: CostInputs | None = None,
         seed: int = 0,
@@ -95,22 +97,48 @@ class CapacityPlan:
         self.search, self.slos = search, slos
         self.costs, self.seed, self.method = costs, seed, method
         self.stage_s, self.warmup_s, self.min_requests = stage_s, warmup_s, min_requests
+        self.budget_s, self.bracket_s = budget_s, bracket_s
         self.on_stage = on_stage
         self.measures: list[StageMeasure] = []
+        self.spent_s = 0.0  # wall seconds the stages so far took, drains included
 
     def next_stage(self, done: Sequence[StageOutcome]) -> Stage | None:
         for o in done[len(self.measures) :]:
             self.add(measure(o, self.slos))
+            self.spent_s += (o.result.ended_ns - o.result.started_ns) / 1e9
         rate = self.search.next_rate()
         if rate is None:
-            return None
-        measured_s = max(self.stage_s, self.min_requests / rate)
+            return None  # the search is over, ``stopped_because`` says why when not on its rules
         e2e_ms = max((m.e2e_mean_ms or 0.0 for m in self.measures if self.passed(m)), default=0.0)
         warm = max(self.warmup_s, round(2 * e2e_ms / 1e3, 1))
+        measured_s = self.measured_s(rate, warm, e2e_ms / 1e3)
+        if measured_s is None:
+            return None
         return Stage(
             len(done), f"rate={rate:g}", None, rate, "poisson", 1.0, None,
             warm + measured_s, None, 0.0, round(rate * warm),
         )  # fmt: skip
+
+    def measured_s(self, rate: float, warm: float, e2e_s: float) -> float | None:
+        """How long the next stage measures, or None when the time budget cannot pay for it.
+        Bracketing (no passing level below a failing one yet): ``bracket_s``, for doubling only
+        needs to see where the SLOs break. Refining: at least ``stage_s``, and with a budget the
+        seconds left shared among the stages the bisection still needs (near the boundary a
+        longer stage is the only way to see the bursts that break a tail SLO). Always at least
+        ``min_requests`` requests, the over-saturation verdict's minimum."""
+        lo, hi = self.search.bracket()
+        bracketing = lo is None or hi is None
+        want = max(self.bracket_s if bracketing else self.stage_s, self.min_requests / rate)
+        if self.budget_s is None:
+            return want
+        overhead = warm + e2e_s  # the warm-up before it and the drain after it
+        if self.budget_s - self.spent_s - overhead < want:
+            gap = "" if bracketing else f"; the bracket is {lo:g}-{hi:g} req/s"
+            self.search.stopped_because = f"time budget of {self.budget_s:g} s spent{gap}"
+            return None
+        if bracketing:
+            return want
+        return max(want, (self.budget_s - self.spent_s) / self.search.stages_left() - overhead)
 
     def add(self, m: StageMeasure) -> None:
         """Tell the search; a client-limited stage is not counted, and it or a stage with server
@@ -196,6 +224,8 @@ def capacity_block(plan: CapacityPlan, costs: CostInputs | None, seed: int, meth
             for m in plan.measures
         ],
         "stopped_because": s.stopped_because,
+        "elapsed_s": round(plan.spent_s, 1),
+        "budget_s": plan.budget_s,
         "method": method,
     }
     return cast(Capacity, block)

@@ -192,6 +192,11 @@ class Capacity(TypedDict, total=True):
     """every stage in the order run (the same index as summary.stages and the records' `stage`)"""
     stopped_because: str | None
     """null when the search ended on its own rules (precision reached, ends re-measured); else why it
-    stopped: stage budget, --max-rate, client bottleneck, server errors, interrupted"""
+    stopped: stage budget, time budget, --max-rate, client bottleneck, server errors, interrupted"""
+    elapsed_s: NotRequired[float]
+    """wall seconds the search's stages took, warm-ups and drains included"""
+    budget_s: NotRequired[float | None]
+    """the time budget (--budget): stages after the bracket share it; null: none, stages of
+    --stage-duration"""
     method: str
     """the search and interval method in words, with its settings"""

@@ -92,7 +92,8 @@ def test_the_plan_turns_levels_into_warmed_up_poisson_stages_and_stops_on_client
     plan.add(StageMeasure(4.0, flags(1.0), stage=0))
     done.append(object())
     second = plan.next_stage(done)  # type: ignore[arg-type]
-    assert second is not None and (second.index, second.rate, second.duration_s) == (1, 8.0, 12.0)
+    # still doubling: 5 s or the 60 requests (7.5 s at 8/s), after the 2 s warm-up
+    assert second is not None and (second.index, second.rate, second.duration_s) == (1, 8.0, 9.5)
     plan.add(StageMeasure(8.0, flags(1.0), stage=1, client_lag_p99_ms=25.0))
     assert plan.next_stage([*done, object()]) is None  # type: ignore[list-item]
     assert "client was the bottleneck" in (plan.search.stopped_because or "")
@@ -102,6 +103,23 @@ def test_the_plan_turns_levels_into_warmed_up_poisson_stages_and_stops_on_client
     errors.add(StageMeasure(4.0, flags(0.9), stage=0, error_rate=0.08))
     assert errors.next_stage([object()]) is None  # type: ignore[list-item]
     assert "failed 8.0% of requests" in (errors.search.stopped_because or "")
+
+
+def test_a_time_budget_is_shared_by_the_stages_the_bisection_still_needs_then_stops_the_search():
+    plan = CapacityPlan(Search(4.0, 0.9), {"ttft_ms": 700.0}, stage_s=10.0, warmup_s=2.0, budget_s=120.0)
+    plan.add(StageMeasure(4.0, flags(1.0), stage=0))
+    plan.add(StageMeasure(8.0, flags(0.5), stage=1))
+    plan.spent_s = 20.0
+    # bracket 4-8: 4 bisections to 5 % (log2(ln 2 / ln 1.05) = 3.8) and both ends re-measured
+    assert plan.search.stages_left() == 6
+    stage = plan.next_stage([object(), object()])  # type: ignore[list-item]
+    assert stage is not None and stage.rate == 5.657
+    assert stage.duration_s == pytest.approx(2.0 + (120.0 - 20.0) / 6 - 2.0)
+    plan.add(StageMeasure(5.657, flags(1.0), stage=2))
+    plan.spent_s = 110.0  # 10 s left: less than a 2 s warm-up and 10 s measured
+    assert plan.next_stage([object()] * 3) is None  # type: ignore[list-item]
+    assert plan.search.stopped_because == "time budget of 120 s spent; the bracket is 5.657-8 req/s"
+    assert plan.conclude(False)["budget_s"] == 120.0
 
 
 # --- the interval, on literal flags ----------------------------------------------------------
@@ -166,6 +184,7 @@ def test_sla_takes_the_metric_and_bound_of_each_item_as_a_per_request_slo():
         (["--sla", "p99 itl_ms<20"], "metric one of ttft_ms, tpot_ms, e2e_ms"),
         (["--sla", "ttft_ms<700", "--attainment", "1.5"], "--attainment 1.5"),
         ([], "no per-request SLO"),
+        (["--sla", "ttft_ms<700", "--budget", "30s"], "--budget 30s: at least 60s"),
         (["--sla", "ttft_ms<700", "--url", "http://127.0.0.1:9"], ""),
     ],
 )
