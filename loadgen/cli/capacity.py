@@ -42,7 +42,12 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         "2 bad input or the target could not be reached, 130 interrupted.",
     )
     cp.add_argument("profile", nargs="?", help="profile YAML or a shipped profile's name (its workload)")
-    borrow(cp, run, ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id"))
+    borrow(
+        cp,
+        run,
+        ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id", "--repeats",
+         "--reset-path"),
+    )  # fmt: skip
     cp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="record a condition")
     cp.add_argument(
         "--sla",
