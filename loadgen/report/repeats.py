@@ -8,7 +8,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadgen import metric_defs
+from loadgen.analysis.repeats import HEADLINE, figure_name, welch_ratio
 from loadgen.report.blocks import Table
+
+CONF_WORD = "95% Welch t"
 
 
 def value(metric: str, v: float | None) -> str:
@@ -60,3 +63,49 @@ def repeats_sentence(summary: Mapping[str, Any]) -> str:
         f"schedule, fresh connections): each repeat's figure, their mean, and {block['method']}. "
         "The figures above pool every repeat's requests."
     )
+
+
+def compare_table(names: list[str], summaries: list[Mapping[str, Any]]) -> Table | None:
+    """compare's rows over repeats (when any run has them): each run's mean over its repeats
+    with its interval (a run without repeats: its one value), and each later run's ratio to the
+    first with Welch's t interval (``analysis.repeats.welch_ratio``; a run without repeats
+    counts as exact)."""
+    blocks = [s.get("repeats") if isinstance(s.get("repeats"), Mapping) else None for s in summaries]
+    if not any(blocks):
+        return None
+    ref = names[0]
+    header = ("figure", *names, *(f"{n} / {ref} ({CONF_WORD})" for n in names[1:]))
+    rows = []
+    for metric, stat in HEADLINE:
+        cells, values = [], []
+        for s, block in zip(summaries, blocks):
+            fig = _figure(block, metric, stat)
+            if fig is None:
+                one = metric_defs.lookup(dict(s), metric, stat)
+                cells.append(value(metric, one) + (" (1 run)" if one is not None else ""))
+                values.append(one)
+            else:
+                cells.append(f"{value(metric, fig['mean'])} {interval_text(fig)}")
+                values.append([v for v in fig["values"] if v is not None])
+        ratios = [_ratio(values[0], v) for v in values[1:]]
+        rows.append((figure_name(metric, stat), *cells, *ratios))
+    return Table(header, tuple(rows), "l" + "r" * (len(header) - 1))
+
+
+def _figure(block: Mapping[str, Any] | None, metric: str, stat: str | None) -> Mapping[str, Any] | None:
+    if block is None:
+        return None
+    return next((f for f in block["figures"] if f["metric"] == metric and f["stat"] == stat), None)
+
+
+def _ratio(base: Any, cand: Any) -> str:
+    """``"1.02 [0.97, 1.07]"``: candidate / baseline with its interval; "-" when undefined."""
+    if base is None or cand is None:
+        return "-"
+    if not isinstance(cand, list):
+        if isinstance(base, list) or not base:
+            return "-"
+        return f"{cand / base:.3f}"
+    b = base if isinstance(base, list) else float(base)
+    r = welch_ratio(cand, b)
+    return "-" if r is None else f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]"
