@@ -35,7 +35,7 @@ from loadgen.analysis import repeats as rp
 from loadgen.analysis.table import RecordTable
 from loadgen.config import Profile
 from loadgen.errors import RunError
-from loadgen.result import REQUESTS, SCHEMA_VERSION, RunResult, write_summary
+from loadgen.result import REQUESTS, SCHEMA_VERSION, RunResult, load_summary, write_summary
 from loadgen.runner.prepare import make_run_dir
 from loadgen.summary import ClientHealth, RepeatFigure, Repeats, Summary
 
@@ -68,11 +68,13 @@ async def run_repeated(
     stop: asyncio.Event | None = None,
     status: Callable[[str], None] = lambda _m: None,
     figures: Callable[[Summary], list[tuple[str, str | None, float | None]]] | None = None,
+    sla: Any = None,
 ) -> RunResult:
     """Run ``profile``'s load ``load.repeats`` times through ``run_one``, each into its own
     folder of one new run folder, then pool them into its summary.json. A stop (Ctrl-C) ends
     the current repeat as it ends a run and sends no further one; the pooled summary then says
-    the run is incomplete. ``figures`` (default: the headline's) picks a repeat's figures."""
+    the run is incomplete. ``figures`` (default: the headline's) picks a repeat's figures; ``sla``
+    (default: the profile's) is the SLA section the pooled requests are judged by."""
     parent = make_run_dir(profile)
     n = profile.load.repeats
     done: list[RunResult] = []
@@ -81,7 +83,7 @@ async def run_repeated(
         done.append(await run_one(repeat_profile(profile, parent, k)))
         if (stop is not None and stop.is_set()) or not done[-1].summary.get("complete", True):
             break
-    summary = pooled_summary(parent, profile, done, figures or headline_figures)
+    summary = pooled_summary(parent, profile, done, figures or headline_figures, sla)
     return RunResult(parent, summary)
 
 
@@ -95,6 +97,7 @@ def pooled_summary(
     profile: Profile,
     done: list[RunResult],
     figures: Callable[[Summary], list[tuple[str, str | None, float | None]]],
+    sla: Any = None,
 ) -> Summary:
     """The parent's summary.json: every repeat's records pooled, the first repeat's conditions,
     and the ``repeats`` block; written to ``parent``."""
@@ -105,7 +108,8 @@ def pooled_summary(
     reason = None if complete else _incomplete(count, done)
     seconds = sum(float(r.summary["window"]["seconds"]) for r in done)
     table = RecordTable.from_file(parent / REQUESTS)
-    measured = metrics.summarize(table, sla=profile.sla, incomplete=not complete, seconds=seconds)
+    sla = profile.sla if sla is None else sla
+    measured = metrics.summarize(table, sla=sla, incomplete=not complete, seconds=seconds)
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": parent.name,
@@ -168,6 +172,11 @@ def repeats_block(
         ],
         "figures": out,
     }
+
+
+def load_repeat(parent: Path, path: str) -> Summary:
+    """The summary of the repeat in ``parent / path``."""
+    return load_summary(parent / path)
 
 
 def _pool_records(parent: Path, done: list[RunResult]) -> None:
