@@ -27,7 +27,7 @@ CAPACITY_FIGURE = "capacity_rps"
 
 def capacity_figures(summary: Summary) -> list[tuple[str, str | None, float | None]]:
     """A search's capacity, then the headline figures of all its stages pooled."""
-    cap = summary.get("capacity") or {}
+    cap: Any = summary.get("capacity") or {}
     return [(CAPACITY_FIGURE, None, cap.get("capacity_rps")), *repeats.headline_figures(summary)]
 
 
@@ -54,7 +54,7 @@ async def run_capacity_repeated(profile: Profile, **search: Any) -> capacity.Cap
 
 def _capacity_block(res: RunResult) -> Capacity:
     """The median repeat's search, with the repeats' mean capacity and their t interval."""
-    runs = res.summary.get("repeats") or {}
+    runs: Any = res.summary.get("repeats") or {}
     fig = next(f for f in runs["figures"] if f["figure"] == CAPACITY_FIGURE)
     found = [(v, r["path"]) for v, r in zip(fig["values"], runs["runs"]) if v is not None]
     first = repeats.load_repeat(res.run_dir, runs["runs"][0]["path"])
@@ -70,5 +70,4 @@ def _capacity_block(res: RunResult) -> Capacity:
         f"Student t over them; stages shown: the median search's, {found[(len(found) - 1) // 2][1]}. "
         f"Each search: {block.get('method')}"
     )
-    return block  # type: ignore[no-any-return]
-
+    return block

@@ -37,7 +37,7 @@ from loadgen.config import Profile
 from loadgen.errors import RunError
 from loadgen.result import REQUESTS, SCHEMA_VERSION, RunResult, load_summary, write_summary
 from loadgen.runner.prepare import make_run_dir
-from loadgen.summary import ClientHealth, RepeatFigure, Repeats, Summary
+from loadgen.summary import ClientHealth, EndedBy, RepeatFigure, Repeats, Summary
 
 REPEAT_DIR = "repeat-{}"
 METHOD = (
@@ -123,12 +123,7 @@ def pooled_summary(
         "window": measured["window"],
         "metrics": measured["metrics"],
         "sla": measured["sla"],
-        "ended_by": {
-            "limit": "repeats" if complete else "stopped",
-            "text": f"{len(done)} of {count} repeats ran, each: {(first.get('ended_by') or {}).get('text')}"
-            if complete
-            else f"stopped early: {reason}",
-        },
+        "ended_by": _ended_by(first, len(done), count, reason),
         "client": _client(done),
         "repeats": repeats_block(count, done, figures),
     }
@@ -212,7 +207,15 @@ def _client(done: list[RunResult]) -> ClientHealth:
         for w in r.summary["client"].get("warnings", [])
     ]
     client["client_limited"] = any(r.summary["client"].get("client_limited") for r in done)
-    return client  # type: ignore[no-any-return]
+    return client
+
+
+def _ended_by(first: Summary, ran: int, count: int, reason: str | None) -> EndedBy:
+    """All repeats ran, each ended as the first did; or why the repeated run stopped early."""
+    if reason is not None:
+        return {"limit": "stopped", "text": f"stopped early: {reason}"}
+    each = first["ended_by"]["text"] if "ended_by" in first else "its limits"
+    return {"limit": "repeats", "text": f"{ran} of {count} repeats ran, each to {each}"}
 
 
 def _incomplete(count: int, done: list[RunResult]) -> str:
