@@ -222,3 +222,27 @@ class TestBadInput:
         done = cli("run", "--sim", PRESET, "--num-requests", "2", "--out", str(tmp_path), *args)
         assert done.returncode == 2
         assert said in done.stderr and "Traceback" not in done.stderr
+
+
+def test_capacity_repeats_give_capacity_over_the_searches(tmp_path):
+    """`capacity --repeats 2`: two searches in repeat-1/ and repeat-2/, capacity_rps of each in
+    the repeats block, and the run's capacity (capacity.json too) their mean with that interval."""
+    import asyncio
+
+    from loadgen.runner.capacity_repeats import run_capacity_repeated
+
+    prof = profile(
+        tmp_path, None, sim={"preset": "llama2-7b-fp16@l40s", "time_scale": 0.25}, load__repeats=2,
+        load__concurrency=None, load__rate=10.0, workload__num_requests=None, workload__duration_s=10.0,
+    )  # fmt: skip
+    res = asyncio.run(
+        run_capacity_repeated(
+            prof, attainment=0.9, slos={"ttft_ms": 500.0}, stage_s=1.0, warmup_s=0.2, max_stages=2
+        )
+    )
+    fig = res.summary["repeats"]["figures"][0]
+    each = [RunResult.load(res.run_dir / f"repeat-{k}").summary["capacity"]["capacity_rps"] for k in (1, 2)]
+    assert (fig["figure"], fig["values"]) == ("capacity_rps", each)
+    saved = orjson.loads((res.run_dir / "capacity.json").read_bytes())
+    assert saved["capacity_rps"] == res.capacity["capacity_rps"] == pytest.approx(sum(each) / 2)
+    assert saved["ci95"] == [fig["low"], fig["high"]]
