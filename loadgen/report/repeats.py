@@ -102,10 +102,9 @@ def _ratio(base: Any, cand: Any) -> str:
     """``"1.02 [0.97, 1.07]"``: candidate / baseline with its interval; "-" when undefined."""
     if base is None or cand is None:
         return "-"
-    if not isinstance(cand, list):
-        if isinstance(base, list) or not base:
-            return "-"
-        return f"{cand / base:.3f}"
+    if not isinstance(cand, list):  # one run: its value over the baseline's (mean), no interval
+        b = sum(base) / len(base) if isinstance(base, list) and base else base
+        return f"{cand / b:.3f}" if isinstance(b, (int, float)) and b else "-"
     b = base if isinstance(base, list) else float(base)
     r = welch_ratio(cand, b)
     return "-" if r is None else f"{r.estimate:.3f} [{r.low:.3f}, {r.high:.3f}]"
