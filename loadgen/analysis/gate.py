@@ -30,6 +30,7 @@ from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
 from loadgen.analysis import fidelity
 from loadgen.analysis import gate_quality as gq
+from loadgen.analysis import gate_repeats as gr
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.condition_diff import condition_diff, matches
 from loadgen.analysis.gate_result import GateResult, RuleResult
@@ -65,7 +66,11 @@ GATE_FIELDS: tuple[str, ...] = (
     "target.endpoint",
     *(f"profile.sla.{name}" for name in metric_defs.SLOS),
 )
-RUN_LENGTH_FIELDS: tuple[str, ...] = ("profile.workload.num_requests", "profile.workload.duration_s")
+RUN_LENGTH_FIELDS: tuple[str, ...] = (
+    "profile.workload.num_requests",
+    "profile.workload.duration_s",
+    "load.repeats",  # a repeated run against one run: the gate takes the spread it has
+)
 
 
 class _GateRun(TypedDict):
@@ -185,6 +190,10 @@ def _evaluate(rule: GateRule, st: gs.Resolved | None, runs: _Runs, draw: _Draw) 
             rule,
             *gq.check(rule, runs.paths["candidate"], runs.paths["baseline"], cand_s, base_s),
         )
+    if st is None:
+        repeated = _check_repeats(rule, runs, draw)
+        if repeated is not None:
+            return repeated
     c_idx, b_idx = (None, None) if st is None else (st[0][0], st[1][0])
     where = "" if st is None else f" in stage {st[0][0]} ({st[0][1]})"
     cand, base = runs.samples("candidate", c_idx), runs.samples("baseline", b_idx)
@@ -192,9 +201,26 @@ def _evaluate(rule: GateRule, st: gs.Resolved | None, runs: _Runs, draw: _Draw) 
     return res if st is None else replace(res, stage=st[0])
 
 
+def _check_repeats(rule: GateRule, runs: _Runs, draw: _Draw) -> RuleResult | None:
+    """A rule on a candidate with repeats, judged on their spread (``gate_repeats``); None when
+    the candidate has none (the bootstrap judges it)."""
+    cand_dirs = gr.repeat_dirs(runs.paths["candidate"], runs.summaries["candidate"])
+    if cand_dirs is None:
+        return None
+    cand = gr.repeat_values(cand_dirs, rule.metric, rule.stat, runs.wanted)
+    base_dirs = gr.repeat_dirs(runs.paths["baseline"], runs.summaries["baseline"])
+    base: list[float] | float | None
+    if base_dirs is not None:
+        base = gr.repeat_values(base_dirs, rule.metric, rule.stat, runs.wanted)
+    else:
+        one = bs.statistic(runs.samples("baseline", None), rule.metric, rule.stat)
+        base = None if np.isnan(one) else one
+    return RuleResult(rule, *gr.check(rule, cand, base, draw.confidence), method="repeats")
+
+
 def _check_capacity(rule: GateRule, cand_s: Summary, base_s: Summary) -> RuleResult:
     """A ``capacity_rps`` rule: the runs' summary.capacity, no bootstrap (see ``gate_stages``)."""
-    return RuleResult(rule, *gs.check_capacity(rule.relative, *rule.limit(), cand_s, base_s))
+    return RuleResult(rule, *gs.check_capacity(rule.relative, *rule.limit(), cand_s, base_s), method="none")
 
 
 def _check_fidelity(rule: GateRule, cand_s: Summary, base_s: Summary) -> RuleResult:

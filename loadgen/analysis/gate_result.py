@@ -23,6 +23,9 @@ class RuleResult:
     within_noise: bool  # the estimate is beyond the bound but the interval is not wholly
     message: str
     stage: tuple[int, str] | None = None  # (index, name) in the candidate of a stage rule's stage
+    # Which interval judged it: "bootstrap" (the requests, resampled), "repeats" (the spread of
+    # repeated runs: analysis.gate_repeats), or "none" (a summary value, not resampled).
+    method: str = "bootstrap"
 
     @property
     def label(self) -> str:

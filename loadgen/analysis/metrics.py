@@ -164,16 +164,22 @@ def _samples(t: RecordTable, cols: dict[str, np.ndarray]) -> dict[str, Any]:
     return out
 
 
-def summarize(records: Records, *, sla: Any = None, incomplete: bool = False) -> Measured:
+def summarize(
+    records: Records, *, sla: Any = None, incomplete: bool = False, seconds: float | None = None
+) -> Measured:
     """The measured blocks of a run or of one stage: ``counts`` and ``window``
     (``analysis.counts``), ``metrics`` and ``sla`` (see docs/design.md, "Result files").
     ``incomplete``: the run or stage was stopped before its limits, so its verdict is
-    ``incomplete``, never ``pass``."""
+    ``incomplete``, never ``pass``. ``seconds``: the window's length when it is not the first
+    measured send to the last end: a repeated run's repeats pooled, whose gaps (nothing in
+    flight) are no part of its load; rates and the mean in flight are per second of it."""
     table = as_table(records)
     keep = ~table.column("warmup")  # the measured requests: every count and statistic below
     counts = counts_block(table, keep)
     flight = spans(table, keep)
     window = window_block(flight[0], flight[1])
+    if seconds is not None and window["start_ns"] is not None:
+        window["seconds"] = seconds
     metrics = metrics_block(table, keep, counts, flight, window, sla)
     sla_block = sla_mod.evaluate(sla, {"counts": counts, "metrics": metrics}, incomplete=incomplete)
     return {"counts": counts, "window": window, "metrics": metrics, "sla": sla_block}
@@ -209,9 +215,13 @@ def metrics_block(
     out["total_tokens_per_s"] = rate(in_tokens + out_tokens)
     start, end = window["start_ns"], window["end_ns"]
     send, ends, has_end = flight
-    out["mean_concurrency"] = (
-        None if start is None or end is None else mean_concurrency(send, ends, start, end)
-    )
+    in_flight = None if start is None or end is None else mean_concurrency(send, ends, start, end)
+    # Over first send to last end; a window of fewer seconds (repeats' gaps left out) holds the
+    # same requests in flight for less time.
+    span_s = 0.0 if start is None or end is None else (end - start) / 1e9
+    if in_flight is not None and seconds != span_s:
+        in_flight = in_flight * span_s / seconds if seconds > 0 else None
+    out["mean_concurrency"] = in_flight
     out["littles_law"] = littles_law(send, ends, has_end)
     slos = sla_mod.set_slos(sla)
     good = sla_mod.good_mask(ok, {k: derived[k][keep] for k in slos}, slos)

@@ -17,6 +17,17 @@ def duration(text: str) -> float:
     return float(m[1]) * _UNITS[m[2] or "s"]
 
 
+def repeats(text: str) -> int:
+    """A count of repeats: a whole number >= 1 ('3'); argparse names the flag in its error."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; e.g. --repeats 3") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} repeats: at least 1 (1 is one plain run)")
+    return n
+
+
 def parse_sla(text: str) -> dict[str, float]:
     """``--sla "p99 ttft_ms<700, p99 tpot_ms<50"`` -> ``{"ttft_ms": 700.0, "tpot_ms": 50.0}``.
 

@@ -42,7 +42,12 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         "2 bad input or the target could not be reached, 130 interrupted.",
     )
     cp.add_argument("profile", nargs="?", help="profile YAML or a shipped profile's name (its workload)")
-    borrow(cp, run, ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id"))
+    borrow(
+        cp,
+        run,
+        ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id", "--repeats",
+         "--reset-path"),
+    )  # fmt: skip
     cp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="record a condition")
     cp.add_argument(
         "--sla",
@@ -95,6 +100,7 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
 def cmd_capacity(a: argparse.Namespace) -> int:
     from loadgen.config import ConfigError, load_profile
     from loadgen.runner import capacity
+    from loadgen.runner.capacity_repeats import run_capacity_repeated
 
     # The search sets every stage; the profile lends its workload, target, SLOs and its rate as
     # the start (if it has none, 1 req/s; a sweep's profile gets a nominal length to validate).
@@ -125,7 +131,8 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, stop.set)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        return await capacity.run_capacity(
+        search = capacity.run_capacity if profile.load.repeats == 1 else run_capacity_repeated
+        return await search(
             profile, attainment=a.attainment, slos=a.sla, start_rate=a.start_rate,
             stage_s=a.capacity_stage_s, warmup_s=a.stage_warmup, precision=a.precision,
             max_stages=a.max_stages, max_rate=a.max_rate, budget_s=a.budget, gpu_hour_cost=a.gpu_hour_cost,
@@ -140,6 +147,8 @@ def cmd_capacity(a: argparse.Namespace) -> int:
     if cap["stopped_because"]:
         print(f"stopped: {cap['stopped_because']}")
     print("\n".join(_capacity_rows(cap)))
+    for line in _repeat_lines(res.summary):
+        print(line)
     print(f"results  {res.run_dir / capacity.CAPACITY}")
     if res.summary.get("interrupted"):
         return EXIT_INTERRUPTED
@@ -181,6 +190,20 @@ def _capacity_rows(cap: dict) -> list[str]:
                  queue)  # fmt: skip
         rows.append("  ".join(f"{c:>8}" for c in cells))
     return rows
+
+
+def _repeat_lines(summary: Any) -> list[str]:
+    """A repeated search's capacity, search by search, and over them (nothing without repeats)."""
+    block = summary.get("repeats")
+    if not block:
+        return []
+    fig = next(f for f in block["figures"] if f["figure"] == "capacity_rps")
+    each = ", ".join(f"{r['path']} {_num(v)}" for r, v in zip(block["runs"], fig["values"]))
+    iv = "-" if fig["low"] is None else f"{_num(fig['low'])}-{_num(fig['high'])}"
+    return [
+        f"over {block['completed']} of {block['count']} repeated searches: capacity_rps mean "
+        f"{_num(fig['mean'])} req/s, sd {_num(fig['sd'])}, 95% t interval {iv} ({each})"
+    ]
 
 
 def _num(x: float | None) -> str:

@@ -15,6 +15,7 @@ from rich.table import Table
 from loadgen import metric_defs
 from loadgen.analysis.saturation import queue_word
 from loadgen.cli.block_lines import fidelity_line, traffic_lines
+from loadgen.report.repeats import repeats_table
 
 # The latency table: the registry's distributions shown on the console, and its columns. A row
 # with a ``same_as`` (TTFT and E2E from the scheduled send) is left out while it matches that
@@ -170,6 +171,7 @@ def print_summary(result: Any, file: Any = None) -> None:
         con.print(stage_table(s))
         _print_curve(con, s["curve"])
     _print_rates(con, s)
+    _print_repeats(con, s)
     _print_sla(con, s.get("sla") or {})
     for line in traffic_lines(s):
         con.print(line, soft_wrap=True)
@@ -263,6 +265,26 @@ def _print_rates(con: Console, s: dict) -> None:
         f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
         f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})"
     )
+
+
+def _print_repeats(con: Console, s: dict) -> None:
+    """A repeated run's headline figures, repeat by repeat, with their between-repeat interval."""
+    table = repeats_table(s)
+    if table is None:
+        return
+    block = s["repeats"]
+    t = Table(
+        title=f"over {block['completed']} of {block['count']} repeats (same seed, same schedule; "
+        f"interval: Student t over the repeats)",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for i, col in enumerate(table.header):
+        t.add_column(col, justify="left" if i == 0 else "right")
+    for row in table.rows:
+        t.add_row(*row)
+    con.print(t)
 
 
 def _print_sla(con: Console, sla: dict) -> None:

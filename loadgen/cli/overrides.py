@@ -24,6 +24,8 @@ FLAG_PATHS = {
     "burstiness": "load.burstiness",
     "max_concurrency": "load.max_concurrency",
     "warmup": "load.warmup_requests",
+    "repeats": "load.repeats",
+    "reset_path": "target.reset_path",
     "num_requests": "workload.num_requests",
     "duration": "workload.duration_s",
     "until": "load.until",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from loadgen.cli.argtypes import duration
+from loadgen.cli.argtypes import duration, repeats
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -61,6 +61,12 @@ def _run_target(run: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--timeout", type=float, help="per-request timeout in seconds")
     g.add_argument(
+        "--reset-path",
+        metavar="PATH",
+        help="POST this path to the server before the load (and before each repeat), with the "
+        "run's headers: its cache flush, e.g. /reset_prefix_cache (vLLM) or /flush_cache (SGLang)",
+    )
+    g.add_argument(
         "--sim",
         metavar="PRESET",
         help="use the built-in simulator with this preset, e.g. llama3-8b-fp8@h100 (ignores --url)",
@@ -97,6 +103,14 @@ def _run_load(run: argparse.ArgumentParser) -> None:
         help="open loop: cap on requests in flight (waiting for a slot counts as client lag)",
     )
     g.add_argument("--warmup", type=int, help="warm-up requests, excluded from statistics")
+    g.add_argument(
+        "--repeats",
+        type=repeats,
+        metavar="N",
+        help="run the same load N times (same seed, same schedule; fresh connections, and a fresh "
+        "simulator each), each kept in repeat-K/ of the run folder; the headline figures get a "
+        "95%% between-repeat interval and the gate uses the repeats' spread",
+    )
     g.add_argument(
         "--sweep",
         metavar="KNOB=VALUES",

@@ -38,6 +38,7 @@ __all__ = [
 # and every record stays in memory until the summary; past this a run would not fit.
 MAX_REQUESTS = 10_000_000
 MAX_DURATION_S = 30 * 86_400
+MAX_REPEATS = 100
 
 
 def _fd_limit() -> int:
@@ -140,6 +141,10 @@ class LoadConfig(StrictModel):
     # Each stage also ends once this statistic is known this precisely ('p99 ttft_ms ±5%'):
     # config/until.py; its count or duration is then the limit of a stage that never gets there.
     until: str | None = None
+    # The same load this many times, each a complete run in a folder of its own inside the run's
+    # (runner/repeats.py): the repeats are the independent units the headline's intervals and
+    # the gate's between-repeat test count. 1 is one plain run.
+    repeats: Int = Field(1, ge=1, le=MAX_REPEATS)
 
     @field_validator("until")
     @classmethod
@@ -183,6 +188,12 @@ class LoadConfig(StrictModel):
         return self
 
     def _staged(self):
+        if self.repeats > 1:
+            raise field_msg(
+                "repeats",
+                "repeats a single-stage load; a staged run (load.stages, load.sweep) cannot be "
+                "repeated yet: repeat each level as its own run, or use `loadgen capacity --repeats`",
+            )
         if self.stages and self.sweep is not None:
             raise ValueError("stages and sweep are both set; give one list of load levels")
         which = "stages" if self.stages else "sweep"

@@ -56,6 +56,20 @@ class TargetConfig(StrictModel):
     # Headers whose values are secrets beyond the usual ones (Authorization, X-Api-Key, cookies,
     # any name with key/token/secret/auth...): their values are scrubbed from every stored file.
     secret_headers: tuple[str, ...] = ()
+    # A path POSTed (with the run's headers, credentials included) before the load starts, and
+    # before each repeat: the server's cache flush, so no run inherits the last one's warm prefix
+    # cache. vLLM: /reset_prefix_cache; SGLang: /flush_cache (the built-in simulator serves both).
+    reset_path: str | None = None
+
+    @field_validator("reset_path")
+    @classmethod
+    def _path_only(cls, v: str | None) -> str | None:
+        if v is not None and (not v.startswith("/") or _CONTROL.search(v) or " " in v or "://" in v):
+            raise ValueError(
+                f"{v[:60]!r} is not a path on the target; write one starting with /, such as "
+                "/reset_prefix_cache (vLLM) or /flush_cache (SGLang)"
+            )
+        return v
 
     @field_validator("url")
     @classmethod

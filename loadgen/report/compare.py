@@ -15,7 +15,7 @@ from typing import Any
 
 from loadgen import metric_defs
 from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, LATENCIES, Comparison
-from loadgen.report import compare_curves
+from loadgen.report import compare_curves, repeats
 
 KEEP_ANSWERS = "`--keep-answers` (profile: `output.answers.keep: true`)"
 
@@ -103,6 +103,24 @@ def agreement_lines(cmp: Comparison) -> list[str]:
     return lines
 
 
+def repeats_lines(cmp: Comparison) -> list[str]:
+    """The headline figures over repeats, when some run has them (``report.repeats``)."""
+    table = repeats.compare_table(list(cmp.names), list(cmp.summaries))
+    if table is None:
+        return []
+    lines = [
+        "## Over repeats",
+        "",
+        "Each run's mean over its repeats with its 95% Student t interval (a run without repeats: its "
+        "one value); the ratios' intervals are Welch's t over both runs' repeats.",
+        "",
+        "| " + " | ".join(map(_cell, table.header)) + " |",
+        "|" + "---|" * len(table.header),
+    ]
+    lines += ["| " + " | ".join(row) + " |" for row in table.rows]
+    return [*lines, ""]
+
+
 def markdown(cmp: Comparison) -> str:
     names, ref = cmp.names, cmp.names[0]
     lines = [f"# loadgen compare: {' vs '.join(names)}", ""]
@@ -140,6 +158,7 @@ def markdown(cmp: Comparison) -> str:
     lines.append("")
     if cmp.curves is not None:
         lines += compare_curves.capacity_lines(cmp.curves)
+    lines += repeats_lines(cmp)
     lines += ["## Conditions that differ", ""]
     if cmp.conditions:
         lines += ["| field | " + " | ".join(map(_cell, names)) + " |", "|" + "---|" * (len(names) + 1)]

@@ -105,7 +105,17 @@ def _rules_table(res: GateResult) -> list[str]:
             f"{fmt(r.candidate)} | {est} | {ci} | {bound} | {note} |"
         )
     failed = sum(r.status != "pass" for r in res.results)
-    return lines + ["", f"{len(res.results) - failed} of {len(res.results)} rules passed."]
+    lines += ["", f"{len(res.results) - failed} of {len(res.results)} rules passed."]
+    repeated = [r for r in res.results if r.method == "repeats"]
+    if repeated:
+        lines += [
+            "",
+            "Judged on the repeats' spread, not the bootstrap (the candidate has repeats; each "
+            "repeat's figure from its own requests, a t interval over the repeats):",
+            "",
+        ]
+        lines += [f"- `{r.label}`: {r.message}" for r in repeated]
+    return lines
 
 
 def _rule_notes(res: GateResult) -> list[str]:
@@ -217,6 +227,7 @@ def to_dict(res: GateResult) -> dict[str, Any]:
                 "estimate": num(r.interval.estimate) if r.interval else None,
                 "interval": [num(r.interval.low), num(r.interval.high)] if r.interval else None,
                 "within_noise": r.within_noise,
+                "interval_method": r.method,
                 "message": r.message,
             }
             for r in res.results

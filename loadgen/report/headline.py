@@ -15,6 +15,7 @@ from typing import Any
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
 from loadgen.report.corners import corners_table
 from loadgen.report.curve import MAIN_PLOT, is_multi_stage, offered, point_of, stage_label
+from loadgen.report.repeats import repeats_sentence, repeats_table
 from loadgen.summary import Summary
 
 TITLE = "At a glance"
@@ -54,6 +55,9 @@ def headline_section(
                 "conditions and every figure."
             )
         )
+    over_repeats = repeats_table(summary)
+    if over_repeats is not None:
+        blocks += [over_repeats, Text(repeats_sentence(summary))]
     image = main_plot(summary, plots)
     if image is not None:
         blocks.append(image)

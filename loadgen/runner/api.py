@@ -23,11 +23,12 @@ from loadgen.config.stages import resolve_stages
 from loadgen.errors import RunError
 from loadgen.redact import redact_url
 from loadgen.result import REQUESTS, SUMMARY, RunResult
-from loadgen.runner import selfcheck_store
+from loadgen.runner import repeats, selfcheck_store
 from loadgen.runner.execute import Progress, execute
 from loadgen.runner.fleet import resolve_workers
 from loadgen.runner.plan import StagePlan
 from loadgen.runner.prepare import make_run_dir, prepare, start_simulator, target_for
+from loadgen.runner.reset import reset_server
 from loadgen.runner.summarize import summarize
 from loadgen.summary import ClientSelfcheck
 
@@ -58,10 +59,29 @@ async def run_async(
     URL); records stream to ``requests.jsonl`` as they finish and ``summary.json`` is written
     at the end, also when ``stop`` is set midway (in-flight requests are then cancelled; the
     summary says the run is incomplete). ``plan`` (default: the profile's stages) decides the
-    stages as they go, e.g. the capacity search; the summary then describes the stages it ran."""
+    stages as they go, e.g. the capacity search; the summary then describes the stages it ran.
+    A profile with ``load.repeats`` > 1 runs that many times into one folder (``repeats``)."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
     status = on_status or (lambda _msg: None)
+    if profile.load.repeats > 1:
+
+        async def one(p: Profile) -> RunResult:
+            return await _run_once(p, api_key, stop, on_progress, status, plan)
+
+        return await repeats.run_repeated(profile, one, stop=stop, status=status)
+    return await _run_once(profile, api_key, stop, on_progress, status, plan)
+
+
+async def _run_once(
+    profile: Profile,
+    api_key: str | None,
+    stop: asyncio.Event | None,
+    on_progress: Callable[[Progress], None] | None,
+    status: Callable[[str], None],
+    plan: StagePlan | None,
+) -> RunResult:
+    """One run of ``profile`` into a new run folder (``run_async`` without repeats)."""
     run_dir = make_run_dir(profile)
     with contextlib.ExitStack() as stack:
         url, sim_info = profile.target.url, None
@@ -70,6 +90,9 @@ async def run_async(
             url, sim_info = sim.url, {"config": sim.config.model_dump(mode="json")}
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
+        if profile.target.reset_path:
+            await reset_server(profile.target.transport, target, profile.target.reset_path)
+            status(f"reset: POST {profile.target.reset_path} answered")
         if profile.load.until and (profile.client.ray or resolve_workers(profile.client.workers) > 1):
             raise RunError(
                 "load.until (--until) is checked as records finish in one process: run it without "

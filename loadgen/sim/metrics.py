@@ -129,6 +129,7 @@ class Metrics:
         )
         self.success: dict[str, int] = {}
         self.lag_s = 0.0  # wall time the pacing loop fell behind its schedule
+        self.resets = 0  # POST /reset_prefix_cache or /flush_cache received
 
     def observe_request(self, rec: dict, chunk_ns: list[int]) -> None:
         """A finished request's ground-truth record into the counters and histograms; its inter-token
@@ -205,5 +206,11 @@ class Metrics:
             "counter",
             "Wall time the simulator ran behind its own schedule (it was the bottleneck).",
             self.lag_s,
+        )
+        scalar(
+            "loadgen_sim_cache_resets_total",
+            "counter",
+            "Prefix-cache resets asked for (POST /reset_prefix_cache or /flush_cache).",
+            self.resets,
         )
         return "\n".join(lines) + "\n"

@@ -77,6 +77,11 @@ class PrefixCache:
         self.hits += cached
         return cached
 
+    def clear(self) -> None:
+        """Forget every cached block (vLLM's ``POST /reset_prefix_cache``, SGLang's ``POST
+        /flush_cache``); the counters keep counting, as vLLM's do."""
+        self._lru.clear()
+
     def insert(self, hashes: Sequence[int]) -> None:
         """Cache (or refresh) a computed prompt's blocks, evicting the least recently used.
 

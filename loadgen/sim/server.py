@@ -74,6 +74,8 @@ class SimServer:
                 web.get("/sim/ground_truth", self._ground_truth),
                 web.post("/v1/completions", self._completions),
                 web.post("/v1/chat/completions", self._chat),
+                web.post("/reset_prefix_cache", self._reset),  # vLLM's name
+                web.post("/flush_cache", self._reset),  # SGLang's
             ]
         )
         runner = self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -271,6 +273,14 @@ class SimServer:
         return web.Response(
             body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
         )
+
+    async def _reset(self, request: web.Request) -> web.Response:
+        """Flush the prefix cache, counted in /metrics (``loadgen_sim_cache_resets_total``) so
+        a client's reset hook can be checked from this side."""
+        if self.engine.prefix_cache is not None:
+            self.engine.prefix_cache.clear()
+        self.metrics.resets += 1
+        return web.Response(status=200, text="prefix cache reset\n")
 
     async def _ground_truth(self, request: web.Request) -> web.Response:
         if not self.ground_truth_path:

@@ -19,6 +19,7 @@ from loadgen.summary.common import DOCS, ClientVsServer, Distribution, LengthSta
 from loadgen.summary.conditions import Conditions
 from loadgen.summary.extras import Fidelity, Quality, Sessions
 from loadgen.summary.measures import Counts, EndedBy, Metrics, MetricsGoodput, SlaBlock, SlaDetails, Window
+from loadgen.summary.repeats import RepeatFigure, RepeatRun, Repeats
 from loadgen.summary.server import GaugeStats, ServerView
 from loadgen.summary.stages import Capacity, CapacityStages, Curve, PrecisionBlock, StageSummary
 
@@ -68,6 +69,7 @@ class Summary(TypedDict, total=True):
     precision: NotRequired[PrecisionBlock]
     """a one-stage run with load.until: the precision its stage reached (a multi-stage run's
     stages carry their own)"""
+    repeats: NotRequired[Repeats]
 
 
 __all__ = [
@@ -90,6 +92,9 @@ __all__ = [
     "Metrics",
     "MetricsGoodput",
     "Quality",
+    "RepeatFigure",
+    "RepeatRun",
+    "Repeats",
     "ServerHistogram",
     "ServerView",
     "Sessions",

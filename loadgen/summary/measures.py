@@ -75,7 +75,8 @@ class Window(TypedDict, total=True):
     end_ns: int | None
     """perf_counter_ns of the last measured end"""
     seconds: float
-    """window length in seconds; every rate is per second of it"""
+    """window length in seconds; every rate is per second of it. A repeated run's (load.repeats): the sum of
+    its repeats' windows, the gaps between them (where nothing was in flight) excluded"""
 
 
 @with_config(DOCS)
@@ -240,7 +241,7 @@ class EndedBy(TypedDict, total=True):
     """which limit ended the run, in words: a profile's num_requests can end a --duration run long before its
     time"""
 
-    limit: Literal["num_requests", "duration_s", "until", "trace", "stages", "stopped", "none"]
+    limit: Literal["num_requests", "duration_s", "until", "trace", "stages", "repeats", "stopped", "none"]
     """the limit that ended it"""
     text: str
     """what the console prints, e.g. 'workload.num_requests: 200 requests sent, in 3.9 s, before

@@ -46,7 +46,7 @@ class TestErrors:
             "target.urll: unknown key; did you mean 'url'? valid keys here: url, endpoint, "
             "model, api_key_env, headers, extra_body, ignore_eos, include_usage, "
             "continuous_usage_stats, prompt_format, context_overflow, transport, timeout_s, "
-            "connect_timeout_s, read_timeout_s, ca_bundle, verify_tls, secret_headers"
+            "connect_timeout_s, read_timeout_s, ca_bundle, verify_tls, secret_headers, reset_path"
         ]
 
     def test_bad_literal(self, tmp_path):

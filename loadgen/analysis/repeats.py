@@ -1,0 +1,170 @@
+"""Between-repeat statistics: a run's headline figures over its repeats, and the gate's test.
+
+A run of ``--repeats N`` sends the same load N times: same profile and seed, so the same
+schedule, the same prompts and lengths; fresh connections, and a fresh simulator when it served.
+The repeats then differ only by what the server (and the machine) did differently, and each
+repeat's figure (its p99 TTFT, its output tokens/s) is one draw of that run-to-run noise.
+
+Why Student's t over the repeats and not the per-request bootstrap: the bootstrap resamples one
+run's requests, so it sees the noise *within* a run (which requests happened to be slow) and
+not the noise *between* runs (a server that was warmer, a neighbour on the GPU, a batch that
+formed differently from the first second on). Requests of one run share that state and are not
+independent of it; repeats are the independent units. The interval of a figure is
+mean ± t(1 - (1 - c) / 2, N - 1) · sd / sqrt(N) over the N repeat values (sd with N - 1); with
+few repeats t is large (4.30 at N = 3) and the interval honest about it. The gate compares two
+repeated runs with Welch's t on the ratio of their repeat means (``welch_ratio``), so one noisy
+run is one value among N, not a verdict.
+
+The t quantile is computed here (``t_quantile``: the regularised incomplete beta by Lentz's
+continued fraction, then bisection), so the runtime needs no scipy; the tests check it
+against scipy's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from loadgen import metric_defs
+
+# The headline figures given with a between-repeat interval: (metric, stat), stat None for a run
+# scalar. The report's headline, the console and compare show them; every name is the
+# registry's, so a renamed metric fails here at import.
+HEADLINE: tuple[tuple[str, str | None], ...] = (
+    ("ttft_ms", "p50"),
+    ("ttft_ms", "p99"),
+    ("tpot_ms", "p50"),
+    ("tpot_ms", "p99"),
+    ("itl_ms", "p50"),
+    ("itl_ms", "p99"),
+    ("e2e_ms", "p50"),
+    ("e2e_ms", "p99"),
+    ("request_throughput_rps", None),
+    ("output_tokens_per_s", None),
+    ("goodput_rps", None),
+    ("error_rate", None),
+)
+for _metric, _stat in HEADLINE:
+    metric_defs.get(_metric)  # KeyError naming the valid metrics on a stale name
+CONFIDENCE = 0.95
+
+
+def figure_name(metric: str, stat: str | None) -> str:
+    """A figure as a gate rule writes it: ``"p99 ttft_ms"``, or ``"output_tokens_per_s"``."""
+    return f"{stat} {metric}" if stat else metric
+
+
+@dataclass(frozen=True, slots=True)
+class TInterval:
+    """Mean of the values, their sample sd, and the t interval of the mean (None below 2)."""
+
+    n: int
+    mean: float | None
+    sd: float | None
+    low: float | None
+    high: float | None
+
+
+def t_interval(values: Sequence[float | None], confidence: float = CONFIDENCE) -> TInterval:
+    """Student's t interval of the mean of ``values`` (the Nones, a repeat without the figure,
+    left out); the mean alone for one value, nothing for none."""
+    xs = [float(v) for v in values if v is not None and math.isfinite(v)]
+    n = len(xs)
+    if n == 0:
+        return TInterval(0, None, None, None, None)
+    mean = sum(xs) / n
+    if n == 1:
+        return TInterval(1, mean, None, None, None)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
+    return TInterval(n, mean, sd, mean - half, mean + half)
+
+
+@dataclass(frozen=True, slots=True)
+class RatioInterval:
+    """candidate mean / baseline mean, its interval, and the degrees of freedom used."""
+
+    estimate: float
+    low: float
+    high: float
+    df: float
+
+
+def welch_ratio(
+    candidate: Sequence[float], baseline: Sequence[float] | float, confidence: float = CONFIDENCE
+) -> RatioInterval | None:
+    """The ratio of the candidate's repeat mean to the baseline's, with Welch's t interval by
+    the delta method: se(r) = sqrt(s_c²/n_c + r²·s_b²/n_b) / m_b, degrees of freedom by
+    Welch-Satterthwaite over the two terms. A baseline given as one number (a run without
+    repeats) is taken as exact: only the candidate's spread counts. None when the candidate has
+    fewer than 2 values or the baseline's mean is not positive."""
+    c = t_interval(list(candidate))
+    b = None if isinstance(baseline, (int, float)) else t_interval(list(baseline))
+    mb = float(baseline) if isinstance(baseline, (int, float)) else (b.mean if b else None)
+    if c.n < 2 or c.mean is None or c.sd is None or mb is None or mb <= 0:
+        return None
+    r = c.mean / mb
+    a = c.sd**2 / c.n
+    bb = 0.0 if b is None or b.sd is None else r**2 * b.sd**2 / b.n
+    if a + bb == 0:
+        return RatioInterval(r, r, r, float("inf"))
+    df_den = a**2 / (c.n - 1) + (bb**2 / (b.n - 1) if b is not None and b.n > 1 else 0.0)
+    df = (a + bb) ** 2 / df_den if df_den > 0 else float("inf")
+    half = t_quantile(1 - (1 - confidence) / 2, df) * math.sqrt(a + bb) / mb
+    return RatioInterval(r, r - half, r + half, df)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (0.5 < p < 1; df may be
+    fractional, as Welch's is; infinite df is the normal's), by bisection on ``t_cdf``."""
+    if math.isinf(df):
+        df = 1e9
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2
+
+
+def t_cdf(t: float, df: float) -> float:
+    """P(T <= t) for Student's t: 1 - I_x(df/2, 1/2) / 2 with x = df / (df + t²), for t >= 0."""
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2, 0.5, x)
+    return 1 - tail if t >= 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta I_x(a, b), by its continued fraction (Lentz)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x > (a + 1) / (a + b + 2):  # the fraction converges fast on this side only
+        return 1.0 - _betainc(b, a, 1 - x)
+    tiny, f, c, d = 1e-300, 1.0, 1.0, 0.0
+    for i in range(400):
+        m = i // 2
+        if i == 0:
+            num = 1.0
+        elif i % 2 == 0:
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1.0 + num * d
+        d = tiny if abs(d) < tiny else d
+        d = 1.0 / d
+        c = 1.0 + num / c
+        c = tiny if abs(c) < tiny else c
+        f *= c * d
+        if abs(1.0 - c * d) < 1e-15:
+            break
+    return math.exp(ln_front) * (f - 1.0) / a
