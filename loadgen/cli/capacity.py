@@ -85,7 +85,12 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--max-rate", type=float, metavar="R", help="never offer more than R req/s")
     g.add_argument("--precision", type=float, default=0.05, help="stop when hi/lo - 1 <= this (default 0.05)")
-    g.add_argument("--max-stages", type=int, default=14, metavar="N", help="stage budget (default 14)")
+    g.add_argument(
+        "--max-stages",
+        type=int,
+        metavar="N",
+        help="stage budget (default 14; 40 with --budget, which then governs)",
+    )
     g.add_argument(
         "--budget",
         type=duration,
@@ -126,6 +131,8 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         print(f"  stage {m.stage}: {m.rate:g} req/s  attained {att} of {m.flags.size}  "
               f"{'pass' if passed else 'fail'}{queue}", file=sys.stderr, flush=True)  # fmt: skip
 
+    stages = a.max_stages or (40 if a.budget else 14)  # with a budget, time governs
+
     async def main() -> Any:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -135,7 +142,7 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         return await search(
             profile, attainment=a.attainment, slos=a.sla, start_rate=a.start_rate,
             stage_s=a.capacity_stage_s, warmup_s=a.stage_warmup, precision=a.precision,
-            max_stages=a.max_stages, max_rate=a.max_rate, budget_s=a.budget, gpu_hour_cost=a.gpu_hour_cost,
+            max_stages=stages, max_rate=a.max_rate, budget_s=a.budget, gpu_hour_cost=a.gpu_hour_cost,
             gpu_count=a.gpu_count, api_key=api_key, stop=stop,
             on_status=lambda msg: print(msg, file=sys.stderr, flush=True), on_stage=on_stage,
         )  # fmt: skip

@@ -5,9 +5,10 @@ some of these flags (``borrow.py``); ``overrides.py`` says what each changes in 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import Any, get_args
 
 from loadgen.cli.argtypes import duration, repeats
+from loadgen.config.base import Arrival
 
 
 def add_parser(sub: Any) -> argparse.ArgumentParser:
@@ -95,7 +96,7 @@ def _run_load(run: argparse.ArgumentParser) -> None:
     g = run.add_argument_group("load")
     g.add_argument("--concurrency", type=int, help="closed loop: this many requests always in flight")
     g.add_argument("--rate", type=float, help="open loop: requests per second (clears --concurrency)")
-    g.add_argument("--arrival", choices=["poisson", "constant", "gamma"], help="open-loop arrival process")
+    g.add_argument("--arrival", choices=get_args(Arrival), help="open-loop arrival process")
     g.add_argument("--burstiness", type=float, help="gamma shape: 1 = poisson, <1 burstier, >1 smoother")
     g.add_argument(
         "--max-concurrency",

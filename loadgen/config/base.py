@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -34,6 +34,10 @@ def _no_bool(v: Any) -> Any:
 
 # An integer that refuses booleans.
 Int = Annotated[int, BeforeValidator(_no_bool)]
+
+# The open-loop arrival processes, the one list (workload/arrivals.py draws them): Poisson, evenly
+# spaced, gamma gaps of a given burstiness.
+Arrival = Literal["poisson", "constant", "gamma"]
 
 
 def _scalars_to_str(v: Any) -> Any:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from loadgen.config.base import Int, StrDict, StrictModel, existing_file, field_msg
+from loadgen.config.base import Arrival, Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.sla import SlaConfig
@@ -132,7 +132,7 @@ class LoadConfig(StrictModel):
 
     concurrency: Int | None = Field(None, ge=1)
     rate: float | None = Field(None, gt=0, le=1e6)
-    arrival: Literal["poisson", "constant", "gamma"] = "poisson"
+    arrival: Arrival = "poisson"
     burstiness: float = Field(1.0, gt=0, le=1e6)
     max_concurrency: Int | None = Field(None, ge=1)
     warmup_requests: Int = Field(0, ge=0, le=MAX_REQUESTS)

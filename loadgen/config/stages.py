@@ -17,11 +17,11 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from loadgen.config.base import Int, StrictModel, field_msg
+from loadgen.config.base import Arrival, Int, StrictModel, field_msg
 
 MAX_STAGES = 200
 _SERIES = re.compile(
@@ -40,7 +40,7 @@ class StageConfig(StrictModel):
     name: str | None = Field(None, max_length=100)
     concurrency: Int | None = Field(None, ge=1)
     rate: float | None = Field(None, gt=0, le=1e6)
-    arrival: Literal["poisson", "constant", "gamma"] = "poisson"
+    arrival: Arrival = "poisson"
     burstiness: float = Field(1.0, gt=0, le=1e6)
     max_concurrency: Int | None = Field(None, ge=1)
     duration_s: float | None = Field(None, gt=0, le=30 * 86_400)
@@ -64,7 +64,7 @@ class SweepConfig(StrictModel):
 
     concurrency: list[int] | str | None = None
     rate: list[float] | str | None = None
-    arrival: Literal["poisson", "constant", "gamma"] = "poisson"
+    arrival: Arrival = "poisson"
     burstiness: float = Field(1.0, gt=0, le=1e6)
     stage_duration_s: float | None = Field(None, gt=0, le=86_400)
     stage_requests: Int | None = Field(None, ge=1, le=10_000_000)

@@ -14,32 +14,43 @@ search stops, saying so, when the next stage would not fit.
 
 The search (``Search``, capacity_search.py; ``CapacityPlan``, capacity_stages.py, runs it as a
 StagePlan; this module runs the plan as one run and writes its result):
-  1. bracket: from a low start rate, double while stages pass (halve while they fail);
+  1. bracket: from a low start rate, double while stages pass (halve while they fail); these
+     stages are screens: a stage from idle that ends before its queue builds can pass past the
+     cliff, so the highest screened pass is measured again at full length before the search
+     bisects from it;
   2. bisect: the geometric mean of the highest passing rate (lo) and the lowest failing one
      (hi), until hi / lo - 1 <= the relative precision (5 %);
   3. re-measure lo and hi once more; a rate's attainment pools all its stages, and the search
      goes on if the boundary moved.
-It stops, saying why, on a stage budget, at ``max_rate``, when the client is the bottleneck (p99
-send lag t_send - t_sched > 10 ms: the rate was not offered, the stage is not counted) or when
-the server errors (error rate > 5 %). A short stage sees a transient: where the SLO binds only
-close to saturation queues build slowly, and requests sent in a stage's last end-to-end latency
-finish as it drains; both read high, so a stage should last many end-to-end latencies.
+It stops, saying why, on a stage or time budget, at ``max_rate``, when the client is the
+bottleneck (p99 send lag t_send - t_sched > 10 ms: the rate was not offered, the stage is not
+counted) or when the server errors (error rate > 5 %).
+
+Why time buys accuracy (docs/metrics.md, "How close the search lands"): where capacity is a
+saturation cliff, a tail SLO breaks in bursts, when a stage's Poisson schedule happens to hold a
+clump of arrivals; on the simulator's chat case a 3-minute run 3 % past the cliff met a 99 %
+attainment 19 times in 40 from idle, and a stage that held no burst passes with no failure at
+all. Only longer stages near the boundary tell such rates apart, so with a budget the stages
+after the bracket get what is left of it.
+
+Rates are the levels asked, the rates of the Poisson processes the stages drew: the answer is a
+Poisson process's, whose counts stray by 1/sqrt(n) from stage to stage (a 5-second stage at 32/s
+offers 29 to 35), and a level's verdict is that process's, the stray included. Each stage's
+table row also shows the rate it offered (its measured requests over its window).
 
 The 95 % interval, a bootstrap over the stages' requests: each resample redraws every stage's
-good flags with replacement, in moving blocks of consecutive requests as long as the stage's
-mean number in flight (overlapping requests share the server's state: drawn one by one they
-would understate the noise), pools them per rate and applies the search's rule: U = the lowest
-failing rate, L = the highest passing one below it, the crossing interpolated linearly in
+good flags in circular blocks of consecutive requests, a block the longer of the stage's mean
+number in flight and a twentieth of its requests (overlapping requests share the server's
+state, and failures near a cliff come in bursts of seconds: drawn one by one they would
+understate the noise), pools them per level and applies the search's rule: U = the lowest
+failing level, L = the highest passing one below it, the crossing interpolated linearly in
 attainment between them. The interval is [2.5th percentile of L, 97.5th of U], not percentiles
 of the crossing: interpolation assumes attainment is linear between two measured rates, and a
-cliff between them pins every crossing to one end, far narrower than the data support. Where
-the crossing lies between neighbouring measured rates is unknown, so the interval spans them;
-that span also carries the stage-to-stage noise resampling cannot see (on the simulator near
-capacity, flags resampled gave a stage sd of 0.036, repeated stages 0.054). Rates in the
-result are offered rates: a level's measured requests over its stages' windows (a Poisson
-count strays by 1/sqrt(n), 4 % at 700 requests). ``capacity_rps`` is that of the highest
-passing level, ``crossing_rps`` the median interpolated crossing. Same profile and seed: the
-same arrival schedules and the same resamples.
+cliff between them pins every crossing to one end, far narrower than the data support. Its low
+end reaches down at least to the next level that passed below the highest (``passing_below``):
+a pass with no failure in it cannot be resampled into a fail, and near a cliff such a pass is
+often luck. ``capacity_rps`` is the highest passing level, ``crossing_rps`` the median
+interpolated crossing. Same profile and seed: the same arrival schedules and the same resamples.
 """
 
 from __future__ import annotations
@@ -62,7 +73,7 @@ from loadgen.runner.capacity_search import (
     Search,
     bracket,
     interval,
-    offered,
+    passing_below,
     resample_goods,
 )
 from loadgen.runner.capacity_stages import (
@@ -79,7 +90,7 @@ from loadgen.summary import Capacity, Summary
 __all__ = [
     "CAPACITY", "CLIENT_LAG_LIMIT_MS", "ERROR_RATE_LIMIT", "RESAMPLES", "CapacityError", "CapacityPlan",
     "CapacityRun", "Observation", "Search", "StageMeasure", "bracket", "capacity_block", "capacity_profile",
-    "interval", "measure", "offered", "resample_goods", "run_capacity",
+    "interval", "measure", "passing_below", "resample_goods", "run_capacity",
 ]  # fmt: skip
 
 CAPACITY = "capacity.json"
@@ -87,8 +98,9 @@ METHOD = (
     "double from {start:g} req/s until a stage fails (stages of 5 s), bisect to {precision:.1%}, "
     "re-measure both ends; stages Poisson, {warmup:g} s warm-up (or 2x mean E2E) + {stage:g} s "
     "(30 requests at least), from idle; capacity = highest "
-    "rate with pooled attainment >= {target:g}, at the rate it offered; 95% CI = [p2.5 highest passing, "
-    f"p97.5 lowest failing offered rate] over {RESAMPLES} moving-block bootstrap resamples of good flags"
+    "rate with pooled attainment >= {target:g}; 95% CI = [p2.5 highest passing, p97.5 lowest failing "
+    f"rate] over {RESAMPLES} circular-block bootstrap resamples of good flags, its low end at most the "
+    "next passing rate below the highest"
 )
 
 

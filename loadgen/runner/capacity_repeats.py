@@ -1,7 +1,12 @@
 """``loadgen capacity --repeats N``: the capacity search N times, one run folder.
 
 Each repeat is a whole search (``capacity.run_capacity``) in ``repeat-K/``, with its own
-simulator, connections and reset hook, the same seed (the same arrival schedules). The parent
+simulator, connections and reset hook, and its own seed (the profile's, then +1, +2, ...): where
+capacity is a saturation cliff, a search's error is mostly which bursts of arrivals its Poisson
+schedules happened to hold (a 3-minute run 3 % past the cliff meets a 99 % attainment about half
+the time: docs/metrics.md), so searches on the same schedules would repeat the same luck and
+their spread would say nothing; on their own schedules the t interval covers the long-run
+answer (bench/capacity_virtual.py --repeats). The parent
 is a repeated run like ``run``'s (``runner.repeats``): every stage's records pooled, and the
 ``repeats`` block with ``capacity_rps`` over the repeats. Its ``capacity`` block (and
 capacity.json) is the search of the repeat whose capacity is the median, with ``capacity_rps``
@@ -42,8 +47,9 @@ async def run_capacity_repeated(profile: Profile, **search: Any) -> capacity.Cap
 
     status = search.get("on_status") or (lambda _m: None)
     res = await repeats.run_repeated(
-        profile, one, stop=search.get("stop"), status=status, figures=capacity_figures, sla=sla
-    )
+        profile, one, stop=search.get("stop"), status=status, figures=capacity_figures, sla=sla,
+        seed_step=1,
+    )  # fmt: skip
     summary = res.summary
     block = _capacity_block(res)
     summary["capacity"] = block
@@ -66,7 +72,8 @@ def _capacity_block(res: RunResult) -> Capacity:
     block["capacity_rps"] = fig["mean"]
     block["ci95"] = [fig["low"], fig["high"]]
     block["method"] = (
-        f"mean of {fig['n']} repeated searches (found in {len(found)} of {runs['count']}), 95% CI: "
+        f"mean of {fig['n']} repeated searches, each on its own seed (found in {len(found)} of "
+        f"{runs['count']}), 95% CI: "
         f"Student t over them; stages shown: the median search's, {found[(len(found) - 1) // 2][1]}. "
         f"Each search: {block.get('method')}"
     )

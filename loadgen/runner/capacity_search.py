@@ -1,6 +1,6 @@
 """The capacity search's pure part (``capacity.py`` runs it, and its docstring is the method):
 which rate level to measure next (``Search``: bracket, bisect, re-measure), the rule that reads
-a bracket off attainment by level, the rates the levels offered, and the bootstrap interval of
+a bracket off attainment by level, and the bootstrap interval of
 the capacity over the stages' good flags. Numbers in, numbers out: no run, no I/O."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ RESAMPLES = 2000
 
 @dataclass(frozen=True)
 class Observation:
-    """A counted stage: its rate level, its good flags in send order, its bootstrap block (its
-    mean number of requests in flight), the seconds its measured requests were sent over
-    (None: the level is taken as the rate offered), and whether it was over-saturated."""
+    """A counted stage: its rate level, its good flags in send order, its bootstrap block (in
+    requests), the seconds its measured requests were sent over (for the rate it offered, which
+    its table row shows), whether it was over-saturated, and whether it was a screen."""
 
     rate: float
     flags: np.ndarray
@@ -27,6 +27,10 @@ class Observation:
     # The stage's queue grew while it ran (analysis/saturation.py): its level fails, whatever its
     # attainment, since a longer stage at that rate would miss the SLOs.
     over_saturated: bool = False
+    # A short stage of the bracketing phase: its pass is only a screen (a stage from idle that
+    # ends before its queue builds can pass past the cliff), so its level is measured again at
+    # full length before the search bisects from it.
+    screening: bool = False
 
 
 class Search:
@@ -53,11 +57,7 @@ class Search:
 
     def pooled(self) -> dict[float, tuple[int, int]]:
         """level -> (good, counted) over every stage at that level."""
-        out: dict[float, tuple[int, int]] = {}
-        for o in self.observed:
-            g, n = out.get(o.rate, (0, 0))
-            out[o.rate] = (g + int(o.flags.sum()), n + int(o.flags.size))
-        return out
+        return _pool(self.observed)
 
     def bracket(self) -> tuple[float | None, float | None]:
         """(highest passing level below the lowest failing one, lowest failing level); a level
@@ -84,7 +84,9 @@ class Search:
             rate = None if hi <= self.min_rate else max(hi / 2, self.min_rate)
             why = f"no rate down to {hi:g} req/s met the SLOs"
         elif hi / lo - 1 > self.precision:
-            rate = float(f"{math.sqrt(lo * hi):.4g}")  # readable names, far finer than the precision
+            screened = all(o.screening for o in self.observed if o.rate == lo)
+            # readable names, far finer than the precision
+            rate = lo if screened else float(f"{math.sqrt(lo * hi):.4g}")
         else:  # converged: measure each end twice
             rate = lo if runs.count(lo) < 2 else hi if runs.count(hi) < 2 else None
             self.done = rate is None
@@ -117,32 +119,44 @@ def bracket(attainment: dict[float, float], target: float) -> tuple[float | None
     return (max(passes) if passes else None), hi
 
 
+def passing_below(observed: Sequence[Observation], target: float) -> float | None:
+    """The highest passing level below the search's highest passing one (``bracket``), or None.
+
+    Why the interval reaches down to it: near a cliff a stage fails when its schedule holds a
+    burst of arrivals, and a stage that held none passes with no failure at all, which no
+    resampling of its requests can turn into a fail (on the simulator a 3-minute stage 3 % past
+    the cliff passed 40 % of the time). So the highest pass may be luck, and the interval's low end
+    is the next level that passed too; with two false passes in a row it still misses."""
+    over = saturated_levels(observed)
+    pooled = {r: 0.0 if r in over else g / n for r, (g, n) in _pool(observed).items() if n}
+    lo, _ = bracket(pooled, target)
+    below = [r for r, a in pooled.items() if lo is not None and r < lo and a >= target]
+    return max(below) if below else None
+
+
+def _pool(observed: Sequence[Observation]) -> dict[float, tuple[int, int]]:
+    """level -> (good, counted) over every stage at that level."""
+    out: dict[float, tuple[int, int]] = {}
+    for o in observed:
+        g, n = out.get(o.rate, (0, 0))
+        out[o.rate] = (g + int(o.flags.sum()), n + int(o.flags.size))
+    return out
+
+
 def saturated_levels(observed: Sequence[Observation]) -> set[float]:
     """The levels at which some stage was over-saturated: they fail whatever their attainment."""
     return {o.rate for o in observed if o.over_saturated}
 
 
-def offered(observed: Sequence[Observation]) -> dict[float, float]:
-    """level -> the rate its stages offered: their measured requests over their windows."""
-    out: dict[float, float] = {}
-    for level in {o.rate for o in observed}:
-        at = [o for o in observed if o.rate == level]
-        seconds = sum(o.window_s or 0.0 for o in at)
-        known = all(o.window_s for o in at) and seconds > 0
-        out[level] = sum(o.flags.size for o in at) / seconds if known else level
-    return out
-
-
 def interval(
     observed: Sequence[Observation], target: float, *, resamples: int = RESAMPLES, seed: int = 0
 ) -> tuple[float | None, float | None, float | None]:
-    """(CI low, CI high, median interpolated crossing) in offered req/s, by the bootstrap of the
+    """(CI low, CI high, median interpolated crossing) in req/s, by the bootstrap of the
     module's doc. None for a bound the data cannot give (no passing rate: low; no failing: high)."""
     rng = np.random.default_rng([seed, 7])
     levels = sorted({o.rate for o in observed if o.flags.size})
     if not levels:
         return None, None, None
-    x = offered(observed)
     good, n = np.zeros((resamples, len(levels))), np.zeros(len(levels))
     for o in observed:
         if o.flags.size:
@@ -155,11 +169,15 @@ def interval(
     for b in range(resamples):
         by_level = dict(zip(levels, att[b].tolist()))
         lo, hi = bracket(by_level, target)
-        lows[b], highs[b] = (0.0 if lo is None else x[lo]), (math.inf if hi is None else x[hi])
+        lows[b], highs[b] = (0.0 if lo is None else lo), (math.inf if hi is None else hi)
         if lo is not None and hi is not None:
             share = (by_level[lo] - target) / (by_level[lo] - by_level[hi])
-            cross[b] = x[lo] + share * (x[hi] - x[lo])
-    low, high = np.percentile(lows, 2.5, method="lower"), np.percentile(highs, 97.5, method="higher")
+            cross[b] = lo + share * (hi - lo)
+    low = float(np.percentile(lows, 2.5, method="lower"))
+    high = float(np.percentile(highs, 97.5, method="higher"))
+    below = passing_below(observed, target)
+    if below is not None:  # the highest pass may have been luck: the interval reaches the next one
+        low = min(low, below)
     valid = cross[~np.isnan(cross)]
     return (
         float(low) if low > 0 else None,
@@ -169,13 +187,15 @@ def interval(
 
 
 def resample_goods(flags: np.ndarray, block: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Good counts of ``resamples`` moving-block bootstrap draws of ``flags`` (blocks of
-    ``block`` consecutive requests, scaled to the stage's request count); block 1 is the plain
-    bootstrap, drawn as a binomial."""
+    """Good counts of ``resamples`` circular-block bootstrap draws of ``flags`` (blocks of
+    ``block`` consecutive requests, the stage read as a circle so that its last requests, where a
+    queue that built up fails them, are drawn as often as any; scaled to the stage's request
+    count); block 1 is the plain bootstrap, drawn as a binomial."""
     n = flags.size
     size = min(max(1, block), n)
     if size <= 1:
         return rng.binomial(n, flags.mean() if n else 0.0, size=resamples).astype(float)
-    sums = np.convolve(flags.astype(float), np.ones(size), "valid")
+    wrapped = np.concatenate((flags, flags[: size - 1])).astype(float)  # circular: no edge left out
+    sums = np.convolve(wrapped, np.ones(size), "valid")
     k = -(-n // size)
     return sums[rng.integers(0, sums.size, size=(resamples, k))].sum(axis=1) * n / (k * size)

@@ -6,6 +6,7 @@ counted; it, or a stage with server errors, ends the search."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -18,12 +19,13 @@ from loadgen.analysis import sla as sla_mod
 from loadgen.analysis.cost import CostInputs, per_million
 from loadgen.config.stages import Stage
 from loadgen.records import CANCELLED
-from loadgen.runner.capacity_search import Observation, Search, interval, offered
+from loadgen.runner.capacity_search import Observation, Search, interval
 from loadgen.runner.plan import StageOutcome
 from loadgen.summary import Capacity, StageSummary
 
 CLIENT_LAG_LIMIT_MS = 10.0
 ERROR_RATE_LIMIT = 0.05
+BLOCKS = 5
 
 
 @dataclass(frozen=True)
@@ -64,14 +66,24 @@ def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
     lag = metrics.client_limits(records, lag_threshold_ms=CLIENT_LAG_LIMIT_MS)
     verdict = saturation.assess(records)["verdict"]
     mm = s["metrics"]
+    e2e_ms = mm["e2e_ms"]["mean"]
     return StageMeasure(
-        float(stage.rate or 0.0), good[counted], max(1, round(mm["mean_concurrency"] or 1)), window,
-        verdict == "over_saturated",
-        stage.index, s["counts"]["error_rate"], mm["request_throughput_rps"],
-        mm["goodput"]["requests_per_s"], mm["output_tokens_per_s"], mm["ttft_ms"]["p99"],
-        mm["tpot_ms"]["p99"], None if lag is None else lag["client_lag_p99_ms"], mm["e2e_ms"]["mean"],
-        verdict,
-    )  # fmt: skip
+        rate=float(stage.rate or 0.0),
+        flags=good[counted],
+        block=max(1, round(mm["mean_concurrency"] or 1), int(counted.sum()) // BLOCKS),
+        window_s=window,
+        over_saturated=verdict == "over_saturated",
+        stage=stage.index,
+        error_rate=s["counts"]["error_rate"],
+        throughput_rps=mm["request_throughput_rps"],
+        goodput_rps=mm["goodput"]["requests_per_s"],
+        output_tokens_per_s=mm["output_tokens_per_s"],
+        ttft_p99_ms=mm["ttft_ms"]["p99"],
+        tpot_p99_ms=mm["tpot_ms"]["p99"],
+        client_lag_p99_ms=None if lag is None else lag["client_lag_p99_ms"],
+        e2e_mean_ms=e2e_ms,
+        saturation=verdict,
+    )
 
 
 class CapacityPlan:
@@ -101,10 +113,12 @@ class CapacityPlan:
         self.on_stage = on_stage
         self.measures: list[StageMeasure] = []
         self.spent_s = 0.0  # wall seconds the stages so far took, drains included
+        self.screens: set[int] = set()  # the stages of the bracketing phase (short: screens)
 
     def next_stage(self, done: Sequence[StageOutcome]) -> Stage | None:
         for o in done[len(self.measures) :]:
-            self.add(measure(o, self.slos))
+            m = measure(o, self.slos)
+            self.add(dataclasses.replace(m, screening=o.stage.index in self.screens))
             self.spent_s += (o.result.ended_ns - o.result.started_ns) / 1e9
         rate = self.search.next_rate()
         if rate is None:
@@ -128,6 +142,8 @@ class CapacityPlan:
         ``min_requests`` requests, the over-saturation verdict's minimum."""
         lo, hi = self.search.bracket()
         bracketing = lo is None or hi is None
+        if bracketing:
+            self.screens.add(len(self.measures))
         want = max(self.bracket_s if bracketing else self.stage_s, self.min_requests / rate)
         if self.budget_s is None:
             return want
@@ -194,7 +210,7 @@ def capacity_block(plan: CapacityPlan, costs: CostInputs | None, seed: int, meth
     tokens = mean("output_tokens_per_s")
     usd = per_million(costs.gpu_hour_cost * costs.gpu_count, tokens) if costs is not None else None
     block = {
-        "capacity_rps": None if lo is None else offered(s.observed)[lo],
+        "capacity_rps": lo,
         "capacity_level_rps": lo,
         "ci95": [ci_lo, ci_hi],
         "crossing_rps": crossing,

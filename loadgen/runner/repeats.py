@@ -49,11 +49,14 @@ METHOD = (
 RunOne = Callable[[Profile], Awaitable[RunResult]]
 
 
-def repeat_profile(profile: Profile, parent: Path, index: int) -> Profile:
-    """Repeat ``index`` (from 1) of ``profile``: one plain run in ``parent/repeat-<index>``."""
+def repeat_profile(profile: Profile, parent: Path, index: int, seed_step: int = 0) -> Profile:
+    """Repeat ``index`` (from 1) of ``profile``: one plain run in ``parent/repeat-<index>``, its
+    workload seed moved by ``seed_step`` per repeat (0: every repeat the same schedule)."""
+    seed = profile.workload.seed + seed_step * (index - 1)
     return profile.model_copy(
         update={
             "load": profile.load.model_copy(update={"repeats": 1}),
+            "workload": profile.workload.model_copy(update={"seed": seed}),
             "output": profile.output.model_copy(
                 update={"dir": str(parent), "run_id": REPEAT_DIR.format(index)}
             ),
@@ -69,18 +72,20 @@ async def run_repeated(
     status: Callable[[str], None] = lambda _m: None,
     figures: Callable[[Summary], list[tuple[str, str | None, float | None]]] | None = None,
     sla: Any = None,
+    seed_step: int = 0,
 ) -> RunResult:
     """Run ``profile``'s load ``load.repeats`` times through ``run_one``, each into its own
     folder of one new run folder, then pool them into its summary.json. A stop (Ctrl-C) ends
     the current repeat as it ends a run and sends no further one; the pooled summary then says
     the run is incomplete. ``figures`` (default: the headline's) picks a repeat's figures; ``sla``
-    (default: the profile's) is the SLA section the pooled requests are judged by."""
+    (default: the profile's) is the SLA section the pooled requests are judged by; ``seed_step``
+    moves each repeat's workload seed (see ``repeat_profile``)."""
     parent = make_run_dir(profile)
     n = profile.load.repeats
     done: list[RunResult] = []
     for k in range(1, n + 1):
         status(f"repeat {k} of {n}")
-        done.append(await run_one(repeat_profile(profile, parent, k)))
+        done.append(await run_one(repeat_profile(profile, parent, k, seed_step)))
         if (stop is not None and stop.is_set()) or not done[-1].summary.get("complete", True):
             break
     summary = pooled_summary(parent, profile, done, figures or headline_figures, sla)

@@ -157,17 +157,18 @@ class CapacityStages(TypedDict, total=True):
 class Capacity(TypedDict, total=True):
     """`loadgen capacity` runs only (also its capacity.json): the highest request rate at which at least
     `attainment` of requests met every per-request SLO (DistServe's goodput), found by bracketing,
-    bisecting and re-measuring open-loop Poisson stages; rates are the rates the stages offered (measured
-    requests over their windows)"""
+    bisecting and re-measuring open-loop Poisson stages; rates are the levels asked, the Poisson
+    processes' rates (each stage's row also has the rate it offered)"""
 
     capacity_rps: float | None
-    """the rate offered at the highest passing level, req/s; null when no level passed"""
+    """the highest passing level, req/s; null when no level passed"""
     capacity_level_rps: NotRequired[float | None]
-    """that level as asked (the stages' nominal Poisson rate), req/s"""
+    """the same level (kept for files written when capacity_rps was the rate that level offered)"""
     ci95: Annotated[list[float | None], Field(min_length=2, max_length=2)]
-    """95% interval of the capacity [low, high], req/s: 2.5th percentile of the highest passing rate and
-    97.5th of the lowest failing rate over moving-block bootstrap resamples of the stages' good flags;
-    null where the data give no bound (nothing passed: low; nothing failed: high)"""
+    """95% interval of the capacity [low, high], req/s: 2.5th percentile of the highest passing level and
+    97.5th of the lowest failing level over circular-block bootstrap resamples of the stages' good flags,
+    the low end at most the next passing level below the highest; null where the data give no bound
+    (nothing passed: low; nothing failed: high)"""
     crossing_rps: NotRequired[float | None]
     """median over the resamples of the rate where attainment crosses the target, interpolated linearly
     between the bracketing rates"""

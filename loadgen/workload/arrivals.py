@@ -6,9 +6,13 @@ does not push every later one back (that drift hides server slowness behind a lo
 
 from __future__ import annotations
 
+from typing import get_args
+
 import numpy as np
 
-ARRIVALS = ("poisson", "constant", "gamma")
+from loadgen.config.base import Arrival
+
+ARRIVALS: tuple[str, ...] = get_args(Arrival)
 _CHUNK = 4096
 
 

@@ -20,7 +20,7 @@ from loadgen.runner.capacity import (
     Search,
     StageMeasure,
     interval,
-    offered,
+    resample_goods,
 )
 
 
@@ -49,6 +49,21 @@ def test_a_cliff_is_bracketed_bisected_and_both_ends_remeasured():
     assert levels[:5] == [1, 2, 4, 8, 16]  # doubling until the first failure
     assert levels[-2:] == [lo, hi] and levels.count(lo) == levels.count(hi) == 2  # re-measured
     assert s.stopped_because is None and len(levels) <= 14
+
+
+def test_a_pass_seen_only_in_a_short_screening_stage_is_measured_again_before_bisecting():
+    """From idle, 5 s at 32/s can pass a server that fails 32/s at length; the search measures
+    32 at full length before it bisects 32-64, and when that fails the bracket moves down."""
+    s = Search(16.0, 0.9)
+    s.observe(Observation(16.0, flags(1.0), screening=True))
+    s.observe(Observation(32.0, flags(1.0), screening=True))
+    s.observe(Observation(64.0, flags(0.0), screening=True))
+    assert s.next_rate() == 32.0  # not sqrt(32 * 64) = 45.25
+    s.observe(Observation(32.0, flags(0.5, 2000)))  # pooled with the screen: fails
+    assert s.bracket() == (16.0, 32.0)
+    assert s.next_rate() == 16.0  # its pass was a screen too
+    s.observe(Observation(16.0, flags(1.0)))
+    assert s.next_rate() == 22.63  # both ends measured at length: bisect
 
 
 def test_a_failing_start_halves_down_and_nothing_passing_says_so():
@@ -132,7 +147,10 @@ def test_the_interval_spans_the_measured_gap_around_a_cliff():
         Observation(10.0, flags(0.5, 100)),
     ]
     lo, hi, crossing = interval(obs, 0.9)
-    assert (lo, hi) == (9.0, 10.0)  # a pass at 9 and a fail at 10 that no resample overturns
+    # A pass at 9 and a fail at 10 that no resample overturns; the low end reaches the next pass
+    # below, 8: a pass with no failure in it cannot be resampled into a fail, and may be luck.
+    assert (lo, hi) == (8.0, 10.0)
+    assert interval(obs[1:], 0.9)[:2] == (9.0, 10.0)  # no pass below 9: the bootstrap's alone
     assert crossing == pytest.approx(9.0 + (1.0 - 0.9) / (1.0 - 0.5), abs=0.01)  # linear: 9.2
 
 
@@ -143,26 +161,40 @@ def test_a_marginal_pass_widens_the_interval_and_correlated_requests_widen_it_mo
         Observation(10.0, flags(0.5)),
     ]
     assert interval(marginal, 0.9)[:2] == (8.0, 10.0)  # 9 fails in over 2.5% of resamples
-    # 200 requests at 9/s, 10 bad ones: spread out the plain bootstrap keeps 9 passing; bunched
-    # (one burst, as a queue would make them) blocks of 20 consecutive requests let it fail.
+    # 200 requests, 10 bad ones: spread out, the plain bootstrap rarely pushes them past 20 (below
+    # 0.9); bunched (one burst, as a queue makes them), blocks of 20 consecutive requests often do.
     spread = np.ones(200, dtype=bool)
     spread[::20] = False
     bunched = np.ones(200, dtype=bool)
     bunched[100:110] = False
-    ends = [Observation(8.0, flags(1.0)), Observation(10.0, flags(0.5))]
-    assert interval([*ends, Observation(9.0, spread, 1)], 0.9, seed=1)[0] == 9.0
-    assert interval([*ends, Observation(9.0, bunched, 20)], 0.9, seed=1)[0] == 8.0
+
+    def failing(fl: np.ndarray, block: int) -> float:
+        goods = resample_goods(fl, block, 4000, np.random.default_rng(1))
+        return float(np.mean(goods / fl.size < 0.9))
+
+    assert failing(spread, 1) < 0.01 and failing(bunched, 20) > 0.05
 
 
-def test_offered_rates_replace_levels_and_the_same_seed_gives_the_same_interval():
+def test_blocks_are_circular_so_a_burst_at_the_end_of_a_stage_is_drawn_as_often_as_any():
+    """A queue that builds up fails a stage's last requests; moving blocks that stop at the end
+    would draw them less than the rest, and the resamples would read better than the stage."""
+    at_end = np.ones(200, dtype=bool)
+    at_end[-10:] = False
+    goods = resample_goods(at_end, 40, 20_000, np.random.default_rng(2))
+    assert goods.mean() == pytest.approx(190, abs=0.5)  # unbiased: the stage's own 190
+    assert np.mean(goods <= 180) > 0.05  # and the burst is drawn twice in some resamples
+
+
+def test_rates_are_the_levels_asked_and_the_same_seed_gives_the_same_interval():
+    """A level's verdict is its Poisson process's, whose counts stray: 95 requests in 10 s at
+    10/s is that process too, so the interval is in levels, not in the rates the stages offered."""
     obs = [
         Observation(8.0, flags(1.0, 80), window_s=10.0),
         Observation(10.0, flags(1.0, 95), window_s=10.0),  # asked 10/s, offered 9.5/s
         Observation(10.0, flags(1.0, 97), window_s=10.0),
         Observation(12.0, flags(0.4, 125), window_s=10.0),
     ]
-    assert offered(obs) == {8.0: 8.0, 10.0: 9.6, 12.0: 12.5}
-    assert interval(obs, 0.9)[:2] == (9.6, 12.5)
+    assert interval(obs, 0.9)[:2] == (8.0, 12.0)
     noisy = [Observation(r, np.random.default_rng(int(r)).random(150) < 1.5 - r / 10) for r in (5, 6, 7, 8)]
     assert interval(noisy, 0.9, seed=4) == interval(noisy, 0.9, seed=4)
 
