@@ -31,6 +31,9 @@ class Observation:
     # ends before its queue builds can pass past the cliff), so its level is measured again at
     # full length before the search bisects from it.
     screening: bool = False
+    # Every SLO metric's p99 was under half its bound: the server is far from the boundary, and
+    # the bracketing quadruples the rate instead of doubling it.
+    far: bool = False
 
 
 class Search:
@@ -78,7 +81,8 @@ class Search:
         rate: float | None
         why = ""
         if hi is None:
-            rate = None if lo is None or lo >= self.max_rate else min(2 * lo, self.max_rate)
+            step = 4 if any(o.far for o in self.observed if o.rate == lo) else 2
+            rate = None if lo is None or lo >= self.max_rate else min(step * lo, self.max_rate)
             why = f"every rate up to {self.max_rate:g} req/s (--max-rate) met the SLOs: capacity is >= that"
         elif lo is None:
             rate = None if hi <= self.min_rate else max(hi / 2, self.min_rate)

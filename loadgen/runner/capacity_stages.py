@@ -67,6 +67,7 @@ def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
     verdict = saturation.assess(records)["verdict"]
     mm = s["metrics"]
     e2e_ms = mm["e2e_ms"]["mean"]
+    p99 = {k: cast(dict, mm).get(k, {}).get("p99") for k in slos}  # the SLO metrics' tails
     return StageMeasure(
         rate=float(stage.rate or 0.0),
         flags=good[counted],
@@ -83,6 +84,7 @@ def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
         client_lag_p99_ms=None if lag is None else lag["client_lag_p99_ms"],
         e2e_mean_ms=e2e_ms,
         saturation=verdict,
+        far=bool(len(m)) and all((p99.get(k) or 0.0) < v / 2 for k, v in slos.items()),
     )
 
 
@@ -99,6 +101,7 @@ class CapacityPlan:
         stage_s: float = 15.0,
         warmup_s: float = 5.0,
         min_requests: int = 30,
+        screen_requests: int = 10,
         budget_s: float | None = None,
         bracket_s: float = 5.0,
         on_stage: Callable[[StageMeasure, bool], None] | None = None,
@@ -109,6 +112,7 @@ class CapacityPlan:
         self.search, self.slos = search, slos
         self.costs, self.seed, self.method = costs, seed, method
         self.stage_s, self.warmup_s, self.min_requests = stage_s, warmup_s, min_requests
+        self.screen_requests = screen_requests
         self.budget_s, self.bracket_s = budget_s, bracket_s
         self.on_stage = on_stage
         self.measures: list[StageMeasure] = []
@@ -135,16 +139,21 @@ class CapacityPlan:
 
     def measured_s(self, rate: float, warm: float, e2e_s: float) -> float | None:
         """How long the next stage measures, or None when the time budget cannot pay for it.
-        Bracketing (no passing level below a failing one yet): ``bracket_s``, for doubling only
-        needs to see where the SLOs break. Refining: at least ``stage_s``, and with a budget the
+        Bracketing (no passing level below a failing one yet): a screen of ``bracket_s`` and at
+        least ``screen_requests`` requests, for doubling only needs to see where the SLOs break
+        (a screened pass is measured again at length). Refining: at least ``stage_s`` and
+        ``min_requests`` requests (the over-saturation verdict's minimum), and with a budget the
         seconds left shared among the stages the bisection still needs (near the boundary a
-        longer stage is the only way to see the bursts that break a tail SLO). Always at least
-        ``min_requests`` requests, the over-saturation verdict's minimum."""
+        longer stage is the only way to see the bursts that break a tail SLO)."""
         lo, hi = self.search.bracket()
         bracketing = lo is None or hi is None
         if bracketing:
             self.screens.add(len(self.measures))
-        want = max(self.bracket_s if bracketing else self.stage_s, self.min_requests / rate)
+        want = (
+            max(self.bracket_s, self.screen_requests / rate)
+            if bracketing
+            else max(self.stage_s, self.min_requests / rate)
+        )
         if self.budget_s is None:
             return want
         overhead = warm + e2e_s  # the warm-up before it and the drain after it

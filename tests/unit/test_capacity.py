@@ -51,6 +51,16 @@ def test_a_cliff_is_bracketed_bisected_and_both_ends_remeasured():
     assert s.stopped_because is None and len(levels) <= 14
 
 
+def test_the_bracket_quadruples_while_every_slo_is_under_half_its_bound_then_doubles():
+    s = Search(1.0, 0.9)
+    for rate in (1.0, 4.0):
+        assert s.next_rate() == rate
+        s.observe(Observation(rate, flags(1.0), far=True))
+    assert s.next_rate() == 16.0
+    s.observe(Observation(16.0, flags(1.0)))  # passing, but a tail within 2x of its bound
+    assert s.next_rate() == 32.0
+
+
 def test_a_pass_seen_only_in_a_short_screening_stage_is_measured_again_before_bisecting():
     """From idle, 5 s at 32/s can pass a server that fails 32/s at length; the search measures
     32 at full length before it bisects 32-64, and when that fails the bracket moves down."""
@@ -98,7 +108,9 @@ def test_a_noisy_curve_lands_near_its_crossing_and_the_same_seed_repeats_it():
 
 
 def test_the_plan_turns_levels_into_warmed_up_poisson_stages_and_stops_on_client_lag_or_errors():
-    plan = CapacityPlan(Search(4.0, 0.9), {"ttft_ms": 700.0}, stage_s=10.0, warmup_s=2.0, min_requests=60)
+    plan = CapacityPlan(
+        Search(4.0, 0.9), {"ttft_ms": 700.0}, stage_s=10.0, warmup_s=2.0, min_requests=60, screen_requests=60
+    )
     done: list[object] = []
     first = plan.next_stage(done)  # type: ignore[arg-type]
     assert first is not None and (first.index, first.rate, first.arrival) == (0, 4.0, "poisson")
