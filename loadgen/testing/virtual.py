@@ -120,6 +120,12 @@ class Virtual:
         return capacity_block(p, None, seed, ""), took
 
 
+def spread_start(seed: int) -> float:
+    """A start rate of 1 to 2 req/s for ``seed``, spread by the golden ratio: the levels the
+    doubling reaches move with it, so over many seeds the grid does not fall on the truth by luck."""
+    return float(f"{2 ** ((seed * 0.618034) % 1):.3g}")
+
+
 def _times(seq: Seq) -> list[int]:
     """A finished sequence's token times (``simulate`` runs every sequence to its end)."""
     assert seq.token_vns, "simulate() returns finished sequences"

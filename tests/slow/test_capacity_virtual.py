@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from loadgen.testing.virtual import Virtual
+from loadgen.testing.virtual import Virtual, spread_start
 
 SEEDS = range(20)
 BUDGET_S = 1200.0
@@ -37,16 +37,11 @@ load: {rate: 32}
 """
 
 
-def start_rate(seed: int) -> float:
-    """1 to 2 req/s, spread by the golden ratio: the levels the doubling reaches move with it."""
-    return float(f"{2 ** ((seed * 0.618034) % 1):.3g}")
-
-
 def searches(v: Virtual, target: float, truth: float) -> tuple[int, int, float]:
     """(seeds within 3 % of ``truth``, seeds whose interval covers it, median |error|)."""
     near, covers, errors = 0, 0, []
     for seed in SEEDS:
-        kw = {"start": start_rate(seed), "budget_s": BUDGET_S, "search": {"max_stages": 40}}
+        kw = {"start": spread_start(seed), "budget_s": BUDGET_S, "search": {"max_stages": 40}}
         cap, took = v.search(target, seed, **kw)
         assert took <= BUDGET_S + 60  # the budget holds (the last stage's drain may run over)
         found, (lo, hi) = cap["capacity_rps"], cap["ci95"]
