@@ -137,7 +137,9 @@ def _run_workload(run: argparse.ArgumentParser) -> None:
     """What the requests are: how many or how long, their lengths, prompts, a trace."""
     g = run.add_argument_group("workload")
     g.add_argument("--num-requests", type=int, help="measured requests to send (warm-up comes on top)")
-    g.add_argument("--duration", type=float, help="stop sending after this many seconds")
+    g.add_argument(
+        "--duration", type=duration, metavar="TIME", help="stop sending after this long: 180, 180s or 3m"
+    )
     g.add_argument(
         "--until",
         metavar="PRECISION",

@@ -40,7 +40,7 @@ table row also shows the rate it offered (its measured requests over its window)
 
 The 95 % interval, a bootstrap over the stages' requests: each resample redraws every stage's
 good flags in circular blocks of consecutive requests, a block the longer of the stage's mean
-number in flight and a twentieth of its requests (overlapping requests share the server's
+number in flight and a fifth of its requests (overlapping requests share the server's
 state, and failures near a cliff come in bursts of seconds: drawn one by one they would
 understate the noise), pools them per level and applies the search's rule: U = the lowest
 failing level, L = the highest passing one below it, the crossing interpolated linearly in

@@ -25,6 +25,8 @@ from loadgen.summary import Capacity, StageSummary
 
 CLIENT_LAG_LIMIT_MS = 10.0
 ERROR_RATE_LIMIT = 0.05
+# Bootstrap blocks are at least a fifth of a stage's requests: near a cliff failures come in
+# bursts of seconds, far longer than the requests in flight (the figures in docs/metrics.md).
 BLOCKS = 5
 
 
@@ -129,6 +131,8 @@ class CapacityPlan:
             return None  # the search is over, ``stopped_because`` says why when not on its rules
         e2e_ms = max((m.e2e_mean_ms or 0.0 for m in self.measures if self.passed(m)), default=0.0)
         warm = max(self.warmup_s, round(2 * e2e_ms / 1e3, 1))
+        if None in self.search.bracket():
+            self.screens.add(len(done))  # still bracketing: this stage is a screen
         measured_s = self.measured_s(rate, warm, e2e_ms / 1e3)
         if measured_s is None:
             return None
@@ -147,8 +151,6 @@ class CapacityPlan:
         longer stage is the only way to see the bursts that break a tail SLO)."""
         lo, hi = self.search.bracket()
         bracketing = lo is None or hi is None
-        if bracketing:
-            self.screens.add(len(self.measures))
         want = (
             max(self.bracket_s, self.screen_requests / rate)
             if bracketing
