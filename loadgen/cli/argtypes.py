@@ -10,10 +10,10 @@ _UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
 
 def duration(text: str) -> float:
-    """Seconds from '30', '30s', '500ms', '2m' or '1h' (argparse reports a ValueError cleanly)."""
+    """Seconds from '30', '30s', '500ms', '2m' or '1h' (argparse names the flag in its error)."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|min|m|h)?\s*", text)
     if not m:
-        raise ValueError(f"not a duration: {text!r} (e.g. 30s, 500ms, 2m)")
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 30s, 500ms, 2m)")
     return float(m[1]) * _UNITS[m[2] or "s"]
 
 

@@ -756,7 +756,8 @@ def test_open_loop_num_requests_1e10_in_profile_is_refused(cli):
 
 @pytest.mark.timeout(20)
 def test_duration_inf_is_refused(cli):
-    refused(*cli("--duration", "inf"), "workload.duration_s", "--duration")
+    code, out = cli("--duration", "inf")  # argparse refuses it, naming the flag and the forms
+    assert code == 2 and out.count("error: argument --duration: not a duration: 'inf' (e.g. 30s") == 1
 
 
 @pytest.mark.timeout(20)
