@@ -65,9 +65,7 @@ class Search:
     def bracket(self) -> tuple[float | None, float | None]:
         """(highest passing level below the lowest failing one, lowest failing level); a level
         with an over-saturated stage fails."""
-        over = saturated_levels(self.observed)
-        pooled = {r: 0.0 if r in over else g / n for r, (g, n) in self.pooled().items() if n}
-        return bracket(pooled, self.target)
+        return bracket(attainment_by_level(self.observed), self.target)
 
     def next_rate(self) -> float | None:
         """The level to measure next, or None when the search is over (``stopped_because`` says
@@ -131,11 +129,16 @@ def passing_below(observed: Sequence[Observation], target: float) -> float | Non
     resampling of its requests can turn into a fail (on the simulator a 3-minute stage 3 % past
     the cliff passed 40 % of the time). So the highest pass may be luck, and the interval's low end
     is the next level that passed too; with two false passes in a row it still misses."""
-    over = saturated_levels(observed)
-    pooled = {r: 0.0 if r in over else g / n for r, (g, n) in _pool(observed).items() if n}
+    pooled = attainment_by_level(observed)
     lo, _ = bracket(pooled, target)
     below = [r for r, a in pooled.items() if lo is not None and r < lo and a >= target]
     return max(below) if below else None
+
+
+def attainment_by_level(observed: Sequence[Observation]) -> dict[float, float]:
+    """level -> attainment pooled over its stages, 0 where a stage was over-saturated."""
+    over = saturated_levels(observed)
+    return {r: 0.0 if r in over else g / n for r, (g, n) in _pool(observed).items() if n}
 
 
 def _pool(observed: Sequence[Observation]) -> dict[float, tuple[int, int]]:
