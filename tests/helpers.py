@@ -31,6 +31,17 @@ ROOT = Path(__file__).resolve().parent.parent
 MS = 1_000_000
 
 
+# The TPOT-bound capacity case (Llama-2-7B FP16 on one L40S, 256-token prompts, 32-token
+# answers): searched in real time at time_scale 0.25 (tests/unit/test_capacity.py) and, from its
+# workload alone, in virtual time (tests/slow/test_capacity_virtual.py).
+TPOT_BOUND_PROFILE = """
+name: capacity-sim
+target: {endpoint: completions, prompt_format: token_ids, ignore_eos: true}
+workload: {seed: 1, num_requests: 100, input_tokens: 256, output_tokens: 32}
+load: {rate: 32}
+output: {progress: false}
+sim: {preset: llama2-7b-fp16@l40s, time_scale: 0.25}
+"""
 LOADGEN = (sys.executable, "-m", "loadgen")  # for the few tests that start it with Popen and kill it
 
 

@@ -27,14 +27,10 @@ import pytest
 
 from loadgen.testing.virtual import Virtual, spread_start
 
+from helpers import TPOT_BOUND_PROFILE
+
 SEEDS = range(20)
 BUDGET_S = 1200.0
-TPOT_PROFILE = """
-name: capacity-tpot
-target: {endpoint: completions, prompt_format: token_ids, ignore_eos: true}
-workload: {seed: 1, num_requests: 100, input_tokens: 256, output_tokens: 32}
-load: {rate: 32}
-"""
 
 
 def searches(v: Virtual, target: float, truth: float) -> tuple[int, int, float]:
@@ -65,7 +61,7 @@ def test_on_the_cliff_the_search_lands_near_the_truth_and_its_interval_covers_it
 
 @pytest.mark.slow
 def test_where_tpot_binds_the_search_lands_near_the_truth_and_its_interval_covers_it(tmp_path):
-    (tmp_path / "tpot.yaml").write_text(TPOT_PROFILE)
+    (tmp_path / "tpot.yaml").write_text(TPOT_BOUND_PROFILE)  # its workload; the sim is virtual
     slos = {"ttft_ms": 2000.0, "tpot_ms": 35.0}
     v = Virtual(tmp_path / "tpot.yaml", {"preset": "llama2-7b-fp16@l40s"}, slos)
     truth = v.truth(0.9, [25.0, 25.5, 26.0, 26.5, 27.0], 1200.0, runs=8)

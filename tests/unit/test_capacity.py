@@ -23,6 +23,8 @@ from loadgen.runner.capacity import (
     resample_goods,
 )
 
+from helpers import TPOT_BOUND_PROFILE
+
 
 def flags(attainment: float, n: int = 200) -> np.ndarray:
     """``n`` good flags, exactly round(attainment * n) of them good, spread evenly."""
@@ -254,14 +256,6 @@ def test_bad_input_or_an_unreachable_target_exits_2(args, message, tmp_path, cap
 # (seed 0's misses by 0.6 %: both stages at its highest passing level drew kind arrivals). The
 # same protocol in virtual time over 40 seeds: within 10 % 39 times, the interval covering 40.
 SCALE = 0.25
-PROFILE = """
-name: capacity-sim
-target: {endpoint: completions, prompt_format: token_ids, ignore_eos: true}
-workload: {seed: 1, num_requests: 100, input_tokens: 256, output_tokens: 32}
-load: {rate: 32}
-output: {progress: false}
-sim: {preset: llama2-7b-fp16@l40s, time_scale: 0.25}
-"""
 ARGS = ["--sla", "p99 ttft_ms<500, p99 tpot_ms<8.75", "--attainment", "0.9"]
 ARGS += ["--stage-duration", "6s", "--stage-warmup", "1s", "--gpu-hour-cost", "2"]
 
@@ -293,7 +287,7 @@ def simulator_capacity(target: float, rates: np.ndarray, n: int = 20_000) -> flo
 @pytest.mark.serial
 def test_capacity_on_the_simulator_matches_its_own_answer(tmp_path, capsys):
     profile = tmp_path / "capacity-sim.yaml"
-    profile.write_text(PROFILE)
+    profile.write_text(TPOT_BOUND_PROFILE)
     started = time.monotonic()
     assert main(["capacity", str(profile), *ARGS, "--out", str(tmp_path / "a")]) == 0
     searched_s = time.monotonic() - started
