@@ -142,3 +142,35 @@ def _forms(value: str) -> set[str]:
                 out.add(plain)
                 out.add(plain.partition(":")[2])
     return out
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """A command line with the values of secret-looking options masked: ``--api-key X``,
+    ``--api-key=X``, ``HF_TOKEN=X`` (the value, never the name, is what leaks)."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        name, eq, _value = arg.partition("=")
+        if eq and _secret_option(name):
+            out.append(f"{name}={REDACTED}")
+        elif arg.startswith("-") and not eq and _secret_option(arg):
+            out.append(arg)
+            hide_next = True
+        else:
+            out.append(arg)
+    return out
+
+
+_ARGV_SECRET_WORDS = frozenset(
+    "auth token secret key apikey password passwd cookie session signature credential credentials".split()
+)
+
+
+def _secret_option(name: str) -> bool:
+    """An option or variable name with a secret word in it as a whole word (``--api-key``,
+    ``HF_TOKEN``), so ``--max-num-batched-tokens 8192`` keeps its value."""
+    return any(w in _ARGV_SECRET_WORDS for w in re.split(r"[-_.]+", name.lower().lstrip("-")))

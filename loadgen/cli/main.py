@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.cli.capacity import cmd_capacity
+from loadgen.cli.experiment import cmd_experiment
 from loadgen.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -208,6 +209,10 @@ def cmd_gate(a: argparse.Namespace) -> int:
     from loadgen.analysis.gate import gate
     from loadgen.report import gate as gate_report
 
+    if a.cell:
+        from loadgen.experiment.state import cell_folder
+
+        a.candidate, a.baseline = cell_folder(a.candidate, a.cell), cell_folder(a.baseline, a.cell)
     if a.rules is None:
         from loadgen.config import shipped
 
@@ -264,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "profiles": cmd_profiles,
             "capacity": cmd_capacity,
             "selfcheck": cmd_selfcheck,
+            "experiment": cmd_experiment,
         }[a.command](a)
     except LoadgenError as exc:  # every error the user can fix: one line (or a list), exit 2
         return die(str(exc))

@@ -10,6 +10,7 @@ from typing import Any
 
 from loadgen.cli.argtypes import duration, parse_sla
 from loadgen.cli.capacity import add_parser as add_capacity
+from loadgen.cli.experiment import add_parser as add_experiment
 from loadgen.cli.overrides import FLAG_PATHS, overrides
 from loadgen.cli.run_flags import add_parser as add_run
 from loadgen.cli.selfcheck import add_parser as add_selfcheck
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     _gate(sub)
     add_capacity(sub, run)  # capacity and selfcheck borrow some of run's flags
     add_selfcheck(sub, run)
+    add_experiment(sub)
     _profiles(sub)
     return p
 
@@ -124,6 +126,13 @@ def _gate(sub: Any) -> None:
         help="write the Markdown summary here too (e.g. for $GITHUB_STEP_SUMMARY)",
     )
     gt.add_argument("--json", metavar="PATH", help="write the full result as JSON here")
+    gt.add_argument(
+        "--cell",
+        metavar="CONFIG",
+        help="CANDIDATE and BASE are experiment folders: gate this configuration (its folder name in "
+        "experiment.json, e.g. sim--gpu=h100--precision=fp16, or CONFIG/repeat-2 for one repeat) of "
+        "one against the same of the other",
+    )
     gt.add_argument(
         "--resamples",
         type=int,

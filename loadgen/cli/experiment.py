@@ -1,0 +1,126 @@
+"""``loadgen experiment``: its flags and its command (the experiment is ``loadgen.experiment``).
+
+    loadgen experiment experiments/levers.yaml            run it; reports/<experiment-id>/
+    loadgen experiment FILE --dry-run                     the cells, their order, the expected time
+    loadgen experiment --resume reports/<experiment-id>   run what did not finish, then rank
+
+Exit codes: 0 every cell done, 1 some cell failed (the ranking covers the others), 2 bad input,
+130 stopped (resume it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from loadgen.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLA_FAIL, die, raise_fd_limit
+from loadgen.clock import run_loop
+
+
+def add_parser(sub: Any) -> None:
+    ep = sub.add_parser(
+        "experiment",
+        help="run the same load on competing backends and configurations, and rank them at the SLA",
+        description="Run an experiment file: every backend (a URL, a simulator preset, a command that "
+        "starts a server, or saved results) at every point of its matrix, each repeat of each in "
+        "an interleaved order, then rank the configurations by capacity at the SLA with confidence "
+        "intervals. One folder: experiment.json (resumable), experiment.md/.html, one run folder per "
+        "cell. Exit 0 all cells done, 1 some failed, 2 bad input, 130 interrupted (--resume it).",
+    )
+    ep.add_argument("file", nargs="?", help="the experiment YAML (e.g. experiments/levers.yaml)")
+    ep.add_argument("--dry-run", action="store_true", help="print the cells, their order and expected time")
+    ep.add_argument("--resume", metavar="DIR", help="an experiment folder: run only its unfinished cells")
+    ep.add_argument("--out", default="reports", metavar="DIR", help="parent of the experiment folder (default reports)")
+    ep.add_argument("--id", dest="experiment_id", metavar="ID", help="the folder's name (default <time>-<name>)")
+    ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the servers' API key")
+
+
+def cmd_experiment(a: argparse.Namespace) -> int:
+    from loadgen.experiment import run as exp_run
+    from loadgen.experiment.spec import load_experiment
+
+    if a.file is None and a.resume is None:
+        return die("give an experiment file (e.g. experiments/levers.yaml) or --resume DIR")
+    api_key = os.environ.get(a.api_key_env) if a.api_key_env else None
+    if a.api_key_env and not api_key:
+        return die(f"--api-key-env names {a.api_key_env}, which is not set")
+    if a.resume:
+        exp, source, state = exp_run.resume(Path(a.resume), Path(a.file) if a.file else None)
+    else:
+        source = Path(a.file)
+        exp = load_experiment(source)
+        if a.dry_run:
+            return _dry_run(exp, source)
+        state = exp_run.start(exp, source, Path(a.out), a.experiment_id)
+    if a.dry_run:
+        return _dry_run(exp, source, set(state.todo()))
+    print(f"experiment {state.folder}", file=sys.stderr, flush=True)
+
+    async def main() -> Any:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        return await exp_run.run(
+            exp, source, state, api_key=api_key, stop=stop,
+            status=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
+        )  # fmt: skip
+
+    raise_fd_limit()
+    try:
+        result = run_loop(main())
+    except exp_run.ExperimentInterrupted as exc:
+        print(f"loadgen: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    print(ranking_text(result.state))
+    print(f"report   {result.folder / 'experiment.html'}")
+    for cell_id in result.failed:
+        first = (result.state["cells"][cell_id]["error"] or "").splitlines()[:1]
+        print(f"FAILED   {cell_id}: {first[0] if first else ''}", file=sys.stderr)
+    return EXIT_SLA_FAIL if result.failed else EXIT_OK
+
+
+def _dry_run(exp: Any, source: Path, todo: set[str] | None = None) -> int:
+    from loadgen.experiment import run as exp_run
+
+    lines = exp_run.plan(exp, source)
+    lines = [x for x in lines if todo is None or x.cell.id in todo]
+    total = sum(x.expected_s for x in lines)
+    sla = ", ".join(f"{k} < {v:g}" for k, v in exp.sla.items())
+    print(f"experiment {exp.name}: {exp.load.method} per cell, SLA {sla} at {exp.attainment:.0%} attainment, "
+          f"{exp.repeats} repeats, seed {exp.seed}")  # fmt: skip
+    print(f"{len(lines)} cells, expected {total / 60:.1f} min (interleaved: round r of every configuration "
+          "before round r+1, each round shuffled)")  # fmt: skip
+    for x in lines:
+        print(f"{x.order:4d}. {x.cell.config.label:<48} repeat {x.cell.repeat}  ~{x.expected_s:.0f} s")
+    return EXIT_OK
+
+
+def ranking_text(state: dict[str, Any]) -> str:
+    """The ranking as the console shows it (also the head of experiment.md's)."""
+    ranking = state.get("ranking") or {}
+    sla = ", ".join(f"p{round(state['attainment'] * 100)} {k} < {v:g}" for k, v in state["sla"].items())
+    out = [f"ranking at {sla} ({state['attainment']:.0%} of requests meet every SLO):"]
+    rows = ranking.get("rows", [])
+    for i, row in enumerate(rows):
+        f = row["figures"]
+        cap = f["capacity_rps"]
+        if cap["mean"] is None:
+            head = "no capacity at the SLA"
+        else:
+            ci = f" (95% CI {cap['low']:.1f}-{cap['high']:.1f})" if cap["low"] is not None else ""
+            head = f"capacity {cap['mean']:.1f} req/s{ci}"
+        usd = f["usd_per_million_output_tokens"]["mean"]
+        cost = f"   ${usd:.2f} / 1M output tok" if usd is not None else ""
+        vs = (rows[i - 1].get("versus_next") or {}) if i else {}
+        note = "" if vs.get("distinguishable", True) else f"   (not distinguishable from {i})"
+        out.append(f"  {row['rank']}. {row['label']:<44} {head}{cost}{note}")
+    return "\n".join(out)
+
+
+__all__ = ["EXIT_BAD_INPUT", "add_parser", "cmd_experiment", "ranking_text"]

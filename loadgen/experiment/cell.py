@@ -1,0 +1,189 @@
+"""One cell: its profile, its server (for ``serve:``), its reset hooks, its run.
+
+A cell's profile is the experiment's workload with the cell's load method, the experiment's
+SLOs, round r's seed, the backend's target and labels (``backend``, each matrix value, the GPU
+price and count the cost figures read, and for a ``serve:`` backend its scrubbed command line
+and version), written to ``<experiment>/<config>/repeat-<r>/`` like any run.
+
+What fails a cell, and only that cell: a server that does not start or is not ready in time,
+one that exits during the cell (the run is stopped at once: its numbers would describe a dead
+server), a reset hook that does not answer 2xx, a run that cannot start. The failure is the
+cell's ``error`` in experiment.json, ending with the last lines of the server's log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from loadgen.config import Profile, load_profile
+from loadgen.config.shipped import resolve_profile
+from loadgen.errors import LoadgenError
+from loadgen.experiment.cells import Cell, Config
+from loadgen.experiment.serve import Server, ServerError, free_port
+from loadgen.experiment.spec import Experiment
+from loadgen.result import RunResult
+from loadgen.runner import api, capacity
+
+__all__ = ["CellInterrupted", "profile_for", "run_cell", "workload_path"]
+
+SERVER_LOG = "server.log"
+WATCH_S = 0.5
+
+
+class CellInterrupted(Exception):
+    """The user stopped the experiment during this cell (Ctrl-C, SIGTERM)."""
+
+
+def workload_path(exp: Experiment, source: Path) -> Path | None:
+    """The experiment's profile: a path beside the experiment file, or a shipped profile's name."""
+    if exp.profile is None:
+        return None
+    beside = source.parent / exp.profile
+    return beside if beside.exists() else resolve_profile(exp.profile)
+
+
+def profile_for(
+    exp: Experiment, source: Path, config: Config, repeat: int, folder: Path,
+    url: str | None = None, extra_labels: dict[str, str] | None = None,
+) -> Profile:  # fmt: skip
+    """The cell's profile (see the module's docstring)."""
+    ov: dict[str, Any] = {**exp.set, **config.overrides}
+    ov.update({
+        "workload.seed": exp.seed + repeat - 1,
+        "output.dir": str(folder / config.id),
+        "output.run_id": f"repeat-{repeat}",
+        "output.progress": False,
+        "load.repeats": 1,
+    })  # fmt: skip
+    for slo in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        ov[f"sla.{slo}"] = exp.sla.get(slo)  # type: ignore[call-overload]
+    load = exp.load
+    if load.sweep is not None:
+        ov.update({"load.sweep": load.sweep, "load.stages": [], "load.concurrency": None, "load.rate": None})
+    elif load.stages is not None:
+        ov.update({"load.stages": load.stages, "load.sweep": None, "load.concurrency": None, "load.rate": None})
+    else:  # the search sets every stage; a nominal rate and length make the profile valid
+        cap = load.capacity
+        assert cap is not None  # ExperimentLoad: exactly one
+        ov.update({"load.stages": [], "load.sweep": None, "load.concurrency": None,
+                   "load.rate": cap.start_rate or 1.0, "load.max_concurrency": None})  # fmt: skip
+        ov.setdefault("workload.duration_s", 60.0)
+        ov.setdefault("workload.num_requests", None)
+    b = config.backend
+    if config.sim is not None:
+        ov.update({"target.url": None, "sim": config.sim})
+    else:
+        ov["target.url"] = url
+    if b.model is not None:
+        ov["target.model"] = config.filled(b.model)
+    labels = {**config.labels, "experiment": exp.name, **(extra_labels or {})}
+    if config.gpu_hour_cost is not None:
+        labels.update(gpu_hour_cost=f"{config.gpu_hour_cost:g}", gpu_count=f"{config.gpus:g}")
+    ov.update({f"labels.{k}": str(v) for k, v in labels.items()})
+    return load_profile(workload_path(exp, source), overrides=ov)
+
+
+async def run_cell(
+    exp: Experiment, source: Path, cell: Cell, folder: Path, *,
+    api_key: str | None, stop: asyncio.Event, status: Any,
+) -> Path:  # fmt: skip
+    """Run ``cell`` into ``folder/<config>/repeat-<r>`` and return that folder; raises
+    ``LoadgenError`` (the cell failed: its message says why) or ``CellInterrupted``."""
+    config, b = cell.config, cell.config.backend
+    base = folder / config.id
+    base.mkdir(parents=True, exist_ok=True)
+    run_dir = base / f"repeat-{cell.repeat}"
+    log = base / f"repeat-{cell.repeat}.{SERVER_LOG}"
+    server: Server | None = None
+    try:
+        with contextlib.ExitStack() as stack:
+            url, extra = (config.filled(b.url) if b.url else None), {}
+            if b.serve is not None:
+                port = free_port()
+                url = f"http://127.0.0.1:{port}"
+                server = Server(
+                    config.filled(b.serve, port), log, url=url,
+                    env={k: config.filled(v, port) for k, v in b.env.items()}, ready=b.ready,
+                    ready_timeout_s=b.ready_timeout_s, stop_grace_s=b.stop_grace_s,
+                )  # fmt: skip
+                status(f"{cell.id}: starting {server.command}")
+                await asyncio.to_thread(server.__enter__)
+                stack.callback(server.stop)
+                extra = {"serve_command": server.command, "server_version": server.version or "unknown"}
+            if b.reset and url is not None:
+                await reset(url, b.reset, api_key)
+            profile = profile_for(exp, source, config, cell.repeat, folder, url, extra)
+            res = await _watched_run(exp, profile, server, api_key, stop, status)
+    finally:
+        kept = _keep_log(log, run_dir)
+        if server is not None and kept is not None:
+            server.log_path = kept  # where the error's log tail is read from, and named
+    if stop.is_set():
+        raise CellInterrupted(cell.id)
+    if server is not None and server.died is not None:
+        raise ServerError(f"the server exited with code {server.died} during the cell", server)
+    if not res.summary.get("complete", True):
+        raise LoadgenError(f"the run did not complete: {res.summary.get('incomplete_reason')}")
+    return res.run_dir
+
+
+async def _watched_run(
+    exp: Experiment, profile: Profile, server: Server | None, api_key: str | None,
+    stop: asyncio.Event, status: Any,
+) -> RunResult:  # fmt: skip
+    """The cell's run, stopped at once when the user stops or the server exits."""
+    cell_stop = asyncio.Event()
+
+    async def watch() -> None:
+        while not cell_stop.is_set():
+            if stop.is_set() or (server is not None and server.exit_code() is not None):
+                if server is not None and server.exit_code() is not None:
+                    server.died = server.exit_code()
+                cell_stop.set()
+                return
+            await asyncio.sleep(WATCH_S)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        cap = exp.load.capacity
+        if cap is None:
+            return await api.run_async(profile, api_key=api_key, stop=cell_stop, on_status=status)
+        found = await capacity.run_capacity(
+            profile, attainment=exp.attainment, slos=dict(exp.sla), start_rate=cap.start_rate,
+            stage_s=cap.stage_duration_s, warmup_s=cap.warmup_s, precision=cap.precision,
+            max_stages=cap.max_stages, max_rate=cap.max_rate, budget_s=cap.budget_s,
+            api_key=api_key, stop=cell_stop, on_status=status,
+        )  # fmt: skip
+        return RunResult(found.run_dir, found.summary)
+    finally:
+        cell_stop.set()
+        await watcher
+
+
+async def reset(url: str, hooks: list[str], api_key: str | None) -> None:
+    """Each ``METHOD /path`` hook in turn; anything but a 2xx fails the cell."""
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    async with httpx.AsyncClient(timeout=30.0, headers=headers) as client:
+        for hook in hooks:
+            method, _, path = hook.strip().partition(" ")
+            try:
+                r = await client.request(method.upper(), url + path.strip())
+            except httpx.HTTPError as exc:
+                raise LoadgenError(f"reset {hook}: {type(exc).__name__}: {exc}") from None
+            if not 200 <= r.status_code < 300:
+                raise LoadgenError(f"reset {hook}: the server answered {r.status_code}: {r.text[:200]}")
+
+
+def _keep_log(log: Path, run_dir: Path) -> Path | None:
+    """The server's log moved into the cell's run folder (made for it when the run never
+    started); its new path."""
+    if not log.exists():
+        return None
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return log.replace(run_dir / SERVER_LOG)
+

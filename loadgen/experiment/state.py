@@ -1,0 +1,143 @@
+"""``experiment.json``: the plan, each cell's state and result, rewritten whole after every change.
+
+Written atomically (a temporary file, then ``rename``): a reader, or ``--resume`` after a
+``kill -9``, sees the file as it was before or after a write, never half of one. A cell is
+``pending``, ``running`` (loadgen was killed during it when the file says so at resume),
+``done`` or ``failed``. ``--resume`` runs every cell that is not ``done``; the folder of a cell
+that was running is kept, renamed ``repeat-<r>.interrupted-<k>``, so no record is thrown away.
+
+What it never holds: a secret. The experiment file's ``env`` values and ``serve`` command are
+kept as the scrubbed command the run's conditions show; ``--resume`` reads the experiment file
+again (its SHA-256 is here, so a file that changed since is refused rather than mixed in).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from loadgen.errors import ConfigError
+from loadgen.experiment.cells import Cell, Config
+from loadgen.report.experiment import EXPERIMENT
+
+__all__ = ["EXPERIMENT", "SCHEMA", "State", "digest"]
+
+SCHEMA = "loadgen-experiment/1"
+PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class State:
+    """The experiment's folder and its ``experiment.json`` (``data``), saved by ``save``."""
+
+    def __init__(self, folder: Path, data: dict[str, Any]) -> None:
+        self.folder, self.data = folder, data
+
+    @classmethod
+    def new(
+        cls, folder: Path, *, source: Path, name: str, method: str, plan: list[Cell], configs: list[Config],
+        sla: dict[str, float], attainment: float, repeats: int, seed: int,
+    ) -> State:  # fmt: skip
+        data: dict[str, Any] = {
+            "schema": SCHEMA,
+            "id": folder.name,
+            "name": name,
+            "source": str(source.resolve()),
+            "source_sha256": digest(source),
+            "created_at": now(),
+            "updated_at": now(),
+            "method": method,
+            "sla": sla,
+            "attainment": attainment,
+            "repeats": repeats,
+            "seed": seed,
+            "configs": [config_entry(c) for c in configs],
+            "order": [c.id for c in plan],
+            "cells": {
+                c.id: {"config": c.config.id, "repeat": c.repeat, "seed": seed + c.repeat - 1, "state": PENDING,
+                       "run_dir": None, "error": None, "attempts": 0, "started_at": None, "ended_at": None}
+                for c in plan
+            },  # fmt: skip
+            "complete": False,
+            "ranking": None,
+        }
+        state = cls(folder, data)
+        state.save()
+        return state
+
+    @classmethod
+    def load(cls, folder: Path) -> State:
+        path = folder / EXPERIMENT
+        try:
+            data = orjson.loads(path.read_bytes())
+        except OSError as exc:
+            raise ConfigError(
+                [f"--resume {folder}: cannot read {EXPERIMENT}: {exc.strerror or exc}; give the folder "
+                 "`loadgen experiment` made (reports/<experiment-id>)"], what="experiment",
+            ) from None  # fmt: skip
+        except orjson.JSONDecodeError as exc:
+            raise ConfigError([f"{path}: not JSON ({exc})"], what="experiment") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise ConfigError([f"{path}: not a {SCHEMA} file"], what="experiment")
+        return cls(folder, data)
+
+    def save(self) -> None:
+        self.data["updated_at"] = now()
+        path = self.folder / EXPERIMENT
+        tmp = path.with_name(EXPERIMENT + ".tmp")
+        tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        tmp.replace(path)
+
+    def cell(self, cell_id: str) -> dict[str, Any]:
+        cell: dict[str, Any] = self.data["cells"][cell_id]
+        return cell
+
+    def todo(self) -> list[str]:
+        """The cells still to run, in the plan's order."""
+        return [c for c in self.data["order"] if self.cell(c)["state"] != DONE]
+
+    def update(self, cell_id: str, **fields: Any) -> None:
+        self.cell(cell_id).update(fields)
+        self.save()
+
+
+def config_entry(c: Config) -> dict[str, Any]:
+    b = c.backend
+    return {
+        "id": c.id,
+        "label": c.label,
+        "backend": b.name,
+        "kind": b.kind,
+        "point": c.point,
+        "labels": c.labels,
+        "gpu_hour_cost": c.gpu_hour_cost,
+        "gpus": c.gpus,
+        "results": b.results,
+        "reset": list(b.reset),
+    }
+
+
+def cell_folder(experiment: str | Path, config: str) -> str:
+    """``loadgen gate --cell``: the folder of ``config`` (or ``config/repeat-<r>``) in an
+    experiment folder; a ConfigError lists the configurations when there is no such one."""
+    state = State.load(Path(experiment))
+    ids = [c["id"] for c in state.data["configs"]]
+    if config.split("/")[0] not in ids:
+        raise ConfigError([f"--cell {config}: {experiment} has no such configuration; it has: {', '.join(ids)}"],
+                          what="experiment")  # fmt: skip
+    folder = Path(experiment) / config
+    if not (folder / "summary.json").exists():
+        raise ConfigError([f"--cell {config}: {folder} has no summary.json (the cell did not finish)"],
+                          what="experiment")  # fmt: skip
+    return str(folder)

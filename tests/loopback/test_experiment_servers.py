@@ -1,0 +1,142 @@
+"""`loadgen experiment` with real server processes: started, made ready, reset, stopped, and
+failing alone (a command that exits at once, one never ready, one that dies mid-cell)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import urllib.request
+from pathlib import Path
+
+from helpers import cli
+
+from loadgen.sim import SimConfig, SimProcess
+
+PY = sys.executable
+WORKLOAD = """
+name: tiny
+target: {endpoint: chat, ignore_eos: true}
+workload: {seed: 0, input_tokens: 64, output_tokens: 8}
+load: {concurrency: 1}
+"""
+
+
+def write(tmp: Path, body: str) -> Path:
+    (tmp / "work.yaml").write_text(WORKLOAD)
+    path = tmp / "exp.yaml"
+    path.write_text(body)
+    return path
+
+
+def alive_with(marker: str) -> list[str]:
+    """Command lines of live (not zombie) processes that mention ``marker``."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z" and int(pid) != os.getpid():
+            out.append(cmd)
+    return out
+
+
+SCRIPTS = {
+    "exits.py": "import sys\nprint('MARKER-exits: bad flag', flush=True)\nsys.exit(3)\n",
+    "never.py": "import time\nprint('MARKER-never: loading', flush=True)\ntime.sleep(300)\n",
+    # serves the simulator until it is ready, then dies 2 s into the cell
+    "dies.py": """import subprocess, sys, time, urllib.request
+p = subprocess.Popen([sys.executable, "-m", "loadgen", "sim", "--port", sys.argv[1]])
+while True:
+    try:
+        urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/health")
+        break
+    except OSError:
+        time.sleep(0.1)
+print("MARKER-dies: serving, dying in 2 s", flush=True)
+time.sleep(2)
+p.kill()
+sys.exit(9)
+""",
+}
+
+
+def test_each_failing_server_fails_only_its_cell(tmp_path):
+    """Four serve: backends: the good one finishes with its log in its run folder; the one
+    that exits at once, the one never ready and the one that dies mid-cell each fail their
+    own cell with the last lines of their log; nothing started is left running."""
+    marker = tmp_path.name
+    for name, text in SCRIPTS.items():
+        (tmp_path / name).write_text(text)
+    body = f"""
+name: life
+profile: work.yaml
+load: {{stages: [{{concurrency: 2, duration_s: 6}}]}}
+sla: {{ttft_ms: 5000}}
+repeats: 1
+backends:
+  - name: good
+    serve: "{PY} -m loadgen sim --port {{port}} --ground-truth {tmp_path}/gt-{marker}.jsonl"
+    ready_timeout_s: 60
+  - name: exits
+    serve: "{PY} {tmp_path}/exits.py {{port}} {marker}"
+  - name: never
+    serve: "{PY} {tmp_path}/never.py {{port}} {marker}"
+    ready_timeout_s: 3
+    stop_grace_s: 1
+  - name: dies
+    serve: "{PY} {tmp_path}/dies.py {{port}} {marker}"
+    ready_timeout_s: 60
+"""
+    done = cli("experiment", str(write(tmp_path, body)), "--out", str(tmp_path), "--id", "e", timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    state = json.loads((tmp_path / "e" / "experiment.json").read_text())
+    cells = state["cells"]
+    assert {k: c["state"] for k, c in cells.items()} == {
+        "good/repeat-1": "done", "exits/repeat-1": "failed", "never/repeat-1": "failed", "dies/repeat-1": "failed",
+    }  # fmt: skip
+    assert "exited with code 3 before it was ready" in cells["exits/repeat-1"]["error"]
+    assert "MARKER-exits: bad flag" in cells["exits/repeat-1"]["error"]
+    assert "not ready (/v1/models answering 200) within 3 s" in cells["never/repeat-1"]["error"]
+    assert "MARKER-never: loading" in cells["never/repeat-1"]["error"]
+    assert "exited with code 9 during the cell" in cells["dies/repeat-1"]["error"]
+    assert "MARKER-dies: serving" in cells["dies/repeat-1"]["error"]
+    good = tmp_path / "e" / "good" / "repeat-1"
+    assert (good / "summary.json").exists() and (good / "server.log").exists()
+    summary = json.loads((good / "summary.json").read_text())
+    labels = summary["conditions"]["labels"]
+    assert labels["backend"] == "good" and "-m loadgen sim --port" in labels["serve_command"]
+    assert (tmp_path / "e" / "never" / "repeat-1" / "server.log").read_text().startswith("MARKER-never")
+    assert alive_with(marker) == []
+    assert "1. good" in done.stdout
+
+
+def test_reset_hooks_reach_the_server_before_every_cell(tmp_path):
+    """A url: backend with two reset hooks, two repeats: the simulator counts four resets;
+    a hook the server does not serve fails its cell, naming it and the status."""
+    with SimProcess(SimConfig.from_dict({"preset": "llama3-8b-fp16@h100", "time_scale": 0.2})) as sim:
+        body = f"""
+name: resets
+profile: work.yaml
+load: {{stages: [{{concurrency: 1, num_requests: 3}}]}}
+sla: {{ttft_ms: 5000}}
+repeats: 2
+backends:
+  - name: warm
+    url: {sim.url}
+    reset: ["POST /reset_prefix_cache", "POST /flush_cache"]
+  - name: wrong
+    url: {sim.url}
+    reset: ["POST /no_such_reset"]
+"""
+        done = cli("experiment", str(write(tmp_path, body)), "--out", str(tmp_path), "--id", "e")
+        with urllib.request.urlopen(sim.url + "/metrics") as r:
+            text = r.read().decode()
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert re.search(r"^loadgen_sim_cache_resets_total\{[^}]*\} 4$", text, re.M), text[-300:]
+    state = json.loads((tmp_path / "e" / "experiment.json").read_text())
+    assert state["cells"]["warm/repeat-2"]["state"] == "done"
+    assert "reset POST /no_such_reset: the server answered 404" in state["cells"]["wrong/repeat-1"]["error"]
