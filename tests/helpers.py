@@ -186,3 +186,17 @@ def assert_percentiles(values: Any, what: str, unit: str = "ms", **bounds: float
         if not measured < bound:
             failed.append(line)
     assert not failed, "; ".join(failed)
+
+
+def alive_with(marker: str) -> list[str]:
+    """Command lines of live (not zombie) processes that mention ``marker``."""
+    out = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != "Z" and int(pid) != os.getpid():
+            out.append(cmd)
+    return out

@@ -4,13 +4,12 @@ failing alone (a command that exits at once, one never ready, one that dies mid-
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import urllib.request
 from pathlib import Path
 
-from helpers import cli
+from helpers import alive_with, cli
 
 from loadgen.sim import SimConfig, SimProcess
 
@@ -28,20 +27,6 @@ def write(tmp: Path, body: str) -> Path:
     path = tmp / "exp.yaml"
     path.write_text(body)
     return path
-
-
-def alive_with(marker: str) -> list[str]:
-    """Command lines of live (not zombie) processes that mention ``marker``."""
-    out = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmd and state != "Z" and int(pid) != os.getpid():
-            out.append(cmd)
-    return out
 
 
 SCRIPTS = {
