@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers import profile, run
 
 from loadgen.cli.main import main
+
+from helpers import profile, run
 
 PEERS = Path(__file__).parents[1] / "fixtures" / "peer_results"
 # (file or folder, its name in the comparison, tool, its p99 TTFT and output tokens/s as in the file)

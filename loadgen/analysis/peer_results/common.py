@@ -96,7 +96,7 @@ def counts(
         "cancelled": int(cancelled),
         "warmup": 0,
         "errors_by_class": {},
-        "error_rate": failed / known if known else None,
+        "error_rate": failed / known if failed is not None and known else None,
     }
 
 

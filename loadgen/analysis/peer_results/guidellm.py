@@ -56,7 +56,7 @@ def recognises(data: Any) -> bool:
 
 
 def _stats(d: Mapping[str, Any]) -> dict[str, Any]:
-    pct = d.get("percentiles") if isinstance(d.get("percentiles"), Mapping) else {}
+    pct: Mapping[str, Any] = d["percentiles"] if isinstance(d.get("percentiles"), Mapping) else {}
     return {
         "mean": d.get("mean"),
         "std": d.get("std_dev"),
