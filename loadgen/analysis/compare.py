@@ -30,6 +30,7 @@ import pandas as pd
 from loadgen import metric_defs
 from loadgen.analysis import fidelity
 from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
+from loadgen.analysis.compare_peers import conditions_diff, definitions, peer_warnings, read_source
 from loadgen.analysis.condition_diff import (
     ABSENT,
     IGNORED_CONDITIONS,
@@ -41,7 +42,8 @@ from loadgen.analysis.condition_diff import (
     matches,
     workload_differences,
 )
-from loadgen.analysis.runs import load_summary, load_table
+from loadgen.analysis.peer_results import PeerResult
+from loadgen.analysis.runs import load_table
 from loadgen.analysis.saved_answers import agreements, answers_kept, run_answers
 from loadgen.errors import ConfigError
 from loadgen.summary import Summary
@@ -133,6 +135,12 @@ class Comparison:
     curves: CurveComparison | None = None
     answers_kept: tuple[bool, ...] = ()
     agreements: tuple[dict[str, Any] | None, ...] = ()
+    # per run: the other tool's result file it was read from (``analysis.peer_results``), or None
+    peers: tuple[PeerResult | None, ...] = ()
+
+    def peer_of(self) -> tuple[PeerResult | None, ...]:
+        """``peers``, one per run (a Comparison built without them: None each)."""
+        return self.peers or (None,) * len(self.names)
 
     @property
     def differing_fields(self) -> list[str]:
@@ -175,7 +183,11 @@ class Comparison:
         from loadgen.analysis.metrics import distribution_samples
 
         out: dict[str, dict[str, tuple[np.ndarray, np.ndarray, int]]] = {m: {} for m in LATENCIES}
-        for name, path in zip(self.names, self.paths):
+        for name, path, peer in zip(self.names, self.paths, self.peer_of()):
+            if peer is not None:  # another tool's file keeps no per-request records
+                for m in LATENCIES:
+                    out[m][name] = cdf_points(np.array([]))
+                continue
             samples = distribution_samples(load_table(path))
             for m in LATENCIES:
                 out[m][name] = cdf_points(samples[m])
@@ -188,8 +200,8 @@ class Comparison:
 
         return {
             "runs": [
-                {"name": n, "path": str(p), "run_id": s.get("run_id")}
-                for n, p, s in zip(self.names, self.paths, self.summaries)
+                {"name": n, "path": str(p), "run_id": s.get("run_id")} | ({"tool": t.tool} if t else {})
+                for n, p, s, t in zip(self.names, self.paths, self.summaries, self.peer_of())
             ],
             "reference": self.names[0],
             "warnings": list(self.warnings),
@@ -208,6 +220,8 @@ class Comparison:
             "output_agreement": self.output_agreement,
             # multi-stage runs only: a single-stage comparison's JSON is as it always was
             **({"curves": self.curves.to_dict()} if self.curves is not None else {}),
+            # runs read from other tools' result files only
+            **({"peer_results": definitions(self.names, self.peer_of())} if any(self.peer_of()) else {}),
         }
 
     def to_json(self) -> bytes:
@@ -215,7 +229,9 @@ class Comparison:
 
 
 def compare(paths: Sequence[str | Path]) -> Comparison:
-    """Compare saved runs (run directories, or their summary.json). Needs at least two.
+    """Compare saved runs (run directories, or their summary.json) and result files of other
+    tools (``analysis.peer_results``: vLLM bench serve, GuideLLM, AIPerf, inference-perf).
+    Needs at least two.
 
     Raises ``loadgen.result.ResultError`` for a path that is not a readable run (including a
     summary written with a ``schema_version`` this loadgen does not read) and ``ValueError``
@@ -223,9 +239,10 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     """
     if len(paths) < 2:
         raise ConfigError(f"compare needs at least two runs, got {len(paths)}", what="comparison")
-    summaries = [load_summary(p) for p in paths]
-    run_dirs = tuple(Path(p).parent if Path(p).is_file() else Path(p) for p in paths)
-    names = _unique_names([s.get("run_id") or d.name for s, d in zip(summaries, run_dirs)])
+    sources = [read_source(p) for p in paths]
+    summaries = [s.summary for s in sources]
+    run_dirs, peers = tuple(s.path for s in sources), tuple(s.peer for s in sources)
+    names = _unique_names([s.name for s in sources])
     rows = TABLE_ROWS + (FIDELITY_ROWS if any(s.get("fidelity") for s in summaries) else ())
     rows += QUALITY_ROWS if any(metric_value(s, QUALITY_ROWS[0]) is not None for s in summaries) else ()
     table = pd.DataFrame(
@@ -236,7 +253,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     first = table[names[0]]
     with np.errstate(divide="ignore", invalid="ignore"):
         relative = table.sub(first, axis=0).div(first.where(first != 0), axis=0)
-    diff = condition_diff([s.get("conditions") or {} for s in summaries])
+    diff = conditions_diff([s.get("conditions") or {} for s in summaries], peers)
     kept = tuple(answers_kept(s) for s in summaries)
     return Comparison(
         tuple(names),
@@ -245,10 +262,11 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
         table,
         relative,
         tuple(diff),
-        tuple(_warnings(names, summaries, diff)),
+        tuple(peer_warnings(names, peers) + _warnings(names, summaries, diff)),
         curve_comparison(names, summaries, {d.field: d.values for d in diff}),
         kept,
         agreements(run_dirs, kept),
+        peers,
     )
 
 

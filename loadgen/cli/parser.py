@@ -97,9 +97,17 @@ def _compare(sub: Any) -> None:
         description="Compare saved runs (no server needed): every metric side by side "
         "with its difference relative to the first run, every condition in which the "
         "runs differ, and overlaid CDFs. Writes compare.md, compare.json and "
-        "cdf_*.png into the output directory.",
+        "cdf_*.png into the output directory. A RUN may also be a result file (or its folder) "
+        "of vLLM's bench serve (--save-result), GuideLLM (benchmarks.json), AIPerf "
+        "(profile_export_aiperf.json) or inference-perf (summary_lifecycle_metrics.json): its "
+        "numbers sit beside loadgen's, with the definitions that differ stated.",
     )
-    c.add_argument("runs", nargs="+", metavar="RUN", help="run directories (the first is the reference)")
+    c.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run directories or other tools' result files (the first is the reference)",
+    )
     c.add_argument("-o", "--out", required=True, metavar="DIR", help="output directory")
 
 

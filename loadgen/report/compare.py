@@ -15,6 +15,7 @@ from typing import Any
 
 from loadgen import metric_defs
 from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, LATENCIES, Comparison
+from loadgen.analysis.compare_peers import NOT_RECORDED
 from loadgen.report import compare_curves, repeats
 
 KEEP_ANSWERS = "`--keep-answers` (profile: `output.answers.keep: true`)"
@@ -121,6 +122,26 @@ def repeats_lines(cmp: Comparison) -> list[str]:
     return [*lines, ""]
 
 
+def definition_lines(cmp: Comparison) -> list[str]:
+    """The "Definitions that differ" section: for each run read from another tool's result file,
+    the tool, the file and each sentence saying where its definitions differ from loadgen's."""
+    lines: list[str] = []
+    for name, peer in zip(cmp.names, cmp.peer_of()):
+        if peer is None:
+            continue
+        if not lines:
+            lines = ["## Definitions that differ", ""]
+        lines += [
+            f"{name} is a results file of {peer.source.removesuffix(' (results file)')} (`{peer.path}`); "
+            "each of its figures is on the row of the loadgen metric with the same definition, "
+            "and where that definition still differs from loadgen's (docs/metrics.md):",
+            "",
+            *(f"- {d}" for d in peer.definitions),
+            "",
+        ]
+    return lines
+
+
 def markdown(cmp: Comparison) -> str:
     names, ref = cmp.names, cmp.names[0]
     lines = [f"# loadgen compare: {' vs '.join(names)}", ""]
@@ -156,6 +177,7 @@ def markdown(cmp: Comparison) -> str:
         cells = [FIDELITY_VERDICT_ROW, *(fmt(verdicts[n]) for n in names), *("—" for _ in names[1:])]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    lines += definition_lines(cmp)
     if cmp.curves is not None:
         lines += compare_curves.capacity_lines(cmp.curves)
     lines += repeats_lines(cmp)
@@ -170,7 +192,13 @@ def markdown(cmp: Comparison) -> str:
         "",
         "Not compared: the run name and output location (`profile.name`, "
         "`profile.output.*`); `profile.*` fields also recorded under an effective name "
-        "are listed once, under that name.",
+        "are listed once, under that name."
+        + (
+            " A results file of another tool states few conditions: a field it does not record "
+            f"reads {NOT_RECORDED} and is compared among the runs that record it."
+            if any(cmp.peer_of())
+            else ""
+        ),
         "",
         "## Distributions",
         "",
