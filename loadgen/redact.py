@@ -166,7 +166,20 @@ def redact_argv(argv: Iterable[str]) -> list[str]:
 
 
 _ARGV_SECRET_WORDS = frozenset(
-    "auth token secret key apikey password passwd cookie session signature credential credentials".split()
+    [
+        "auth",
+        "token",
+        "secret",
+        "key",
+        "apikey",
+        "password",
+        "passwd",
+        "cookie",
+        "session",
+        "signature",
+        "credential",
+        "credentials",
+    ]
 )
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from loadgen.analysis import curve as curve_mod
 from loadgen.analysis.cost import per_million
@@ -82,7 +82,7 @@ def _attained(point: Mapping[str, Any], attainment: float, slos: Mapping[str, fl
     values = [((point.get(m) or {}).get(stat), bound) for m, bound in slos.items()]
     if any(v is None for v, _ in values):
         return None
-    return 1.0 if all(float(v) <= bound for v, bound in values) else 0.0
+    return 1.0 if all(float(cast(float, v)) <= bound for v, bound in values) else 0.0
 
 
 def at_sla(summary: Summary, attainment: float, slos: Mapping[str, float]) -> dict[str, Any]:
@@ -142,10 +142,13 @@ def repeats_to_separate(a: TInterval, b: TInterval, confidence: float = CONFIDEN
 
 
 def rank(
-    configs: Sequence[ConfigRuns], attainment: float, slos: Mapping[str, float], confidence: float = CONFIDENCE
+    configs: Sequence[ConfigRuns],
+    attainment: float,
+    slos: Mapping[str, float],
+    confidence: float = CONFIDENCE,
 ) -> dict[str, Any]:
     """The ranking block of experiment.json (see the module's docstring)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for c in configs:
         per = [at_sla(s, attainment, slos) for s in c.summaries]
         for r in per:
@@ -184,7 +187,11 @@ def _versus(a: Mapping[str, Any], b: Mapping[str, Any], confidence: float) -> di
     fa, fb = a["figures"]["capacity_rps"], b["figures"]["capacity_rps"]
     ia, ib = (TInterval(f["n"], f["mean"], f["sd"], f["low"], f["high"]) for f in (fa, fb))
     if ia.mean is not None and ib.mean is None:
-        return {"distinguishable": True, "repeats_needed": None, "text": "the next has no capacity at the SLA"}
+        return {
+            "distinguishable": True,
+            "repeats_needed": None,
+            "text": "the next has no capacity at the SLA",
+        }
     separated = None not in (ia.low, ib.high) and ia.low > ib.high  # type: ignore[operator]
     if separated:
         return {"distinguishable": True, "repeats_needed": None, "text": "intervals separate"}
@@ -195,5 +202,8 @@ def _versus(a: Mapping[str, Any], b: Mapping[str, Any], confidence: float) -> di
         why = f"no number of repeats up to {MAX_REPEATS} would separate them at this spread"
     else:
         why = f"about {need} repeats each would separate them at this spread"
-    return {"distinguishable": False, "repeats_needed": need, "text": f"not distinguishable from the next; {why}"}
-
+    return {
+        "distinguishable": False,
+        "repeats_needed": need,
+        "text": f"not distinguishable from the next; {why}",
+    }

@@ -32,17 +32,21 @@ def add_parser(sub: Any) -> None:
         "intervals. One folder: experiment.json (resumable), experiment.md/.html, one run folder per "
         "cell. Exit 0 all cells done, 1 some failed, 2 bad input, 130 interrupted (--resume it).",
     )
-    ep.add_argument("file", nargs="?", help="the experiment YAML (e.g. experiments/levers.yaml)")
+    ep.add_argument("file", nargs="?", help="the experiment YAML, or a shipped one's name (levers)")
     ep.add_argument("--dry-run", action="store_true", help="print the cells, their order and expected time")
     ep.add_argument("--resume", metavar="DIR", help="an experiment folder: run only its unfinished cells")
-    ep.add_argument("--out", default="reports", metavar="DIR", help="parent of the experiment folder (default reports)")
-    ep.add_argument("--id", dest="experiment_id", metavar="ID", help="the folder's name (default <time>-<name>)")
+    ep.add_argument(
+        "--out", default="reports", metavar="DIR", help="parent of the experiment folder (default reports)"
+    )
+    ep.add_argument(
+        "--id", dest="experiment_id", metavar="ID", help="the folder's name (default <time>-<name>)"
+    )
     ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the servers' API key")
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
     from loadgen.experiment import run as exp_run
-    from loadgen.experiment.spec import load_experiment
+    from loadgen.experiment.spec import load_experiment, resolve_experiment
 
     if a.file is None and a.resume is None:
         return die("give an experiment file (e.g. experiments/levers.yaml) or --resume DIR")
@@ -50,9 +54,9 @@ def cmd_experiment(a: argparse.Namespace) -> int:
     if a.api_key_env and not api_key:
         return die(f"--api-key-env names {a.api_key_env}, which is not set")
     if a.resume:
-        exp, source, state = exp_run.resume(Path(a.resume), Path(a.file) if a.file else None)
+        exp, source, state = exp_run.resume(Path(a.resume), resolve_experiment(a.file) if a.file else None)
     else:
-        source = Path(a.file)
+        source = resolve_experiment(a.file)
         exp = load_experiment(source)
         if a.dry_run:
             return _dry_run(exp, source)

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.cli.capacity import cmd_capacity
-from loadgen.cli.experiment import cmd_experiment
 from loadgen.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
@@ -41,6 +40,7 @@ from loadgen.cli.common import (
     raise_fd_limit,
     resolve_profile_path,
 )
+from loadgen.cli.experiment import cmd_experiment
 from loadgen.cli.parser import build_parser, overrides
 from loadgen.clock import run_loop
 

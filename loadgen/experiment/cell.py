@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 
+from loadgen import metric_defs
 from loadgen.config import Profile, load_profile
 from loadgen.config.shipped import resolve_profile
 from loadgen.errors import LoadgenError
@@ -60,13 +61,15 @@ def profile_for(
         "output.progress": False,
         "load.repeats": 1,
     })  # fmt: skip
-    for slo in ("ttft_ms", "tpot_ms", "e2e_ms"):
-        ov[f"sla.{slo}"] = exp.sla.get(slo)  # type: ignore[call-overload]
+    for slo in metric_defs.SLOS:
+        ov[f"sla.{slo}"] = exp.sla.get(slo)
     load = exp.load
     if load.sweep is not None:
         ov.update({"load.sweep": load.sweep, "load.stages": [], "load.concurrency": None, "load.rate": None})
     elif load.stages is not None:
-        ov.update({"load.stages": load.stages, "load.sweep": None, "load.concurrency": None, "load.rate": None})
+        ov.update(
+            {"load.stages": load.stages, "load.sweep": None, "load.concurrency": None, "load.rate": None}
+        )
     else:  # the search sets every stage; a nominal rate and length make the profile valid
         cap = load.capacity
         assert cap is not None  # ExperimentLoad: exactly one
@@ -186,4 +189,3 @@ def _keep_log(log: Path, run_dir: Path) -> Path | None:
         return None
     run_dir.mkdir(parents=True, exist_ok=True)
     return log.replace(run_dir / SERVER_LOG)
-

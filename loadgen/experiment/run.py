@@ -112,10 +112,14 @@ async def run(
         state.update(cell_id, state=RUNNING, attempts=entry["attempts"] + 1, started_at=now(), error=None)
         status(f"cell {k} of {len(todo)}: {cell.config.label}, repeat {cell.repeat}")
         try:
-            run_dir = await run_cell(exp, source, cell, state.folder, api_key=api_key, stop=stop, status=status)
+            run_dir = await run_cell(
+                exp, source, cell, state.folder, api_key=api_key, stop=stop, status=status
+            )
         except CellInterrupted:
             state.update(cell_id, state=PENDING, ended_at=now(), error="interrupted: runs again on --resume")
-            raise ExperimentInterrupted(f"stopped; `loadgen experiment --resume {state.folder}` goes on") from None
+            raise ExperimentInterrupted(
+                f"stopped; `loadgen experiment --resume {state.folder}` goes on"
+            ) from None
         except Exception as exc:  # noqa: BLE001 - a cell that fails, fails alone
             state.update(cell_id, state=FAILED, ended_at=now(), error=str(exc) or type(exc).__name__,
                          run_dir=_rel(state, state.folder / cell.id))  # fmt: skip
@@ -167,9 +171,8 @@ def _results(source: Path, path: str) -> Any:
     from loadgen.analysis import peer_results
 
     p = Path(path) if Path(path).is_absolute() else source.parent / path
-    if peer_results.detect(p):
-        return peer_results.load_peer_result(p).summary
-    return load_summary(p)
+    peer = peer_results.read_peer_result(p)
+    return load_summary(p) if peer is None else peer.summary
 
 
 def _set_aside(state: State, cell: cells_mod.Cell) -> None:

@@ -110,7 +110,12 @@ class Server:
             self._log.close()
             raise ServerError(f"serve: cannot start {self.argv[0]!r}: {exc.strerror or exc}") from None
         self._reaper = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("reaper.py")), str(self.proc.pid), str(self.stop_grace_s)],
+            [
+                sys.executable,
+                str(Path(__file__).with_name("reaper.py")),
+                str(self.proc.pid),
+                str(self.stop_grace_s),
+            ],
             stdin=subprocess.PIPE,
             start_new_session=True,
         )
@@ -131,7 +136,11 @@ class Server:
             except httpx.HTTPError:
                 pass
             if time.monotonic() >= deadline:
-                raise ServerError(f"the server was not ready ({self.ready} answering 200) within {self.ready_timeout_s:g} s", self)
+                raise ServerError(
+                    f"the server was not ready ({self.ready} answering 200) "
+                    f"within {self.ready_timeout_s:g} s",
+                    self,
+                )
             time.sleep(POLL_S)
 
     def _version(self) -> str | None:
@@ -186,4 +195,3 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 def _message(what: str, server: Server) -> str:
     return f"{what}: {server.command}\nlast lines of {server.log_path}:\n{log_tail(server.log_path)}"
-

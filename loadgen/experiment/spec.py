@@ -29,17 +29,27 @@ from __future__ import annotations
 
 import re
 import string
+from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from loadgen import metric_defs
 from loadgen.config import ConfigError
 from loadgen.config.base import Int, StrictModel
 from loadgen.config.loading import load_yaml
 from loadgen.config.messages import render_validation_error
 
-__all__ = ["Backend", "CapacityMethod", "Experiment", "ExperimentLoad", "fill", "load_experiment"]
+__all__ = [
+    "Backend",
+    "CapacityMethod",
+    "Experiment",
+    "ExperimentLoad",
+    "fill",
+    "load_experiment",
+    "resolve_experiment",
+]
 
 KINDS = ("url", "sim", "serve", "results")  # a backend is exactly one of these
 BUILTIN_FIELDS = ("port", "model")  # placeholders filled without a matrix key
@@ -175,7 +185,7 @@ class Experiment(StrictModel):
     profile: str | None = None
     set: dict[str, Any] = Field(default_factory=dict)
     load: ExperimentLoad
-    sla: dict[Literal["ttft_ms", "tpot_ms", "e2e_ms"], float] = Field(min_length=1)
+    sla: dict[str, float] = Field(min_length=1)  # ttft_ms, tpot_ms, e2e_ms
     attainment: float = Field(0.99, gt=0, le=1)
     repeats: Int = Field(3, ge=1, le=100)
     seed: Int = 0
@@ -185,6 +195,8 @@ class Experiment(StrictModel):
     @classmethod
     def _positive(cls, v: dict[str, float]) -> dict[str, float]:
         for k, bound in v.items():
+            if k not in metric_defs.SLOS:
+                raise ValueError(f"sla.{k}: not a per-request SLO; valid: {', '.join(metric_defs.SLOS)}")
             if not bound > 0:
                 raise ValueError(f"sla.{k}: a bound in ms > 0, e.g. 700")
         return v
@@ -216,16 +228,42 @@ def typed(text: str) -> Any:
     return load_yaml(text, "value") if text.strip() else text
 
 
+def experiments_dir() -> Path:
+    """The shipped experiments: the installed copy first, else the checkout's ``experiments/``."""
+    installed = resources.files("loadgen") / "_experiments"
+    if isinstance(installed, Path) and installed.is_dir():
+        return installed
+    return Path(__file__).resolve().parents[2] / "experiments"
+
+
+def resolve_experiment(arg: str) -> Path:
+    """An experiment argument as a path: a file (or a ``.yaml`` path, whose absence the loader
+    reports), else the shipped experiment of that name (``levers``)."""
+    given = Path(arg)
+    if given.exists() or given.suffix in (".yaml", ".yml"):
+        return given
+    shipped = experiments_dir() / f"{arg}.yaml"
+    if shipped.is_file():
+        return shipped
+    names = sorted(p.stem for p in experiments_dir().glob("*.yaml") if not p.stem.endswith("-workload"))
+    raise ConfigError([f"no such file, and no shipped experiment of that name; shipped: {', '.join(names)}"],
+                      arg, "experiment")  # fmt: skip
+
+
 def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment file; ``ConfigError`` lists every problem by its path."""
     p = Path(path)
     try:
         raw = p.read_bytes()
     except OSError as exc:
-        raise ConfigError([f"cannot read the experiment: {exc.strerror or exc}"], str(p), "experiment") from None
+        raise ConfigError(
+            [f"cannot read the experiment: {exc.strerror or exc}"], str(p), "experiment"
+        ) from None
     data = load_yaml(raw, str(p), "experiment")
     if not isinstance(data, dict):
-        raise ConfigError(["the top level must be a mapping (name, load, sla, backends, ...)"], str(p), "experiment")
+        raise ConfigError(
+            ["the top level must be a mapping (name, load, sla, backends, ...)"], str(p), "experiment"
+        )
     return parse(data, str(p))
 
 
@@ -234,4 +272,3 @@ def parse(data: dict[str, Any], source: str | None = None) -> Experiment:
         return Experiment.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(render_validation_error(exc, Experiment), source, "experiment") from None
-

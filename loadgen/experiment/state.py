@@ -65,10 +65,19 @@ class State:
             "configs": [config_entry(c) for c in configs],
             "order": [c.id for c in plan],
             "cells": {
-                c.id: {"config": c.config.id, "repeat": c.repeat, "seed": seed + c.repeat - 1, "state": PENDING,
-                       "run_dir": None, "error": None, "attempts": 0, "started_at": None, "ended_at": None}
+                c.id: {
+                    "config": c.config.id,
+                    "repeat": c.repeat,
+                    "seed": seed + c.repeat - 1,
+                    "state": PENDING,
+                    "run_dir": None,
+                    "error": None,
+                    "attempts": 0,
+                    "started_at": None,
+                    "ended_at": None,
+                }
                 for c in plan
-            },  # fmt: skip
+            },
             "complete": False,
             "ranking": None,
         }
@@ -134,7 +143,8 @@ def cell_folder(experiment: str | Path, config: str) -> str:
     state = State.load(Path(experiment))
     ids = [c["id"] for c in state.data["configs"]]
     if config.split("/")[0] not in ids:
-        raise ConfigError([f"--cell {config}: {experiment} has no such configuration; it has: {', '.join(ids)}"],
+        raise ConfigError([f"--cell {config}: {experiment} has no such configuration; it has: "
+                           f"{', '.join(ids)}"],
                           what="experiment")  # fmt: skip
     folder = Path(experiment) / config
     if not (folder / "summary.json").exists():

@@ -58,7 +58,9 @@ def _cells_table(state: Mapping[str, Any]) -> Table:
         c = state["cells"][cid]
         error = (c.get("error") or "").splitlines()
         rows.append((cid, c["state"], str(c["attempts"]), error[0] if error else ""))
-    return Table(("cell", "state", "attempts", "error (first line; the rest in experiment.json)"), tuple(rows))
+    return Table(
+        ("cell", "state", "attempts", "error (first line; the rest in experiment.json)"), tuple(rows)
+    )
 
 
 def _done_summaries(folder: Path, state: Mapping[str, Any], config: str) -> list[Any]:
@@ -72,33 +74,45 @@ def _done_summaries(folder: Path, state: Mapping[str, Any], config: str) -> list
 
 def _agreement(folder: Path, runs: Mapping[str, list[Any]], first: str | None) -> list[Any]:
     """Each configuration's answers against the top-ranked one's (first repeats)."""
-    names = [first] + [n for n in runs if n != first] if first in runs else list(runs)
-    dirs = [runs[n][0][0] for n in names if runs[n]]
+    ran = [n for n in runs if runs[n]]
+    names = sorted(ran, key=lambda n: n != first)  # the reference first, the others in order
+    dirs = [runs[n][0][0] for n in names]
     if len(dirs) < 2:
         return [Text("Only one configuration ran: nothing to compare answers with.")]
-    kept = [answers_kept(runs[n][0][1]) for n in names if runs[n]]
+    kept = [answers_kept(runs[n][0][1]) for n in names]
     if not any(kept):
-        return [Text("No configuration kept its answers (`output.answers.keep: true` in the workload keeps them).")]
+        return [
+            Text(
+                "No configuration kept its answers (`output.answers.keep: true` in the workload keeps them)."
+            )
+        ]
     rows = []
     for name, a in zip(names[1:], agreements(dirs, kept)):
         rows.append((name, "-" if a is None or a["agreement"] is None else f"{a['agreement'] * 100:.1f} %",
                      "-" if a is None else f"{a['identical']} of {a['compared']}"))  # fmt: skip
-    return [Text(f"Reference: {names[0]} (repeat 1)."), Table(("configuration", "agreement", "identical"), tuple(rows))]
+    return [
+        Text(f"Reference: {names[0]} (repeat 1)."),
+        Table(("configuration", "agreement", "identical"), tuple(rows)),
+    ]
 
 
 def build(folder: Path) -> tuple[str, list[Section], dict[str, bytes]]:
     state = orjson.loads((folder / EXPERIMENT).read_bytes())
     ranking = state.get("ranking") or {}
     labels = {c["id"]: c["label"] for c in state["configs"]}
-    runs = {labels[c["id"]]: _done_summaries(folder, state, c["id"]) for c in state["configs"] if not c["results"]}
+    runs = {
+        labels[c["id"]]: _done_summaries(folder, state, c["id"]) for c in state["configs"] if not c["results"]
+    }
     curves = {label: mean_points([s for _, s in rs]) for label, rs in runs.items() if rs}
     gpus = {c["label"]: c["gpus"] for c in state["configs"]}
     images: list[Image] = [pareto_image(pareto_points(curves, gpus)), *curve_images(curves, state["sla"])]
     failed = [k for k, c in state["cells"].items() if c["state"] != "done"]
     head: list[Any] = [
-        Text(f"{state['method']} per cell, {state['repeats']} repeats, seed {state['seed']}; SLA "
-             + ", ".join(f"{k} < {v:g}" for k, v in state["sla"].items())
-             + f", {state['attainment']:.0%} of requests meeting every SLO."),  # fmt: skip
+        Text(
+            f"{state['method']} per cell, {state['repeats']} repeats, seed {state['seed']}; SLA "
+            + ", ".join(f"{k} < {v:g}" for k, v in state["sla"].items())
+            + f", {state['attainment']:.0%} of requests meeting every SLO."
+        ),
         ranking_table(ranking),
         Text(ranking.get("rule", "")),
     ]
@@ -112,10 +126,17 @@ def build(folder: Path) -> tuple[str, list[Section], dict[str, bytes]]:
         Section("Pareto", (images[0],)),
         Section("Curves", tuple(images[1:])),
         Section("Output agreement", tuple(_agreement(folder, runs, top))),
-        Section("Conditions that differ", (
-            Table(("condition", *[n for n, rs in runs.items() if rs]),
-                  tuple((d.field, *map(str, d.values)) for d in diff)) if diff else Text("none"),
-        )),  # fmt: skip
+        Section(
+            "Conditions that differ",
+            (
+                Table(
+                    ("condition", *[n for n, rs in runs.items() if rs]),
+                    tuple((d.field, *map(str, d.values)) for d in diff),
+                )
+                if diff
+                else Text("none"),
+            ),
+        ),
         Section("Cells", (_cells_table(state),)),
     ]
     return f"Experiment {state['name']} ({state['id']})", sections, {i.file: i.png for i in images}

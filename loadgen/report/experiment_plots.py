@@ -68,7 +68,9 @@ def curve_images(curves: Mapping[str, list[dict[str, Any]]], sla: Mapping[str, f
     return out
 
 
-def pareto_points(curves: Mapping[str, list[dict[str, Any]]], gpus: Mapping[str, float]) -> list[dict[str, Any]]:
+def pareto_points(
+    curves: Mapping[str, list[dict[str, Any]]], gpus: Mapping[str, float]
+) -> list[dict[str, Any]]:
     """(configuration, stage, tokens/s per user, tokens/s per GPU) of every averaged point."""
     out = []
     for label, pts in curves.items():

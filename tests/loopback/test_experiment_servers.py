@@ -9,9 +9,9 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from helpers import alive_with, cli
-
 from loadgen.sim import SimConfig, SimProcess
+
+from helpers import alive_with, cli
 
 PY = sys.executable
 WORKLOAD = """
@@ -81,8 +81,11 @@ backends:
     state = json.loads((tmp_path / "e" / "experiment.json").read_text())
     cells = state["cells"]
     assert {k: c["state"] for k, c in cells.items()} == {
-        "good/repeat-1": "done", "exits/repeat-1": "failed", "never/repeat-1": "failed", "dies/repeat-1": "failed",
-    }  # fmt: skip
+        "good/repeat-1": "done",
+        "exits/repeat-1": "failed",
+        "never/repeat-1": "failed",
+        "dies/repeat-1": "failed",
+    }
     assert "exited with code 3 before it was ready" in cells["exits/repeat-1"]["error"]
     assert "MARKER-exits: bad flag" in cells["exits/repeat-1"]["error"]
     assert "not ready (/v1/models answering 200) within 3 s" in cells["never/repeat-1"]["error"]

@@ -33,7 +33,8 @@ backends:
   - name: h100
     sim: llama3-8b-fp16@h100
   - name: a100
-    serve: "{PY} -m loadgen sim --port {{port}} --preset llama3-8b-fp16@a100 --ground-truth {tmp}/{marker}.jsonl"
+    serve: "{PY} -m loadgen sim --port {{port}} --preset llama3-8b-fp16@a100
+      --ground-truth {tmp}/{marker}.jsonl"
     ready_timeout_s: 60
     stop_grace_s: 2
 """)

@@ -58,7 +58,9 @@ class TestSpec:
         assert "gpu_hour_cost.gpu must price every value of matrix.gpu (a100, h100)" in said
 
     def test_one_load_method(self):
-        said = problems({"load": {"sweep": {"rate": [1]}, "capacity": {}}, "backends": [{"name": "a", "url": "u"}]})
+        said = problems(
+            {"load": {"sweep": {"rate": [1]}, "capacity": {}}, "backends": [{"name": "a", "url": "u"}]}
+        )
         assert "set exactly one of sweep, stages or capacity (got sweep, capacity)" in said
 
     def test_reset_hooks_have_a_method_and_a_path(self):

@@ -24,7 +24,9 @@ def sweep(*points):
 class TestAtSla:
     def test_the_crossing_is_interpolated_on_measured_throughput(self):
         """Attainment 1.0 at 10 req/s and 0.5 at 20 req/s: 0.99 is crossed 2 % of the way, at 10.2."""
-        got = at_sla(sweep(point(0, 4, 10.0, 1.0), point(1, 16, 20.0, 0.5), point(2, 48, 21.0, 0.0)), 0.99, SLOS)
+        got = at_sla(
+            sweep(point(0, 4, 10.0, 1.0), point(1, 16, 20.0, 0.5), point(2, 48, 21.0, 0.0)), 0.99, SLOS
+        )
         assert got["basis"] == "crossing"
         assert got["capacity_rps"] == pytest.approx(10.2)
         assert got["output_tokens_per_s"] == pytest.approx(10.2 * 64)
@@ -44,8 +46,8 @@ class TestAtSla:
 
     def test_a_capacity_search_gives_its_own_answer(self):
         summary = {"capacity": {"capacity_rps": 31.0, "goodput_rps": 30.8, "output_tokens_per_s": 2000.0}}
-        assert at_sla(summary, 0.99, SLOS) == {"capacity_rps": 31.0, "goodput_rps": 30.8,
-                                               "output_tokens_per_s": 2000.0, "basis": "capacity search"}  # fmt: skip
+        want = {"capacity_rps": 31.0, "goodput_rps": 30.8, "output_tokens_per_s": 2000.0}
+        assert at_sla(summary, 0.99, SLOS) == {**want, "basis": "capacity search"}
 
     def test_without_attainment_the_percentiles_decide(self):
         """Another tool's stages carry p99s, not per-request flags: p99 within every bound passes."""
@@ -56,16 +58,24 @@ class TestAtSla:
 
 
 def config(cid, capacities, cost=None):
-    return ConfigRuns(cid, cid, [sweep(point(0, 4, c, 1.0), point(1, 16, 2 * c, 0.0)) for c in capacities], cost)
+    return ConfigRuns(
+        cid, cid, [sweep(point(0, 4, c, 1.0), point(1, 16, 2 * c, 0.0)) for c in capacities], cost
+    )
 
 
 class TestRank:
     def test_separated_intervals_rank_and_say_so(self):
         """Means 20 and 10 with sd 0.5: intervals far apart, the first beats the second."""
-        r = rank([config("slow", [10.0, 10.5, 9.5]), config("fast", [20.0, 20.5, 19.5], cost=2.0)], 0.99, SLOS)
+        r = rank(
+            [config("slow", [10.0, 10.5, 9.5]), config("fast", [20.0, 20.5, 19.5], cost=2.0)], 0.99, SLOS
+        )
         first, second = r["rows"]
         assert (first["config"], second["config"]) == ("fast", "slow")
-        assert first["versus_next"] == {"distinguishable": True, "repeats_needed": None, "text": "intervals separate"}
+        assert first["versus_next"] == {
+            "distinguishable": True,
+            "repeats_needed": None,
+            "text": "intervals separate",
+        }
         cap = first["figures"]["capacity_rps"]
         assert cap["mean"] == pytest.approx(20.0 * 1.01)  # the crossing 1 % of the way to 2x, each repeat
         assert cap["low"] < cap["mean"] < cap["high"]
