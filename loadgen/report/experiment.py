@@ -26,6 +26,9 @@ from loadgen.result import load_summary
 __all__ = ["EXPERIMENT", "write_experiment_report"]
 
 EXPERIMENT = "experiment.json"
+# Servers loadgen started listen on ports it picked: their URLs differ by that alone.
+ASSIGNED_PORTS = ("sim", "serve")
+PORT_FIELDS = ("target.url",)
 
 
 def _num(v: Any, digits: int = 1) -> str:
@@ -120,6 +123,8 @@ def build(folder: Path) -> tuple[str, list[Section], dict[str, bytes]]:
         head.insert(0, Alert("warning", f"{len(failed)} cell(s) did not finish: " + ", ".join(failed)))
     firsts = [rs[0][1] for rs in runs.values() if rs]
     diff = condition_diff([s.get("conditions") or {} for s in firsts]) if len(firsts) > 1 else []
+    if all(c["kind"] in ASSIGNED_PORTS for c in state["configs"]):
+        diff = [d for d in diff if d.field not in PORT_FIELDS]
     top = ranking["rows"][0]["label"] if ranking.get("rows") else None
     sections = [
         Section("Ranking", tuple(head)),

@@ -128,3 +128,42 @@ backends:
     state = json.loads((tmp_path / "e" / "experiment.json").read_text())
     assert state["cells"]["warm/repeat-2"]["state"] == "done"
     assert "reset POST /no_such_reset: the server answered 404" in state["cells"]["wrong/repeat-1"]["error"]
+
+
+def test_ctrl_c_stops_the_cell_and_its_server(tmp_path):
+    """SIGINT during a serve: cell: the run stops, the server is stopped, the cell is left to
+    run again on --resume, and loadgen exits 130."""
+    import signal
+    import subprocess
+    import time
+
+    from helpers import LOADGEN, ROOT, cli_env
+
+    marker = f"gt-{tmp_path.name}"
+    body = f"""
+name: interrupted
+profile: work.yaml
+load: {{stages: [{{concurrency: 2, duration_s: 60}}]}}
+sla: {{ttft_ms: 5000}}
+repeats: 1
+backends:
+  - name: one
+    serve: "{PY} -m loadgen sim --port {{port}} --ground-truth {tmp_path}/{marker}.jsonl"
+    ready_timeout_s: 60
+"""
+    proc = subprocess.Popen(
+        [*LOADGEN, "experiment", str(write(tmp_path, body)), "--out", str(tmp_path), "--id", "e"],
+        env=cli_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    run_dir = tmp_path / "e" / "one" / "repeat-1"
+    deadline = time.monotonic() + 60
+    while not (run_dir / "requests.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "--resume" in err
+    cell = json.loads((tmp_path / "e" / "experiment.json").read_text())["cells"]["one/repeat-1"]
+    assert cell["state"] == "pending" and cell["error"].startswith("interrupted")
+    assert alive_with(marker) == []

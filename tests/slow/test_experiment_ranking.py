@@ -5,6 +5,7 @@ preset run twice "not distinguishable" from itself. Then its report and `gate --
 from __future__ import annotations
 
 import json
+import re
 
 from helpers import cli
 
@@ -16,6 +17,7 @@ workload:
   input_tokens: {kind: lognormal, mean: 512, sigma: 0.5, max: 2048}
   output_tokens: {kind: lognormal, mean: 32, sigma: 0.3, max: 128}
 load: {concurrency: 1}
+output: {answers: {keep: true}}
 """
 EXPERIMENT = """
 name: physics
@@ -55,6 +57,11 @@ def test_presets_rank_by_their_physics(tmp_path):
     assert html.count("data:image/png;base64,") == 3  # self-contained: no src or href outside the file
     assert 'src="http' not in html and 'href="http' not in html
     assert (folder / "plots" / "experiment_pareto.png").stat().st_size > 10_000
+    agreement = md.split("## Output agreement", 1)[1].split("##", 1)[0]
+    assert f"Reference: {rows[0]['label']} (repeat 1)." in agreement
+    assert re.search(r"\| a100 \| [0-9.]+ % \| [0-9]+ of [0-9]+ \|", agreement), agreement
+    differ = md.split("## Conditions that differ", 1)[1].split("##", 1)[0]
+    assert "builtin_simulator.config.preset" in differ and "target.url" not in differ
     # each configuration is a repeated run folder the gate reads; a cell against the same cell
     same = cli("gate", str(folder), "--baseline", str(folder), "--cell", "h100")
     assert same.returncode == 0, same.stdout + same.stderr
