@@ -167,3 +167,29 @@ backends:
     cell = json.loads((tmp_path / "e" / "experiment.json").read_text())["cells"]["one/repeat-1"]
     assert cell["state"] == "pending" and cell["error"].startswith("interrupted")
     assert alive_with(marker) == []
+
+
+def test_results_backends_join_the_ranking(tmp_path):
+    """Last quarter's GuideLLM sweep (a results: backend) is ranked beside today's run at the
+    same SLA: its stages carry percentiles, not per-request flags, so its capacity is its
+    highest stage whose p99s meet every bound (7.13 req/s: the saturated stage's p99 TTFT,
+    5,013 ms, does not)."""
+    fixture = Path(__file__).parents[1] / "fixtures" / "peer_results" / "guidellm" / "benchmarks.json"
+    body = f"""
+name: history
+profile: work.yaml
+load: {{stages: [{{concurrency: 2, num_requests: 6}}]}}
+sla: {{ttft_ms: 700, tpot_ms: 50}}
+repeats: 1
+backends:
+  - {{name: today, sim: llama3-8b-fp16@h100}}
+  - {{name: guidellm-q3, results: {fixture}}}
+"""
+    done = cli("experiment", str(write(tmp_path, body)), "--out", str(tmp_path), "--id", "e")
+    assert done.returncode == 0, done.stderr[-2000:]
+    state = json.loads((tmp_path / "e" / "experiment.json").read_text())
+    assert list(state["cells"]) == ["today/repeat-1"]  # results are read, not run
+    row = next(r for r in state["ranking"]["rows"] if r["config"] == "guidellm-q3")
+    assert row["figures"]["capacity_rps"]["values"] == [7.13]
+    assert row["bases"] == ["highest passing stage"]
+    assert row["notes"] == [f"results read from {fixture}"]
