@@ -18,7 +18,7 @@ import orjson
 from loadgen.analysis.condition_diff import condition_diff
 from loadgen.analysis.saved_answers import agreements, answers_kept
 from loadgen.report.blocks import Alert, Image, Section, Table, Text
-from loadgen.report.experiment_plots import curve_images, mean_points, pareto_image, pareto_points
+from loadgen.report.experiment_plots import curve_images, mean_points, pareto_image, pareto_points, short_labels
 from loadgen.report.html import render_html
 from loadgen.report.markdown import render_markdown
 from loadgen.result import load_summary
@@ -106,8 +106,9 @@ def build(folder: Path) -> tuple[str, list[Section], dict[str, bytes]]:
     runs = {
         labels[c["id"]]: _done_summaries(folder, state, c["id"]) for c in state["configs"] if not c["results"]
     }
-    curves = {label: mean_points([s for _, s in rs]) for label, rs in runs.items() if rs}
-    gpus = {c["label"]: c["gpus"] for c in state["configs"]}
+    short = short_labels(list(runs))
+    curves = {short[label]: mean_points([s for _, s in rs]) for label, rs in runs.items() if rs}
+    gpus = {short.get(c["label"], c["label"]): c["gpus"] for c in state["configs"]}
     images: list[Image] = [pareto_image(pareto_points(curves, gpus)), *curve_images(curves, state["sla"])]
     failed = [k for k, c in state["cells"].items() if c["state"] != "done"]
     head: list[Any] = [

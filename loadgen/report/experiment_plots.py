@@ -16,9 +16,16 @@ from typing import Any
 from loadgen.report.blocks import Image
 from loadgen.report.plots import new_figure, to_png
 
-__all__ = ["curve_images", "mean_points", "pareto_frontier", "pareto_image", "pareto_points"]
+__all__ = ["curve_images", "mean_points", "pareto_frontier", "pareto_image", "pareto_points", "short_labels"]
 
 CURVES = (("ttft_ms", "p99", "p99 TTFT (ms)"), ("tpot_ms", "p99", "p99 TPOT (ms)"))
+
+
+def short_labels(labels: Sequence[str]) -> dict[str, str]:
+    """Legend labels without the words every label shares (one backend: its name)."""
+    words = [label.split() for label in labels]
+    common = set.intersection(*(set(w) for w in words)) if words else set()
+    return {label: " ".join(x for x in w if x not in common) or label for label, w in zip(labels, words)}
 
 
 def mean_points(summaries: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -49,7 +56,7 @@ def curve_images(curves: Mapping[str, list[dict[str, Any]]], sla: Mapping[str, f
     """p99 TTFT and p99 TPOT against throughput, one line per configuration, the SLO dashed."""
     out = []
     for metric, stat, title in CURVES:
-        fig = new_figure((7.6, 4.4))
+        fig = new_figure((9.6, 4.4))
         ax = fig.add_subplot()
         ax.grid(True, color="#eeeeee")
         for label, pts in curves.items():
@@ -62,7 +69,7 @@ def curve_images(curves: Mapping[str, list[dict[str, Any]]], sla: Mapping[str, f
         ax.set_yscale("log")
         ax.set_xlabel("throughput (req/s, measured)")
         ax.set_ylabel(title)
-        ax.legend(fontsize=7, loc="upper left")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         out.append(Image(f"plots/experiment_{metric}_{stat}.png", f"{title} against throughput",
                          "Each configuration's stages, averaged over its repeats.", to_png(fig)))  # fmt: skip
     return out
@@ -92,11 +99,11 @@ def pareto_frontier(points: Sequence[Mapping[str, Any]]) -> list[Mapping[str, An
 
 
 def pareto_image(points: Sequence[Mapping[str, Any]]) -> Image:
-    fig = new_figure((7.6, 4.8))
+    fig = new_figure((9.6, 4.8))
     ax = fig.add_subplot()
     ax.grid(True, color="#eeeeee")
     for label in dict.fromkeys(p["config"] for p in points):
-        mine = sorted((p for p in points if p["config"] == label), key=lambda p: p["per_gpu"])
+        mine = [p for p in points if p["config"] == label]  # in stage order: as the load grows
         ax.plot([p["per_gpu"] for p in mine], [p["per_user"] for p in mine], marker="o", ms=4, lw=0.8,
                 alpha=0.85, label=label)  # fmt: skip
     front = pareto_frontier(points)
@@ -105,7 +112,7 @@ def pareto_image(points: Sequence[Mapping[str, Any]]) -> Image:
                 alpha=0.35, label="Pareto frontier")  # fmt: skip
     ax.set_xlabel("output tokens/s per GPU")
     ax.set_ylabel("output tokens/s per user (1000 / p50 TPOT)")
-    ax.legend(fontsize=7, loc="upper right")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return Image("plots/experiment_pareto.png", "Pareto: tokens/s per user against tokens/s per GPU",
                  "Every stage of every configuration (averaged over repeats); the frontier joins the points "
                  "no other beats on both axes.", to_png(fig))  # fmt: skip

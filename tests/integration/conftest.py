@@ -185,3 +185,13 @@ def vllm_profile(vllm, tmp_path: Path):
         vllm, tmp_path, workload__num_requests=8, load__concurrency=4, workload__input_tokens=64,
         workload__output_tokens=16,
     )  # fmt: skip
+
+
+@pytest.fixture
+def both_engines_set_up(request):
+    """vLLM's venv and llama-server are installed (nothing started): the scripts' modules, for
+    a test that starts the engines itself (the experiment's `serve:` backends)."""
+    flag = _wanted(request)
+    _require(flag, real_engines.available(), "vLLM", "python scripts/real_engines.py setup")
+    _require(flag, llamacpp_engine.available(), "llama.cpp", "python scripts/llamacpp_engine.py setup")
+    return real_engines, llamacpp_engine
