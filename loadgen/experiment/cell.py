@@ -112,7 +112,7 @@ async def run_cell(
                 server = Server(
                     config.filled(b.serve, port), log, url=url,
                     env={k: config.filled(v, port) for k, v in b.env.items()}, ready=b.ready,
-                    ready_timeout_s=b.ready_timeout_s, stop_grace_s=b.stop_grace_s,
+                    ready_timeout_s=b.ready_timeout_s, stop_grace_s=b.stop_grace_s, cancelled=stop.is_set,
                 )  # fmt: skip
                 status(f"{cell.id}: starting {server.command}")
                 await asyncio.to_thread(server.__enter__)
@@ -122,6 +122,10 @@ async def run_cell(
                 await reset(url, b.reset, api_key)
             profile = profile_for(exp, source, config, cell.repeat, folder, url, extra)
             res = await _watched_run(exp, profile, server, api_key, stop, status)
+    except Exception:
+        if stop.is_set():  # a server start or a reset cut short by the user
+            raise CellInterrupted(cell.id) from None
+        raise
     finally:
         kept = _keep_log(log, run_dir)
         if server is not None and kept is not None:

@@ -61,7 +61,13 @@ def plan(exp: Experiment, source: Path) -> list[PlanLine]:
     builds every cell's profile once, so a bad workload fails here, before any server starts."""
     out = []
     for i, cell in enumerate(cells_mod.cells(exp), 1):
-        profile = profile_for(exp, source, cell.config, cell.repeat, Path("."), url="http://127.0.0.1:1")
+        try:
+            profile = profile_for(exp, source, cell.config, cell.repeat, Path("."), url="http://127.0.0.1:1")
+        except ConfigError as err:
+            raise ConfigError(
+                [f"the profile of {cell.config.label} ({err.source or 'defaults'} with this file's load, "
+                 "sla and the backend's set:) is invalid:", *err.problems], str(source), "experiment",
+            ) from None  # fmt: skip
         out.append(PlanLine(i, cell, cells_mod.expected_seconds(exp, profile, cell)))
     return out
 

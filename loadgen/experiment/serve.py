@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -81,11 +82,13 @@ class Server:
         ready: str = "/v1/models",
         ready_timeout_s: float = 300.0,
         stop_grace_s: float = 10.0,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         self.argv = shlex.split(command)
         self.command = " ".join(redact_argv(self.argv))  # what conditions and logs may show
         self.log_path, self.url, self.env = log_path, url, env or {}
         self.ready, self.ready_timeout_s, self.stop_grace_s = ready, ready_timeout_s, stop_grace_s
+        self.cancelled = cancelled  # polled while waiting for readiness (Ctrl-C during a start)
         self.version: str | None = None
         self.died: int | None = None  # its exit code, when it exited during the cell
         self.proc: subprocess.Popen[bytes] | None = None
@@ -135,6 +138,8 @@ class Server:
                     return
             except httpx.HTTPError:
                 pass
+            if self.cancelled():
+                raise ServerError("stopped before the server was ready", self)
             if time.monotonic() >= deadline:
                 raise ServerError(
                     f"the server was not ready ({self.ready} answering 200) "

@@ -18,7 +18,13 @@ import orjson
 from loadgen.analysis.condition_diff import condition_diff
 from loadgen.analysis.saved_answers import agreements, answers_kept
 from loadgen.report.blocks import Alert, Image, Section, Table, Text
-from loadgen.report.experiment_plots import curve_images, mean_points, pareto_image, pareto_points, short_labels
+from loadgen.report.experiment_plots import (
+    curve_images,
+    mean_points,
+    pareto_image,
+    pareto_points,
+    short_labels,
+)
 from loadgen.report.html import render_html
 from loadgen.report.markdown import render_markdown
 from loadgen.result import load_summary

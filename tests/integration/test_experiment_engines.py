@@ -58,8 +58,8 @@ backends:
     ready_timeout_s: 120
 """)
     done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "experiment", str(tmp_path / "engines.yaml"), "--out", str(tmp_path),
-         "--id", "e"],
+        [sys.executable, "-m", "loadgen", "experiment", str(tmp_path / "engines.yaml"),
+         "--out", str(tmp_path), "--id", "e"],
         env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=3600,
         preexec_fn=lambda: os.sched_setaffinity(0, client_cpus),
     )  # fmt: skip

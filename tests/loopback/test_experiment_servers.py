@@ -193,3 +193,36 @@ backends:
     assert row["figures"]["capacity_rps"]["values"] == [7.13]
     assert row["bases"] == ["highest passing stage"]
     assert row["notes"] == [f"results read from {fixture}"]
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
+    """--dry-run: every cell in its interleaved order with its expected time, the total; no
+    folder is made. A bad sweep key is named with the cell whose profile it breaks."""
+    body = """
+name: plan
+profile: work.yaml
+load: {sweep: {concurrency: [1, 2], stage_duration_s: 5}}
+sla: {ttft_ms: 700}
+repeats: 2
+backends:
+  - {name: a, sim: "llama3-8b-fp16@{gpu}", matrix: {gpu: [h100, a100]}}
+"""
+    done = cli("experiment", str(write(tmp_path, body)), "--dry-run", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[1].startswith("4 cells, expected 1.2 min")  # 4 x (2 + 2 x (5 + 0 + 3)) s = 72 s
+    cells = [line.split(". ", 1)[1] for line in lines[2:]]
+    assert sorted(cells[:2]) == [
+        "a gpu=a100" + " " * 39 + "repeat 1  ~18 s",
+        "a gpu=h100" + " " * 39 + "repeat 1  ~18 s",
+    ]
+    assert all("repeat 2" in c for c in cells[2:])
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
+    bad = cli(
+        "experiment", str(write(tmp_path, body.replace("stage_duration_s", "stage_duraton_s"))), "--dry-run"
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert re.search(
+        r"the profile of a gpu=(h100|a100) \(\S*work.yaml with this file's load, sla", bad.stderr
+    )
+    assert "load.sweep.stage_duraton_s: unknown key; did you mean 'stage_duration_s'?" in bad.stderr
