@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +26,13 @@ from loadgen.config import Profile, load_profile
 from loadgen.config.shipped import resolve_profile
 from loadgen.errors import LoadgenError
 from loadgen.experiment.cells import Cell, Config
-from loadgen.experiment.serve import Server, ServerError, free_port
+from loadgen.experiment.serve import Server, ServerError, free_port, secret_values
 from loadgen.experiment.spec import Experiment
+from loadgen.redact import Scrubber
 from loadgen.result import RunResult
 from loadgen.runner import api, capacity
 
-__all__ = ["CellInterrupted", "profile_for", "run_cell", "workload_path"]
+__all__ = ["CellFailed", "CellInterrupted", "profile_for", "run_cell", "workload_path"]
 
 SERVER_LOG = "server.log"
 WATCH_S = 0.5
@@ -38,6 +40,10 @@ WATCH_S = 0.5
 
 class CellInterrupted(Exception):
     """The user stopped the experiment during this cell (Ctrl-C, SIGTERM)."""
+
+
+class CellFailed(LoadgenError):
+    """The cell failed; the message (scrubbed of the backend's secrets) says why."""
 
 
 def workload_path(exp: Experiment, source: Path) -> Path | None:
@@ -103,6 +109,7 @@ async def run_cell(
     run_dir = base / f"repeat-{cell.repeat}"
     log = base / f"repeat-{cell.repeat}.{SERVER_LOG}"
     server: Server | None = None
+    scrubber = _scrubber(config, api_key)
     try:
         with contextlib.ExitStack() as stack:
             url, extra = (config.filled(b.url) if b.url else None), {}
@@ -122,21 +129,33 @@ async def run_cell(
                 await reset(url, b.reset, api_key)
             profile = profile_for(exp, source, config, cell.repeat, folder, url, extra)
             res = await _watched_run(exp, profile, server, api_key, stop, status)
-    except Exception:
+    except Exception as exc:  # noqa: BLE001 - whatever failed, fails this cell alone (scrubbed)
         if stop.is_set():  # a server start or a reset cut short by the user
             raise CellInterrupted(cell.id) from None
-        raise
+        failed: Exception | None = exc
+    else:
+        failed = None
     finally:
-        kept = _keep_log(log, run_dir)
+        kept = _keep_log(log, run_dir, scrubber)
         if server is not None and kept is not None:
             server.log_path = kept  # where the error's log tail is read from, and named
-    if stop.is_set():
+    if failed is None and stop.is_set():
         raise CellInterrupted(cell.id)
-    if server is not None and server.died is not None:
-        raise ServerError(f"the server exited with code {server.died} during the cell", server)
-    if not res.summary.get("complete", True):
-        raise LoadgenError(f"the run did not complete: {res.summary.get('incomplete_reason')}")
+    if failed is None and server is not None and server.died is not None:
+        failed = ServerError(f"the server exited with code {server.died} during the cell", server)
+    if failed is None and not res.summary.get("complete", True):
+        failed = LoadgenError(f"the run did not complete: {res.summary.get('incomplete_reason')}")
+    if failed is not None:
+        raise CellFailed(scrubber.scrub(str(failed) or type(failed).__name__)) from None
     return res.run_dir
+
+
+def _scrubber(config: Config, api_key: str | None) -> Scrubber:
+    """What a failure message or a server's log must not show: the API key, the values of the
+    backend's secret-looking environment variables, and of its command's secret options."""
+    b = config.backend
+    argv = shlex.split(config.filled(b.serve, 0)) if b.serve else []
+    return Scrubber(headers=b.env, extra=[api_key or "", *secret_values(argv)])
 
 
 async def _watched_run(
@@ -186,10 +205,13 @@ async def reset(url: str, hooks: list[str], api_key: str | None) -> None:
                 raise LoadgenError(f"reset {hook}: the server answered {r.status_code}: {r.text[:200]}")
 
 
-def _keep_log(log: Path, run_dir: Path) -> Path | None:
+def _keep_log(log: Path, run_dir: Path, scrubber: Scrubber) -> Path | None:
     """The server's log moved into the cell's run folder (made for it when the run never
-    started); its new path."""
+    started), scrubbed of the backend's secrets (a server may print its arguments); its new path."""
     if not log.exists():
         return None
     run_dir.mkdir(parents=True, exist_ok=True)
-    return log.replace(run_dir / SERVER_LOG)
+    kept = log.replace(run_dir / SERVER_LOG)
+    if scrubber.active:
+        kept.write_text(scrubber.scrub(kept.read_text(errors="replace")))
+    return kept

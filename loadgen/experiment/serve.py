@@ -33,7 +33,7 @@ from loadgen.errors import LoadgenError
 from loadgen.redact import redact_argv
 from loadgen.sim.process import die_with_parent
 
-__all__ = ["Server", "ServerError", "free_port", "log_tail"]
+__all__ = ["Server", "ServerError", "free_port", "log_tail", "secret_values"]
 
 TAIL_LINES = 20
 POLL_S = 0.25
@@ -57,6 +57,16 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def secret_values(argv: list[str]) -> list[str]:
+    """The values ``redact_argv`` masks in a command line (``--api-key X``, ``HF_TOKEN=X``):
+    what a server may print back into its log."""
+    out = []
+    for raw, shown in zip(argv, redact_argv(argv)):
+        if raw != shown:
+            out.append(raw.partition("=")[2] if "=" in shown else raw)
+    return [v for v in out if v]
 
 
 def log_tail(path: Path, lines: int = TAIL_LINES) -> str:

@@ -3,7 +3,9 @@ runs the same sweep on each, three repeats interleaved, and ranks them at the SL
 
 Both servers are started by the experiment's `serve:` commands, pinned to CPU 0 (the client
 runs on the other core, as the rest of the suite does), stopped after each cell; nothing is
-left running. About 15 minutes on 2 cores (vLLM takes a minute to start, six times).
+left running. Stages end by request count, not time: a duration-bounded run fits up to 20,000
+prompts through the server's /tokenize first, minutes on a one-core llama-server. About 10
+minutes on 2 cores (vLLM takes a minute to start, three times).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def test_vllm_and_llamacpp_ranked_by_one_experiment(both_engines_set_up, tmp_pat
 name: engines
 profile: work.yaml
 load:
-  sweep: {{concurrency: [1, 4, 8], stage_duration_s: 10, ramp_s: 1}}
+  sweep: {{concurrency: [1, 4, 8], stage_requests: 48}}
 sla: {{ttft_ms: 1000, tpot_ms: 100}}
 repeats: 3
 backends:

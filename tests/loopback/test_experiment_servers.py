@@ -226,3 +226,32 @@ backends:
         r"the profile of a gpu=(h100|a100) \(\S*work.yaml with this file's load, sla", bad.stderr
     )
     assert "load.sweep.stage_duraton_s: unknown key; did you mean 'stage_duration_s'?" in bad.stderr
+
+
+def test_a_servers_secrets_never_reach_a_file_or_the_console(tmp_path):
+    """A server that prints its arguments and environment (as vLLM prints its args) and
+    fails: the key given as --api-key, and HF_TOKEN from the backend's env, are masked in its
+    server.log, the cell's error in experiment.json and the console."""
+    key, token = "sk-live-0123456789abcdef", "hf_0123456789abcdefghij"
+    (tmp_path / "echo.py").write_text(
+        "import os, sys\nprint('args', sys.argv, 'token', os.environ['HF_TOKEN'], flush=True)\nsys.exit(4)\n"
+    )
+    body = f"""
+name: secrets
+profile: work.yaml
+load: {{stages: [{{concurrency: 1, num_requests: 1}}]}}
+sla: {{ttft_ms: 5000}}
+repeats: 1
+backends:
+  - name: leaky
+    serve: "{PY} {tmp_path}/echo.py --port {{port}} --api-key {key}"
+    env: {{HF_TOKEN: {token}}}
+"""
+    done = cli("experiment", str(write(tmp_path, body)), "--out", str(tmp_path), "--id", "e")
+    assert done.returncode == 1
+    files = [p for p in (tmp_path / "e").rglob("*") if p.is_file()]
+    assert any(p.name == "server.log" for p in files)
+    for text in [done.stdout, done.stderr, *(p.read_text(errors="replace") for p in files)]:
+        assert key not in text and token not in text
+    error = json.loads((tmp_path / "e" / "experiment.json").read_text())["cells"]["leaky/repeat-1"]["error"]
+    assert "exited with code 4 before it was ready" in error and "--api-key ***" in error
