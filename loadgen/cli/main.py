@@ -160,8 +160,13 @@ def cmd_sim(a: argparse.Namespace) -> int:
 
 def cmd_report(a: argparse.Namespace) -> int:
     from loadgen.report import write_report
+    from loadgen.report.experiment import EXPERIMENT, write_experiment_report
 
     try:
+        if (Path(a.run_dir) / EXPERIMENT).is_file():  # an experiment's folder: its ranking page
+            for path in write_experiment_report(a.run_dir).values():
+                print(f"wrote {path}")
+            return EXIT_OK
         written = write_report(a.run_dir, a.out, gpu_hour_cost=a.gpu_hour_cost, gpu_count=a.gpu_count)
     except OSError as exc:
         return die(f"cannot write the report: {exc}")

@@ -71,9 +71,10 @@ def _report(sub: Any) -> None:
         help="write report.md, report.html, plots and CSV/Parquet of a saved run",
         description="Regenerate a saved run's reports (no server needed): report.md, a "
         "self-contained report.html, plots/*.png, requests.csv, requests.parquet, and "
-        "cost.json when a GPU price is known.",
+        "cost.json when a GPU price is known. Given an experiment's folder (it holds experiment.json), "
+        "its experiment.md, experiment.html and plots.",
     )
-    rp.add_argument("run_dir", help="a run directory, e.g. reports/<run-id>")
+    rp.add_argument("run_dir", help="a run directory, e.g. reports/<run-id> (or an experiment's folder)")
     rp.add_argument("-o", "--out", help="write the report files here (default: the run directory)")
     rp.add_argument(
         "--gpu-hour-cost",

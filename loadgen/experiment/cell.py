@@ -202,7 +202,10 @@ async def reset(url: str, hooks: list[str], api_key: str | None) -> None:
             except httpx.HTTPError as exc:
                 raise LoadgenError(f"reset {hook}: {type(exc).__name__}: {exc}") from None
             if not 200 <= r.status_code < 300:
-                raise LoadgenError(f"reset {hook}: the server answered {r.status_code}: {r.text[:200]}")
+                raise LoadgenError(
+                    f"reset {hook}: the server answered {r.status_code}: {r.text[:200]} (vLLM serves "
+                    "/reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1 in its env; SGLang /flush_cache)"
+                )
 
 
 def _keep_log(log: Path, run_dir: Path, scrubber: Scrubber) -> Path | None:

@@ -59,7 +59,7 @@ async def reset_server(transport_name: str, target: Target, path: str) -> None:
         raise RunError(
             target.scrubber.scrub(
                 f"the reset hook POST {path} (target.reset_path, --reset-path) answered HTTP "
-                f"{answer.status}" + (f" ({said})" if said else "") + "; vLLM serves /reset_prefix_cache, "
-                "SGLang /flush_cache: check the path, or drop the hook"
+                f"{answer.status}" + (f" ({said})" if said else "") + "; vLLM serves /reset_prefix_cache "
+                "(with VLLM_SERVER_DEV_MODE=1), SGLang /flush_cache: check the path, or drop the hook"
             )
         )

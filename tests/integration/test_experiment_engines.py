@@ -33,7 +33,7 @@ def test_vllm_and_llamacpp_ranked_by_one_experiment(both_engines_set_up, tmp_pat
     real_engines, llamacpp = both_engines_set_up
     server_cpu = ",".join(map(str, sorted(real_engines.server_cpus())))
     client_cpus = sorted(real_engines.client_cpus())
-    env = {**real_engines.SERVER_ENV, "VLLM_CPU_OMP_THREADS_BIND": server_cpu}
+    env = {**real_engines.SERVER_ENV, "VLLM_CPU_OMP_THREADS_BIND": server_cpu, "VLLM_SERVER_DEV_MODE": "1"}
     (tmp_path / "work.yaml").write_text(WORKLOAD)
     (tmp_path / "engines.yaml").write_text(f"""
 name: engines

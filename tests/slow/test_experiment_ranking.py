@@ -62,6 +62,10 @@ def test_presets_rank_by_their_physics(tmp_path):
     assert re.search(r"\| a100 \| [0-9.]+ % \| [0-9]+ of [0-9]+ \|", agreement), agreement
     differ = md.split("## Conditions that differ", 1)[1].split("##", 1)[0]
     assert "builtin_simulator.config.preset" in differ and "target.url" not in differ
+    # `loadgen report` on the folder redraws the experiment's report
+    (folder / "experiment.md").unlink()
+    redrawn = cli("report", str(folder))
+    assert redrawn.returncode == 0 and (folder / "experiment.md").read_text() == md
     # each configuration is a repeated run folder the gate reads; a cell against the same cell
     same = cli("gate", str(folder), "--baseline", str(folder), "--cell", "h100")
     assert same.returncode == 0, same.stdout + same.stderr
