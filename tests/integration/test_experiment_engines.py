@@ -39,8 +39,8 @@ def test_vllm_and_llamacpp_ranked_by_one_experiment(both_engines_set_up, tmp_pat
 name: engines
 profile: work.yaml
 load:
-  sweep: {{concurrency: [1, 4, 8], stage_requests: 48}}
-sla: {{ttft_ms: 1000, tpot_ms: 100}}
+  sweep: {{concurrency: [1, 4, 8, 16, 32], stage_requests: 64}}
+sla: {{ttft_ms: 100, tpot_ms: 10}}
 repeats: 3
 backends:
   - name: vllm-cpu
