@@ -20,6 +20,10 @@
         ready: /v1/models
         reset: ["POST /reset_prefix_cache"]
 
+Templates are Python format strings: ``{port}``, ``{model}`` and the matrix keys are filled, a
+literal brace is doubled (``--config '{{"ttft_ms": 20}}'``); a ``serve:`` command is then split
+as a shell would split it (``shlex``), quotes and all, but runs without a shell.
+
 Validated once, here, like a profile: an unknown key or a bad value is a ``ConfigError`` naming
 its YAML path and what would be valid; a placeholder that no matrix key fills is one too (a
 typo must fail before any server starts, not after an hour of other cells).

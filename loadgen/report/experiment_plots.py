@@ -69,7 +69,8 @@ def curve_images(curves: Mapping[str, list[dict[str, Any]]], sla: Mapping[str, f
         ax.set_yscale("log")
         ax.set_xlabel("throughput (req/s, measured)")
         ax.set_ylabel(title)
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
         out.append(Image(f"plots/experiment_{metric}_{stat}.png", f"{title} against throughput",
                          "Each configuration's stages, averaged over its repeats.", to_png(fig)))  # fmt: skip
     return out
@@ -112,7 +113,10 @@ def pareto_image(points: Sequence[Mapping[str, Any]]) -> Image:
                 alpha=0.35, label="Pareto frontier")  # fmt: skip
     ax.set_xlabel("output tokens/s per GPU")
     ax.set_ylabel("output tokens/s per user (1000 / p50 TPOT)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        ax.text(0.5, 0.5, "no stage finished", transform=ax.transAxes, ha="center", va="center")
     return Image("plots/experiment_pareto.png", "Pareto: tokens/s per user against tokens/s per GPU",
                  "Every stage of every configuration (averaged over repeats); the frontier joins the points "
                  "no other beats on both axes.", to_png(fig))  # fmt: skip

@@ -255,3 +255,33 @@ backends:
         assert key not in text and token not in text
     error = json.loads((tmp_path / "e" / "experiment.json").read_text())["cells"]["leaky/repeat-1"]["error"]
     assert "exited with code 4 before it was ready" in error and "--api-key ***" in error
+
+
+SCRIPTED = r"""
+name: scripted
+profile: work.yaml
+load: {stages: [{concurrency: 2, num_requests: 12}]}
+sla: {ttft_ms: 150}
+repeats: 2
+backends:
+  - name: fast
+    serve: "PY -m loadgen.testing --port {port} --config '{{\"ttft_ms\": 20, \"itl_ms\": 2}}'"
+  - name: slow
+    serve: "PY -m loadgen.testing --port {port} --config '{{\"ttft_ms\": 300, \"itl_ms\": 2}}'"
+"""
+
+
+def test_scripted_servers_rank_by_their_script(tmp_path):
+    """Two scripted servers started by serve: (shell-style quotes, literal braces doubled):
+    the one that answers in 20 ms meets a 150 ms TTFT SLO on every request, the one that
+    answers in 300 ms on none; the first ranks, the second has no capacity at the SLA."""
+    done = cli("experiment", str(write(tmp_path, SCRIPTED.replace("PY", PY))), "--out", str(tmp_path), "--id", "e")
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads((tmp_path / "e" / "experiment.json").read_text())["ranking"]["rows"]
+    assert [r["config"] for r in rows] == ["fast", "slow"]
+    assert rows[0]["versus_next"]["text"] == "the next has no capacity at the SLA"
+    assert rows[1]["figures"]["capacity_rps"]["values"] == [None, None]
+    assert rows[1]["bases"] == ["below the first stage"]
+    for r in (1, 2):
+        summary = json.loads((tmp_path / "e" / "fast" / f"repeat-{r}" / "summary.json").read_text())
+        assert summary["counts"]["ok"] == 12 and summary["metrics"]["ttft_ms"]["p50"] >= 20.0

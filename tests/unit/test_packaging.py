@@ -69,7 +69,7 @@ def test_every_package_is_listed_for_the_wheel():
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
     on_disk = {".".join(p.parent.relative_to(REPO).parts) for p in (REPO / "loadgen").rglob("__init__.py")}
-    assert listed == on_disk | {"loadgen._profiles", "loadgen.data", "loadgen.traces"}
+    assert listed == on_disk | {"loadgen._profiles", "loadgen._experiments", "loadgen.data", "loadgen.traces"}
 
 
 def _run(*args: str | Path, cwd: Path | None = None, env: dict | None = None) -> str:
@@ -127,3 +127,6 @@ def test_installed_wheel_runs_a_shipped_profile_from_an_empty_folder(tmp_path):
         extra = ["--set", "workload.trace.window_s=2"] if name == "replay" else []
         _run(venv / "bin" / "loadgen", "run", name, *flags, *extra, "--run-id", name, cwd=empty, env=env)
         assert json.loads((empty / "reports" / name / "summary.json").read_text())["counts"]["failed"] == 0
+    # The shipped experiments too, by bare name, with their workload beside them.
+    plan = _run(venv / "bin" / "loadgen", "experiment", "levers", "--dry-run", cwd=empty, env=env)
+    assert "24 cells" in plan and "sim gpu=a100 precision=fp16 max_num_seqs=64" in plan
