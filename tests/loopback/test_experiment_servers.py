@@ -275,7 +275,9 @@ def test_scripted_servers_rank_by_their_script(tmp_path):
     """Two scripted servers started by serve: (shell-style quotes, literal braces doubled):
     the one that answers in 20 ms meets a 150 ms TTFT SLO on every request, the one that
     answers in 300 ms on none; the first ranks, the second has no capacity at the SLA."""
-    done = cli("experiment", str(write(tmp_path, SCRIPTED.replace("PY", PY))), "--out", str(tmp_path), "--id", "e")
+    done = cli(
+        "experiment", str(write(tmp_path, SCRIPTED.replace("PY", PY))), "--out", str(tmp_path), "--id", "e"
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     rows = json.loads((tmp_path / "e" / "experiment.json").read_text())["ranking"]["rows"]
     assert [r["config"] for r in rows] == ["fast", "slow"]
