@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.errors import ConfigError
 from loadgen.experiment.spec import Backend, Experiment, fill, typed
 
 __all__ = ["Cell", "Config", "cells", "configs", "expected_seconds", "slug"]
@@ -99,6 +100,11 @@ def configs(exp: Experiment) -> list[Config]:
             point = dict(zip(keys, combo))
             parts = [f"{k}={v}" for k, v in point.items()]
             out.append(Config(slug("--".join([b.name, *parts])), " ".join([b.name, *parts]), b, point))
+    ids = [c.id for c in out]
+    clash = sorted({i for i in ids if ids.count(i) > 1})
+    if clash:  # two matrix values that differ only in characters a folder name cannot hold
+        raise ConfigError([f"configurations share a folder name: {', '.join(clash)}; make the matrix "
+                           "values differ in letters or digits"], what="experiment")  # fmt: skip
     return out
 
 

@@ -118,3 +118,10 @@ class TestOrder:
         rounds = [[c.config.id for c in cells.cells(self.two()) if c.repeat == r] for r in (1, 2, 3)]
         assert len({tuple(r) for r in rounds}) > 1
         assert ids(self.two(seed=1)) != ids(self.two())
+
+
+def test_configurations_that_would_share_a_folder_are_refused():
+    """Matrix values differing only in characters a folder name drops ("a/b", "a b") clash."""
+    e = exp({"name": "a", "url": "http://x/{v}", "matrix": {"v": ["a/b", "a b"]}})
+    with pytest.raises(ConfigError, match="configurations share a folder name: a--v=a-b"):
+        cells.configs(e)
