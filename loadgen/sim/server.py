@@ -1,4 +1,5 @@
-"""The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock.
+"""The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock; it
+also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``) off the same engine.
 
 One task, ``_pace``, owns the engine: it plans a step, sleeps until the step's absolute wall
 deadline (previous deadline + virtual duration x time_scale, so sleeps never drift), then writes
