@@ -20,7 +20,8 @@ tokens_per_chunk, reasoning_tokens, fail, fail_every), with the faults in these 
 ``error_event_after:<n>`` (Responses: an ``error`` event; Messages: an ``error`` event of type
 ``error_type``, default ``overloaded_error``) and, Responses only, ``failed_after:<n>``
 (``response.failed``). The log entry of each request is the OpenAI one (``common.Log``) plus
-``endpoint``, ``output_tokens``, ``reasoning_tokens``, the ``answer`` text sent, and whether a
+``endpoint``, ``messages`` (the turns received), ``output_tokens``, ``reasoning_tokens``, the
+``answer`` text sent, and whether a
 key came (``key_header``: the header that carried one; never the key itself).
 
 Like the rest of the scripted server, it imports nothing from the client side.
@@ -204,6 +205,7 @@ async def _play(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_ns
     entry.update(
         endpoint=endpoint, answer="", output_tokens=0, reasoning_tokens=0, key_header=_key_header(request)
     )
+    entry["messages"] = turns  # as received (Messages: its system field as the first turn)
 
     async def end(data: bytes = b"") -> Any:
         if data:

@@ -56,6 +56,7 @@ class TestAgainstTheScriptedServer:
         for r in res.records:
             gt = log[r.response_id]
             assert gt["endpoint"] == proto
+            assert [m["role"] for m in gt["messages"]] == ["user"]  # the prompt goes as messages
             assert gt["key_header"] == ("x-api-key" if proto == "messages" else "authorization")
             assert (r.output_tokens, r.token_source) == (gt["output_tokens"], "usage") == (12, "usage")
             assert (r.prompt_tokens, r.prompt_tokens_source) == (gt["prompt_tokens"], "usage")
@@ -242,3 +243,24 @@ def test_concurrency_1_tracks_the_server_log(make_profile, proto):
     assert_within(
         res.summary["metrics"]["tpot_ms"]["mean"], 11.0, f"{proto} c=1 mean TPOT (the server's: 10 ms)"
     )
+
+
+@pytest.mark.parametrize("proto", PROTOCOLS)
+def test_a_session_sends_its_history_as_messages(server, make_profile, proto):
+    """Multi-turn sessions: turn 2 carries turn 1's question and the answer text the server
+    really sent (reasoning excluded), as the protocol's messages."""
+    res = run(
+        make_profile(
+            server.url,
+            target__endpoint=proto,
+            load__concurrency=1,
+            workload__sessions={"turns": {"kind": "fixed", "value": 2}, "think_time_s": 0},
+            workload__num_requests=2,
+            workload__output_tokens=4,
+            **script(reasoning_tokens=1),
+        )
+    )
+    log = server.log()
+    first, second = (log[r.response_id] for r in sorted(res.records, key=lambda r: r.turn))
+    assert [m["role"] for m in second["messages"]] == ["user", "assistant", "user"]
+    assert second["messages"][:2] == [*first["messages"], {"role": "assistant", "content": first["answer"]}]
