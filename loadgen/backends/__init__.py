@@ -29,6 +29,8 @@ from loadgen.backends import registry
 from loadgen.backends import openai  # chat, completions
 from loadgen.backends import triton  # triton_generate
 from loadgen.backends import sglang  # sglang_generate
+from loadgen.backends import responses  # responses (OpenAI's Responses API)
+from loadgen.backends import messages  # messages (Anthropic's Messages API)
 # isort: on
 
-__all__ = ["openai", "registry", "sglang", "triton"]
+__all__ = ["messages", "openai", "registry", "responses", "sglang", "triton"]

@@ -135,6 +135,8 @@ class StreamingBackend:
       probe fills with a server's answer, and the path each came from (the report's rows).
     - ``options(target, model)`` when its requests take more from the target than
       ``BackendOptions`` holds.
+    - ``HEADERS``: headers every request of the protocol carries (Anthropic's version), and
+      ``auth_headers(key)`` when ``target.api_key_env``'s key goes elsewhere than a bearer token.
 
     The hot path is ``send``: one ``body``, one ``orjson.dumps``, one consumer, the transport.
     """
@@ -150,6 +152,7 @@ class StreamingBackend:
     needs_model: ClassVar[bool] = False
     engine: ClassVar[str | None] = None
     SOURCES: ClassVar[tuple[tuple[str, str], ...]] = (("version", "/version"), ("models", "/v1/models"))
+    HEADERS: ClassVar[Mapping[str, str]] = {}
 
     __slots__ = ("opts", "transport", "live", "count_tokens", "keep_texts", "path")
 
@@ -167,6 +170,12 @@ class StreamingBackend:
         self.count_tokens = count_tokens
         self.keep_texts = count_tokens is not None
         self.path = self.PATH.format(model=quote(opts.model, safe=""))
+
+    @classmethod
+    def auth_headers(cls, api_key: str) -> dict[str, str]:
+        """The headers that carry the key of ``target.api_key_env``: a bearer token, as OpenAI
+        and every OpenAI-compatible server take it."""
+        return {"Authorization": f"Bearer {api_key}"}
 
     @classmethod
     def options(cls, target: TargetLike, model: str) -> BackendOptions:

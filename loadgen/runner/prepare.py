@@ -71,19 +71,21 @@ class Prepared:
 
 def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[str, Any] | None) -> Target:
     """The request headers and transport options for ``url`` (credentials moved out of it into
-    an Authorization header), and a scrubber that knows every secret value among them."""
+    the protocol's key header), and a scrubber that knows every secret value among them."""
     t = profile.target
+    backend = registry.backend(t.endpoint)  # its own headers, and where its key goes
     headers = {
         "Content-Type": "application/json",
         "Accept": "text/event-stream",
         "Accept-Encoding": "identity",
+        **backend.HEADERS,
         **t.headers,
     }
     url, userinfo = _split_credentials(url)
     if api_key and userinfo:
         raise RunError("target.url carries user:password and target.api_key_env is set too; use one of them")
     if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
+        headers.update(backend.auth_headers(api_key))
     elif userinfo:
         headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode()
     load = profile.load

@@ -55,6 +55,12 @@ class SimConfig(BaseModel):
     scheduling: Literal["prefill_first", "chunked"] = "chunked"
     seed: int = 0
     eos_mean_tokens: float = Field(256.0, ge=1, description="mean output length without ignore_eos")
+    reasoning_tokens: int = Field(
+        0,
+        ge=0,
+        description="the first N tokens of every streamed answer are reasoning (chat's "
+        "reasoning_content, Responses' reasoning_text, Messages' thinking): a reasoning model",
+    )
 
     @field_validator("preset")
     @classmethod

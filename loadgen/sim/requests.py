@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, overload
 import orjson
 
 from .config import SimConfig
+from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
 from .prefix_cache import block_hashes
 from .sse import ChunkEncoder
 from .text import EMPTY_PROMPT_TOKENS, WordStream, chat_tokens, text_tokens
@@ -40,6 +41,7 @@ class RequestState:
 
     __slots__ = (
         "rid",
+        "endpoint",
         "chat",
         "stream",
         "include_usage",
@@ -78,6 +80,7 @@ class RequestState:
         words: WordStream,
     ):
         self.rid, self.chat, self.stream = rid, chat, stream
+        self.endpoint = "chat" if chat else "completions"
         self.include_usage = include_usage
         self.created, self.model = created, model
         self.prompt_tokens, self.max_tokens, self.output_tokens = prompt_tokens, max_tokens, output_tokens
@@ -85,7 +88,9 @@ class RequestState:
         self.finish_json = orjson.dumps(self.finish_reason)
         self.words = words
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
-        self.encoder = ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
+        self.encoder: ChunkEncoder | ResponsesEncoder | MessagesEncoder | None = (
+            ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
+        )
         self.response: web.StreamResponse | None = None
         self.seq: Seq | None = None
         self.done: asyncio.Future[None] | None = None
@@ -136,7 +141,7 @@ class RequestState:
         admitted = self.admitted_ns
         return {
             "id": self.rid,
-            "endpoint": "chat" if self.chat else "completions",
+            "endpoint": self.endpoint,
             "stream": self.stream,
             "arrival_ns": self.arrival_ns,
             "admitted_ns": admitted,
@@ -147,6 +152,7 @@ class RequestState:
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.seq.cached_tokens if self.seq else 0,
             "output_tokens": n,
+            "reasoning_tokens": min(self.encoder.n_reason, n) if self.encoder else 0,
             "max_tokens": self.max_tokens,
             "finish_ns": self.finish_ns,
             "finish_reason": self.finish_reason,
@@ -234,7 +240,29 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
     state = RequestState(
         rid, chat, stream, include_usage, continuous, created, model, prompt_tokens, max_tokens, out, words
     )
+    if state.encoder is not None and chat:
+        state.encoder.n_reason = min(config.reasoning_tokens, out)
     # Hashed here, in the handler, not in the engine loop that paces every stream.
     if config.prefix_caching:
         state.block_hashes = block_hashes(tokens, config.block_size)
+    return state
+
+
+_HOSTED: dict[str, type[ResponsesEncoder | MessagesEncoder]] = {
+    "responses": ResponsesEncoder,
+    "messages": MessagesEncoder,
+}
+
+
+def parse_hosted(body: Any, endpoint: str, config: SimConfig, rid: str, created: int) -> RequestState:
+    """A Responses or Messages request: read as the chat request of the same turns (so its
+    prompt counts and its words are chat's), streamed with its own protocol's encoder."""
+    if not isinstance(body, dict) or not body.get("stream"):
+        raise BadRequest(
+            f"the simulator serves /v1/{endpoint} streamed only; send stream: true", param="stream"
+        )
+    state = parse_request(as_chat(body, endpoint), True, config, rid, created)
+    state.endpoint = endpoint
+    n_reason = min(config.reasoning_tokens, state.output_tokens)
+    state.encoder = _HOSTED[endpoint](rid, created, state.model, state.prompt_tokens, n_reason)
     return state

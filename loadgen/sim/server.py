@@ -1,4 +1,5 @@
-"""The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock.
+"""The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock; it
+also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``) off the same engine.
 
 One task, ``_pace``, owns the engine: it plans a step, sleeps until the step's absolute wall
 deadline (previous deadline + virtual duration x time_scale, so sleeps never drift), then writes
@@ -26,8 +27,8 @@ from aiohttp import web
 from .config import SimConfig
 from .engine import Engine, Seq
 from .metrics import Metrics
-from .requests import BadRequest, RequestState, parse_request
-from .sse import DONE, error_body
+from .requests import BadRequest, RequestState, parse_hosted, parse_request
+from .sse import error_body
 from .text import WORDS_JSON
 
 now_ns = time.perf_counter_ns
@@ -74,6 +75,8 @@ class SimServer:
                 web.get("/sim/ground_truth", self._ground_truth),
                 web.post("/v1/completions", self._completions),
                 web.post("/v1/chat/completions", self._chat),
+                web.post("/v1/responses", self._responses),  # OpenAI's Responses API
+                web.post("/v1/messages", self._messages),  # Anthropic's Messages API
                 web.post("/reset_prefix_cache", self._reset),  # vLLM's name
                 web.post("/flush_cache", self._reset),  # SGLang's
             ]
@@ -144,9 +147,7 @@ class SimServer:
                 enc = st.encoder
                 if k >= s.output_len:
                     data = enc.token(WORDS_JSON[st.words.index(k - 1)], k, st.finish_json)
-                    if st.include_usage:
-                        data += enc.usage(k)
-                    data += DONE
+                    data += enc.end(k, st.include_usage, st.finish_reason)
                 else:
                     data = enc.token(WORDS_JSON[st.words.index(k - 1)], k)
                 # Stamped the instant before the write, which hands the bytes to the socket: no
@@ -169,12 +170,24 @@ class SimServer:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=False)
 
-    async def _generate(self, request: web.Request, chat: bool) -> web.StreamResponse:
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True, hosted="responses")
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=True, hosted="messages")
+
+    async def _generate(self, request: web.Request, chat: bool, hosted: str = "") -> web.StreamResponse:
+        """Every protocol's request: parse, stream (or answer whole), log its ground truth.
+        ``hosted``: "responses" or "messages", served by their own encoders."""
         arrival = now_ns()
-        rid = f"{'chatcmpl' if chat else 'cmpl'}-sim-{next(self._ids)}"
+        prefix = {"responses": "resp", "messages": "msg"}.get(hosted, "chatcmpl" if chat else "cmpl")
+        rid = f"{prefix}-sim-{next(self._ids)}"
         try:
             body = orjson.loads(await request.read())
-            st = parse_request(body, chat, self.config, rid, self.created)
+            if hosted:
+                st = parse_hosted(body, hosted, self.config, rid, self.created)
+            else:
+                st = parse_request(body, chat, self.config, rid, self.created)
         except orjson.JSONDecodeError as e:
             return _error(f"request body is not valid JSON: {e}", 400, rid)
         except BadRequest as e:
@@ -186,9 +199,10 @@ class SimServer:
                 headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
             )
             await resp.prepare(request)
-            if chat:
-                assert st.encoder is not None  # every streaming request has one
-                await resp.write(st.encoder.role())
+            assert st.encoder is not None  # every streaming request has one
+            first = st.encoder.start()  # chat's role chunk, the hosted APIs' opening events
+            if first:
+                await resp.write(first)
             st.response = resp
         seq = Seq(st.prompt_tokens, st.output_tokens, st.max_tokens, owner=st, block_hashes=st.block_hashes)
         st.seq = seq

@@ -29,7 +29,21 @@ def _usage(prompt: int, completion: int) -> bytes:
 
 
 class ChunkEncoder:
-    __slots__ = ("chat", "prompt_tokens", "continuous", "_head", "_mid", "_tail", "_envelope")
+    """One chat or completions stream. ``start``, ``token`` and ``end`` are what the engine loop
+    calls for every protocol (``hosted_sse.py`` has the others); the first ``n_reason`` tokens
+    of a chat answer go out as ``reasoning_content``."""
+
+    __slots__ = (
+        "chat",
+        "prompt_tokens",
+        "continuous",
+        "n_reason",
+        "_head",
+        "_rhead",
+        "_mid",
+        "_tail",
+        "_envelope",
+    )
 
     def __init__(
         self,
@@ -43,6 +57,7 @@ class ChunkEncoder:
         self.chat = chat
         self.prompt_tokens = prompt_tokens
         self.continuous = continuous_usage
+        self.n_reason = 0
         obj = "chat.completion.chunk" if chat else "text_completion"
         self._envelope = b'data: {"id":%s,"object":"%s","created":%d,"model":%s,' % (
             orjson.dumps(rid),
@@ -53,8 +68,13 @@ class ChunkEncoder:
         self._head = self._envelope + (
             b'"choices":[{"index":0,"delta":{"content":' if chat else b'"choices":[{"index":0,"text":'
         )
+        self._rhead = self._envelope + b'"choices":[{"index":0,"delta":{"reasoning_content":'
         self._mid = b'},"logprobs":null,"finish_reason":' if chat else b',"logprobs":null,"finish_reason":'
         self._tail = b',"stop_reason":null}]' if not chat else b"}]"
+
+    def start(self) -> bytes:
+        """What goes out when the request is accepted: chat's role-only chunk, else nothing."""
+        return self.role() if self.chat else b""
 
     def role(self) -> bytes:
         """The chat stream's first, role-only chunk."""
@@ -66,14 +86,14 @@ class ChunkEncoder:
 
     def token(self, word_json: bytes, completion_tokens: int, finish_reason: bytes = b"null") -> bytes:
         """A content chunk; ``finish_reason`` is JSON (``b'"length"'``) on the last one."""
+        head = self._rhead if completion_tokens <= self.n_reason else self._head
         return (
-            self._head
-            + word_json
-            + self._mid
-            + finish_reason
-            + self._tail
-            + self._usage_suffix(completion_tokens)
+            head + word_json + self._mid + finish_reason + self._tail + self._usage_suffix(completion_tokens)
         )
+
+    def end(self, completion_tokens: int, include_usage: bool, finish_reason: str = "length") -> bytes:
+        """After the last token: the usage chunk when asked for, then ``[DONE]``."""
+        return (self.usage(completion_tokens) if include_usage else b"") + DONE
 
     def usage(self, completion_tokens: int) -> bytes:
         """The final usage-only chunk (``choices: []``)."""

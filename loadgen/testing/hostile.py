@@ -69,6 +69,9 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     typed_choices_str     an event with ``"choices": "abc"``
     typed_delta_str       an event whose ``delta`` is a string (completions: a string choice)
     typed_usage_null      the usage chunk says ``"completion_tokens": null`` (always sent)
+    responses_*, messages_*  one fault per event shape of the Responses and Messages APIs
+                          (``hostile_hosted.py`` lists them); their paths answer every other
+                          mode with a well-formed stream of their own shape
 
 Like the simulator and the scripted server, this module imports nothing from the client side
 (only the standard library), so a bug shared between an encoder and a decoder cannot hide itself.
@@ -90,6 +93,7 @@ import time
 from typing import Any
 
 from loadgen.testing.hostile_events import full_completion, huge_text, stream_events
+from loadgen.testing.hostile_hosted import HOSTED_MODES, messages_events, responses_events
 from loadgen.testing.hostile_http import (
     Conn,
     Request,
@@ -135,9 +139,11 @@ MODES: tuple[str, ...] = (
     "typed_choices_str",
     "typed_delta_str",
     "typed_usage_null",
+    *HOSTED_MODES,
 )
 
-STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions"))
+HOSTED = {"/v1/responses": responses_events, "/v1/messages": messages_events}
+STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED))
 ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
 RETRY_AFTER_S = 7
 _KEEP_ALIVE = {"close_after_keepalive": "timeout=5, max=100", "keepalive_limits": "timeout=1, max=3"}
@@ -306,7 +312,11 @@ class HostileServer(ThreadedServer):
         if self.mode == "huge_event" and (self._huge is None or len(self._huge) != self.huge_bytes):
             self._huge = huge_text(self.huge_bytes)
         usage_on = bool((body.get("stream_options") or {}).get("include_usage"))
-        events = stream_events(self.mode, chat, base, n, usage_on, prompt_tokens, self._huge)
+        if req.path in HOSTED:  # the Responses or Messages shape, and its faults
+            turns = body.get("messages") or body.get("input")
+            events = HOSTED[req.path](self.mode, rid, n, len(json.dumps(turns).split()))
+        else:
+            events = stream_events(self.mode, chat, base, n, usage_on, prompt_tokens, self._huge)
         if not await self._send_stream(conn, req, rid, events):
             return False
         return await self._after_stream(conn)

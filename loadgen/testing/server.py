@@ -26,7 +26,8 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
                            test knows exactly which prompts of N change, whatever their order
 
 The OpenAI stream itself is ``openai_stream.py``. The same server also speaks Triton's generate
-extension and SGLang's native ``/generate`` (``native.py``), scripted the same way.
+extension and SGLang's native ``/generate`` (``native.py``), and the Responses and Anthropic
+Messages APIs (``hosted_stream.py``), scripted the same way.
 
 Like the simulator, this module imports nothing from the client side, so a bug shared between
 an encoder and a decoder cannot hide itself.
@@ -52,7 +53,8 @@ __all__ = ["StreamServer", "main", "make_app", "serve", "toy_token_count"]  # to
 
 def make_app(defaults: dict) -> Any:
     """The scripted server's aiohttp app: the OpenAI routes, its own service routes (models,
-    health, tokenize, the log) and Triton's and SGLang's native protocols, on one log."""
+    health, tokenize, the log), Triton's and SGLang's native protocols and the hosted APIs'
+    streams (Responses, Messages), on one log."""
     from aiohttp import web
 
     log = Log()
@@ -63,6 +65,9 @@ def make_app(defaults: dict) -> Any:
     from loadgen.testing.native import add_routes  # Triton's and SGLang's native protocols
 
     add_routes(app, defaults, log, counter)
+    from loadgen.testing import hosted_stream  # OpenAI's Responses API and Anthropic's Messages
+
+    hosted_stream.add_routes(app, defaults, log, counter)
     return app
 
 

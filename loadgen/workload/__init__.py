@@ -13,6 +13,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from loadgen.backends import registry
 from loadgen.config import LoadConfig, WorkloadConfig
 from loadgen.config.stages import Stage
 from loadgen.records import RequestSpec
@@ -54,6 +55,9 @@ class Workload:
     ):
         self.cfg = cfg
         self.endpoint = endpoint
+        # Chat, Responses, Messages: prompts go as messages (the protocol says so in the registry).
+        backend = registry.get(endpoint)
+        self.messages = backend is not None and backend.messages
         self.prompt_format = prompt_format
         path = tokenizer_path or cfg.prompt.tokenizer
         if tokenizer is None and path is not None:
@@ -186,8 +190,8 @@ class Workload:
             user, n_user = self._prompts.build(i, max(1, n_in - n_sys))
         total = n_sys + n_user
         messages = None
-        if self.endpoint == "chat":
-            # The chat endpoint takes text prompts only (the config rejects token_ids for it).
+        if self.messages:
+            # Message protocols take text prompts only (the config rejects token_ids for them).
             messages = chat_messages(cast(str, user), cast("str | None", system))
             prompt: str | list[int] = user
         elif system is None:

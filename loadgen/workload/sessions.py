@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from loadgen.backends import registry
 from loadgen.config import WorkloadConfig
 from loadgen.config.traffic import MAX_TURNS, SessionsConfig
 from loadgen.records import RequestSpec
@@ -46,7 +47,8 @@ class SessionPlan:
     ) -> None:
         """``shared(s)``: the prefix session ``s`` opens with (its group's system prompt)."""
         self.cfg, self._work, self._prompts = cfg, work, prompts
-        self._chat = endpoint == "chat"
+        backend = registry.get(endpoint)  # a protocol of messages (chat, responses, messages)?
+        self._chat = backend is not None and backend.messages
         self._shared = shared
 
     def _rng(self, *key: int) -> np.random.Generator:

@@ -247,3 +247,33 @@ def test_client_means_agree_with_server_histograms(
     assert -0.5 < d_ttft < 25.0 + srv["ttft_ms"], line
     assert -0.5 < d_e2e < 25.0 + 0.10 * srv["e2e_ms"], line
     assert abs(d_itl) < 0.25 * srv["itl_ms"], line
+
+
+@pytest.mark.parametrize("endpoint", ["responses", "messages"])
+def test_hosted_api_protocols_agree_with_the_server(vllm, vllm_profile, record_property, endpoint):
+    """vLLM's /v1/responses and /v1/messages: every request ok, prompts fitted to the exact
+    length (/tokenize with the chat template), output lengths equal the requested ones (the
+    stream's usage), one event per token for this model, and the mean TTFT agrees with vLLM's
+    own histogram within test_client_means_agree_with_server_histograms' bounds."""
+    before = histogram_sums(vllm.metrics_text())
+    res = run(
+        vllm_profile(
+            target__endpoint=endpoint,
+            workload__num_requests=16,
+            workload__output_tokens=32,
+            load__concurrency=4,
+            load__warmup_requests=0,
+            server_metrics__enabled=False,
+        )
+    )
+    srv = server_means(before, histogram_sums(vllm.metrics_text()))
+    assert res.summary["counts"]["ok"] == 16 == srv["requests"]
+    for r in res.records:
+        assert (r.token_source, r.output_tokens) == ("usage", r.requested_output_tokens)
+        assert (r.prompt_tokens_source, r.prompt_tokens) == ("usage", r.requested_prompt_tokens)
+        assert len(r.chunk_times_ns) <= r.output_tokens
+    d_ttft = res.summary["metrics"]["ttft_ms"]["mean"] - srv["ttft_ms"]
+    line = f"{endpoint}: TTFT client-minus-server {d_ttft:+.2f} ms (server mean {srv['ttft_ms']:.2f} ms)"
+    print("\n" + line)
+    record_property("ttft_client_minus_server_ms", round(d_ttft, 4))
+    assert -0.5 < d_ttft < 25.0 + srv["ttft_ms"], line

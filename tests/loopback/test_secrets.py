@@ -41,7 +41,7 @@ SECRETS = {
     "base64 of user:password": BASIC.rstrip("="),
     "secret header value": TENANT,
 }
-ECHOED = ("Authorization", "X-Tenant")
+ECHOED = ("Authorization", "X-Tenant", "x-api-key")
 
 
 def _echo(request: Any) -> str:
@@ -66,7 +66,7 @@ async def _handle(request: Any) -> Any:
             "sent": echo,
         }
     }
-    if mode == "deny_all" or (mode == "deny" and tail.endswith("completions")):
+    if mode == "deny_all" or (mode == "deny" and tail.endswith(("completions", "messages"))):
         return web.json_response(
             denied,
             status=401,
@@ -85,6 +85,8 @@ async def _handle(request: Any) -> Any:
         )
     if tail == "version":
         return web.json_response({"version": "1.0", "build": echo}, headers=headers)
+    if mode == "stream" and tail.endswith("v1/messages"):
+        return await _messages_stream(request, headers, echo)
     if mode == "stream" and tail.endswith("completions"):
         body = await request.json()
         chat = tail.endswith("chat/completions")
@@ -119,6 +121,26 @@ async def _handle(request: Any) -> Any:
     return web.json_response(
         {"error": {"message": f"no route {tail!r} for {echo}"}}, status=404, headers=headers
     )
+
+
+async def _messages_stream(request: Any, headers: dict[str, str], echo: str) -> Any:
+    """Anthropic's stream, the credentials echoed as the message id, the model and the text."""
+    from aiohttp import web
+
+    n = int((await request.json()).get("max_tokens") or 4)
+    resp = web.StreamResponse(headers={**headers, "Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    start = {"id": echo, "model": echo, "usage": {"input_tokens": 8, "output_tokens": 1}}
+    await resp.write(_sse({"type": "message_start", "message": start}))
+    for i in range(n):
+        delta = {"type": "text_delta", "text": f" w{i}"}
+        await resp.write(_sse({"type": "content_block_delta", "index": 0, "delta": delta}))
+    await resp.write(
+        _sse({"type": "message_delta", "delta": {"stop_reason": echo}, "usage": {"output_tokens": n}})
+    )
+    await resp.write(_sse({"type": "message_stop"}))
+    await resp.write_eof()
+    return resp
 
 
 @pytest.fixture(scope="module")
@@ -258,4 +280,40 @@ def test_secrets_echoed_by_a_refusing_probe_reach_no_console(
     assert "Traceback" not in console, console[-3000:]
     assert code == 2, f"exit {code}:\n{console[-3000:]}"
     leaks = (_file_leaks(out) if out.exists() else []) + _leaks(console, "the console")
+    assert not leaks, "secrets written out: " + "; ".join(leaks)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("mode", ["stream", "deny"])
+def test_the_messages_key_in_x_api_key_reaches_no_file(echo_server, tmp_path, monkeypatch, capsys, mode):
+    """--endpoint messages sends the key as x-api-key (no bearer token); a server that echoes it
+    (message id, model, stop reason, headers, a 401 body) gets it into no file and no console."""
+    url, args = _variant("api_key_env", f"{echo_server}/{mode}", tmp_path, monkeypatch)
+    out = tmp_path / "reports"
+    code = main(
+        [
+            "run",
+            *args,
+            "--endpoint",
+            "messages",
+            "--url",
+            url,
+            "--no-progress",
+            "--out",
+            str(out),
+            "--run-id",
+            "s",
+        ]
+    )
+    stdout, stderr = capsys.readouterr()
+    console = stdout + stderr
+    assert "Traceback" not in console and code == 0, console[-3000:]
+    records = [json.loads(line) for line in (out / "s" / "requests.jsonl").read_text().splitlines()]
+    if mode == "deny":
+        assert {r["error_class"] for r in records} == {"http_401"}
+    else:
+        # The echo of (Authorization, X-Tenant, x-api-key): no bearer token, the key scrubbed.
+        assert all(r["ok"] for r in records) and records[0]["response_id"] == " |  | ***", records[0]
+    assert (out / "s" / "report.html").exists()
+    leaks = _file_leaks(out) + _leaks(console, "the console")
     assert not leaks, "secrets written out: " + "; ".join(leaks)

@@ -24,7 +24,7 @@ from loadgen.report.conditions import server_rows
 from loadgen.server import fit
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads
 
-BUILT_IN = ("chat", "completions", "triton_generate", "sglang_generate")
+BUILT_IN = ("chat", "completions", "triton_generate", "sglang_generate", "responses", "messages")
 MINIMAL = {"workload.num_requests": 1, "load.concurrency": 1}
 
 
@@ -109,7 +109,7 @@ class TestTheRegistry:
     def test_fit_tokenize_endpoints_are_the_registry(self):
         """Prompts are fitted with /tokenize for the protocols that say the server can count them."""
         from_registry = registry.names(lambda b: b.server_tokenize)
-        assert fit.tokenize_endpoints() == from_registry == ("chat", "completions")
+        assert fit.tokenize_endpoints() == from_registry == ("chat", "completions", "responses", "messages")
 
     def test_a_taken_name_is_refused(self):
         """A second class for an existing protocol name is an error, not a silent replacement."""
