@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 
 from loadgen import metric_defs
+from loadgen.backends import registry
 from loadgen.config import Profile, load_profile
 from loadgen.config.shipped import resolve_profile
 from loadgen.errors import LoadgenError
@@ -125,9 +126,9 @@ async def run_cell(
                 await asyncio.to_thread(server.__enter__)
                 stack.callback(server.stop)
                 extra = {"serve_command": server.command, "server_version": server.version or "unknown"}
-            if b.reset and url is not None:
-                await reset(url, b.reset, api_key)
             profile = profile_for(exp, source, config, cell.repeat, folder, url, extra)
+            if b.reset and url is not None:
+                await reset(url, b.reset, api_key, profile.target.endpoint)
             res = await _watched_run(exp, profile, server, api_key, stop, status)
     except Exception as exc:  # noqa: BLE001 - whatever failed, fails this cell alone (scrubbed)
         if stop.is_set():  # a server start or a reset cut short by the user
@@ -191,9 +192,10 @@ async def _watched_run(
         await watcher
 
 
-async def reset(url: str, hooks: list[str], api_key: str | None) -> None:
-    """Each ``METHOD /path`` hook in turn; anything but a 2xx fails the cell."""
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+async def reset(url: str, hooks: list[str], api_key: str | None, endpoint: str) -> None:
+    """Each ``METHOD /path`` hook in turn, with the key as the cell's protocol sends it
+    (a bearer token, or Anthropic's x-api-key); anything but a 2xx fails the cell."""
+    headers = registry.backend(endpoint).auth_headers(api_key) if api_key else {}
     async with httpx.AsyncClient(timeout=30.0, headers=headers) as client:
         for hook in hooks:
             method, _, path = hook.strip().partition(" ")
