@@ -49,6 +49,7 @@ class RequestSpec:
     match: str = "exact"  # how the answer is scored against it: "exact" | "contains"
     session_id: int | None = None  # multi-turn: the conversation it belongs to
     turn: int | None = None  # multi-turn: its place in that conversation, from 1
+    model: str | None = None  # a LoRA mix's pick for it; None: the run's target.model
 
 
 @dataclass(slots=True)
@@ -94,6 +95,7 @@ class RequestRecord:
     stage: int = 0  # the load stage it belonged to (0 for a single-stage run)
     session_id: int | None = None  # multi-turn: the conversation, and the request's turn in it
     turn: int | None = None
+    model: str | None = None  # the model (adapter) it asked for, when the run mixes them
     # The quality axis, when the run keeps answers (output.answers) or scores them: a digest of
     # the exact prompt sent (runs compare answers only on identical prompts), the answer's
     # content as the streamed pieces (one a chunk, about one token each; cut to a budget),

@@ -129,7 +129,7 @@ class MessagesBackend(OpenAIBackend):
         turns = spec.messages if spec.messages is not None else [{"role": "user", "content": spec.prompt}]
         system = [str(m["content"]) for m in turns if m.get("role") == "system"]
         body: dict[str, Any] = {
-            "model": o.model,
+            "model": spec.model or o.model,
             "messages": [m for m in turns if m.get("role") != "system"],
             "max_tokens": spec.output_tokens,
             "stream": True,

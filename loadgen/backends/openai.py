@@ -44,6 +44,7 @@ class OpenAIBackend(StreamingBackend):
     opts: OpenAIOptions
     __slots__ = ()
     server_tokenize = True
+    model_mix = True  # every body names its model: a LoRA mix picks it per request
 
     @classmethod
     def options(cls, target: TargetLike, model: str) -> OpenAIOptions:
@@ -91,7 +92,11 @@ class OpenAIBackend(StreamingBackend):
 
     def body(self, spec: R.RequestSpec) -> dict[str, Any]:
         o = self.opts
-        body: dict[str, Any] = {"model": o.model, "max_tokens": spec.output_tokens, "stream": True}
+        body: dict[str, Any] = {
+            "model": spec.model or o.model,
+            "max_tokens": spec.output_tokens,
+            "stream": True,
+        }
         if self.messages:
             body["messages"] = spec.messages
         else:

@@ -127,7 +127,7 @@ class ResponsesBackend(OpenAIBackend):
     def body(self, spec: R.RequestSpec) -> dict[str, Any]:
         o = self.opts
         body: dict[str, Any] = {
-            "model": o.model,
+            "model": spec.model or o.model,
             "input": spec.messages if spec.messages is not None else spec.prompt,
             "max_output_tokens": spec.output_tokens,
             "stream": True,

@@ -1,5 +1,6 @@
 """The console's lines for the summary's blocks that add to a run's table: production-like
-traffic (accuracy, TTFT by turn, the prefix-cache hit rate) and the measurement's fidelity.
+traffic (accuracy, TTFT by turn, a LoRA mix's models, the prefix-cache hit rate) and the
+measurement's fidelity.
 
 Console text belongs to the CLI: ``analysis/`` returns the blocks as data, and these turn them
 into the sentences ``loadgen run`` prints (``cli.console``).
@@ -29,6 +30,12 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
             if t["ttft_ms"]["p50"] is not None
         )
         lines.append(f"sessions    {sess['sessions']}; TTFT p50 by turn (ms) {turns}")
+    for r in (summary.get("models") or {}).get("by_model") or []:
+        ttft = r["ttft_ms"]["p50"]
+        lines.append(
+            f"model {r['model']}  sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  TTFT p50 "
+            + ("-" if ttft is None else f"{ttft:.1f} ms")
+        )
     cache = (summary.get("server") or {}).get("prefix_cache") or {}
     hit = cache.get("hit_rate")
     if hit is not None and (hit > 0 or traffic.shares_prefix(summary)):

@@ -13,9 +13,11 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+from loadgen.backends import registry
 from loadgen.config.base import Arrival, Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
+from loadgen.config.mix import ModelMixField
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
 from loadgen.config.target import TargetConfig
@@ -91,6 +93,8 @@ class WorkloadConfig(StrictModel):
     tasks: TasksConfig | None = None
     prefix: PrefixConfig | None = None
     sessions: SessionsConfig | None = None
+    # A LoRA mix (mix.py): the model names requests ask for; absent, every one asks target.model.
+    models: ModelMixField | None = None
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -110,6 +114,8 @@ class WorkloadConfig(StrictModel):
                 "sessions",
                 f"build their turns from synthetic messages; remove workload.{sources[0]} or sessions",
             )
+        if self.sessions is not None and self.models is not None:
+            raise field_msg("models", "a mix draws a model a request; sessions are not mixed yet, remove one")
         return self
 
     @model_validator(mode="after")
@@ -253,6 +259,15 @@ class Profile(StrictModel):
                 "client",
                 "multi-turn sessions run in one process (a session's turns wait on each other's "
                 "answers); set client.workers: 1 (--workers 1) and no client.ray",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _mix_names_the_model(self):
+        if self.workload.models is not None and not registry.backend(self.target.endpoint).model_mix:
+            takes = ", ".join(registry.names(lambda b: b.model_mix))
+            raise field_msg(
+                "workload", f"models: endpoint {self.target.endpoint} names no model a request; use {takes}"
             )
         return self
 

@@ -140,6 +140,7 @@ class _Dispatch:
             stage=self._stage,
             session_id=spec.session_id,
             turn=spec.turn,
+            model=spec.model,
             prompt_hash=prompt_hash(spec) if policy.keep else None,
             answer=[] if read else None,
         )

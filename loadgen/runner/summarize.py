@@ -15,6 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen.analysis import curve, fidelity, metrics, saturation, traffic
+from loadgen.analysis.models import models as models_block
 from loadgen.analysis.precision import precision_block
 from loadgen.analysis.saturation import waiting_samples
 from loadgen.analysis.table import RecordTable
@@ -77,6 +78,12 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     sessions = traffic.sessions(table)
     if sessions is not None:
         summary["sessions"] = sessions
+    mix = profile.workload.models
+    by_model = None
+    if mix is not None:
+        by_model = models_block(table, mix.names, mix.choice, measured["window"]["seconds"], profile.sla)
+    if by_model is not None:
+        summary["models"] = by_model
     # The built-in simulator served: its log is the truth.
     truth = fidelity.assess(table, p.run_dir / GROUND_TRUTH) if p.target.sim_info is not None else None
     if truth is not None:

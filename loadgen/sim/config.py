@@ -62,6 +62,21 @@ class SimConfig(BaseModel):
         "reasoning_content, Responses' reasoning_text, Messages' thinking): a reasoning model",
     )
 
+    # LoRA adapters served beside the base model (vLLM's --lora-modules / --max-loras): a step
+    # that admits a request for an adapter not resident loads it first, evicting the least
+    # recently used when max_loras are resident, and the load costs lora_load_ms of that step.
+    lora_adapters: tuple[str, ...] = Field((), description="adapter names served beside the base model")
+    max_loras: int = Field(1, ge=1, description="adapters resident at once (vLLM's --max-loras)")
+    lora_load_ms: float = Field(0.0, ge=0, le=3.6e6, description="cost of loading a non-resident adapter")
+
+    @field_validator("lora_adapters")
+    @classmethod
+    def _unique_adapters(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        dup = sorted({n for n in v if v.count(n) > 1 or not n})
+        if dup:
+            raise ValueError(f"adapter names must be unique and non-empty; repeated or empty: {dup}")
+        return v
+
     @field_validator("preset")
     @classmethod
     def _known_preset(cls, v: str) -> str:
@@ -88,6 +103,8 @@ class SimConfig(BaseModel):
                 f"max_model_len: {self.max_model_len} exceeds the model's context length; "
                 f"valid: 1..{self.parsed.model.max_context}"
             )
+        if self.served_model_name in self.lora_adapters:
+            raise ValueError(f"lora_adapters: {self.served_model_name!r} is the base model's name")
         if self.num_blocks * self.block_size < self.context_len:
             raise ValueError(
                 f"max_model_len: one {self.context_len}-token sequence needs more KV cache than "

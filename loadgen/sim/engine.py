@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .adapters import AdapterSlots
 from .config import SimConfig
 from .prefix_cache import PrefixCache
 
@@ -45,6 +46,7 @@ class Seq:
         "block_hashes",
         "cached_tokens",
         "owner",
+        "adapter",
         "arrival_vns",
         "admitted_vns",
         "token_vns",
@@ -57,6 +59,7 @@ class Seq:
         reserve_len: int | None = None,
         owner: Any = None,
         block_hashes: Sequence[int] = (),
+        adapter: str | None = None,
     ):
         self.prompt_len = prompt_len
         self.output_len = output_len  # tokens it will generate before stopping
@@ -67,6 +70,7 @@ class Seq:
         self.block_hashes = block_hashes  # of its prompt's full blocks; () never hits
         self.cached_tokens = 0  # its prefix-cache hit, set at admission
         self.owner = owner
+        self.adapter = adapter  # the LoRA adapter it asked for; None: the base model
         self.arrival_vns = 0
         self.admitted_vns = -1
         self.token_vns: list[int] | None = None  # filled by simulate() only
@@ -97,6 +101,7 @@ class Engine:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.prefix_cache = PrefixCache(self.total_blocks, self.block_size) if config.prefix_caching else None
+        self.adapters = AdapterSlots(config.max_loras, round(config.lora_load_ms * 1e6))
 
     # --- state -------------------------------------------------------------------------------
     @property
@@ -183,7 +188,7 @@ class Engine:
             if done:
                 self.prefilling = [s for s in self.prefilling if s.prefilled < s.prompt_len]
                 self._start_decoding(done, emitted)
-        duration_ns = round(duration * 1e9)
+        duration_ns = round(duration * 1e9) + self.adapters.take_cost()
         self.now_ns += duration_ns
         finished = self._advance(emitted)
         return Step(duration_ns, emitted, finished, admitted)
@@ -201,6 +206,7 @@ class Engine:
         if self.prefix_cache is not None:
             s.cached_tokens = s.prefilled = self.prefix_cache.admit(s.block_hashes, s.prompt_len)
         s.admitted_vns = self.now_ns
+        self.adapters.use(s.adapter)
         self.prefilling.append(s)
         return s
 

@@ -47,6 +47,7 @@ class RequestState:
         "include_usage",
         "created",
         "model",
+        "adapter",
         "prompt_tokens",
         "max_tokens",
         "output_tokens",
@@ -83,6 +84,7 @@ class RequestState:
         self.endpoint = "chat" if chat else "completions"
         self.include_usage = include_usage
         self.created, self.model = created, model
+        self.adapter: str | None = None  # the LoRA adapter asked for; None: the base model
         self.prompt_tokens, self.max_tokens, self.output_tokens = prompt_tokens, max_tokens, output_tokens
         self.finish_reason = "length" if output_tokens >= max_tokens else "stop"
         self.finish_json = orjson.dumps(self.finish_reason)
@@ -142,6 +144,7 @@ class RequestState:
         return {
             "id": self.rid,
             "endpoint": self.endpoint,
+            "model": self.model,
             "stream": self.stream,
             "arrival_ns": self.arrival_ns,
             "admitted_ns": admitted,
@@ -200,8 +203,9 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
     model = config.served_model_name
-    if body.get("model") not in (None, model):
-        raise BadRequest(f"The model `{body.get('model')}` does not exist.", 404, "NotFoundError", "model")
+    asked = body.get("model")
+    if asked not in (None, model) and asked not in config.lora_adapters:
+        raise BadRequest(f"The model `{asked}` does not exist.", 404, "NotFoundError", "model")
     if body.get("n", 1) != 1:
         raise BadRequest("the simulator supports n=1 only", param="n")
     tokens, key = _prompt(body, chat)
@@ -237,9 +241,21 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         raise BadRequest("stream_options must be an object", param="stream_options")
     include_usage = stream and bool(opts.get("include_usage"))
     continuous = include_usage and bool(opts.get("continuous_usage_stats"))  # as vLLM
+    adapter = asked if asked in config.lora_adapters else None
     state = RequestState(
-        rid, chat, stream, include_usage, continuous, created, model, prompt_tokens, max_tokens, out, words
+        rid,
+        chat,
+        stream,
+        include_usage,
+        continuous,
+        created,
+        adapter or model,
+        prompt_tokens,
+        max_tokens,
+        out,
+        words,
     )
+    state.adapter = adapter
     if state.encoder is not None and chat:
         state.encoder.n_reason = min(config.reasoning_tokens, out)
     # Hashed here, in the handler, not in the engine loop that paces every stream.

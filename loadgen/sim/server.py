@@ -204,7 +204,14 @@ class SimServer:
             if first:
                 await resp.write(first)
             st.response = resp
-        seq = Seq(st.prompt_tokens, st.output_tokens, st.max_tokens, owner=st, block_hashes=st.block_hashes)
+        seq = Seq(
+            st.prompt_tokens,
+            st.output_tokens,
+            st.max_tokens,
+            owner=st,
+            block_hashes=st.block_hashes,
+            adapter=st.adapter,
+        )
         st.seq = seq
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         st.done = done
@@ -274,7 +281,9 @@ class SimServer:
             "parent": None,
             "max_model_len": self.config.context_len,
         }
-        return _json({"object": "list", "data": [card]})
+        # Adapters as vLLM lists its --lora-modules: their own id, the base as parent.
+        loras = [{**card, "id": a, "root": a, "parent": name} for a in self.config.lora_adapters]
+        return _json({"object": "list", "data": [card, *loras]})
 
     async def _version(self, request: web.Request) -> web.Response:
         return _json({"version": VERSION, "server": "loadgen-sim", "preset": self.config.preset})

@@ -22,6 +22,7 @@ from loadgen.summary.conditions import ConditionsTraffic
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.datasets import word_count
 from loadgen.workload.lengths import describe, sample_lengths
+from loadgen.workload.models import ModelPicker
 from loadgen.workload.prompts import (
     TextPrompts,
     TokenIdPrompts,
@@ -88,6 +89,7 @@ class Workload:
         elif cfg.tasks is not None:
             self._source = TaskSource(cfg.tasks, cfg.seed)
         self._groups = PrefixGroups(cfg.prefix, cfg.seed, self._prompts) if cfg.prefix else None
+        self._models = ModelPicker(cfg.models, cfg.seed) if cfg.models is not None else None
         self.sessions: SessionPlan | None = None
         if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
             self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)
@@ -204,7 +206,8 @@ class Workload:
                 total = self._prompts.count(prompt)
         if isinstance(self._prompts, TokenizerPrompts):
             self._prompt_tokens[i] = total
-        return RequestSpec(i, prompt, messages, total, n_out, expected, match)
+        model = self._models.model(i) if self._models is not None else None
+        return RequestSpec(i, prompt, messages, total, n_out, expected, match, model=model)
 
     def take(self, n: int) -> tuple[RequestSpec, ...]:
         """Requests 0..n-1."""
