@@ -126,7 +126,8 @@ def _message(err: Mapping[str, Any], path: str, tp: Any, root: type) -> str:
         msg = str(ctx.get("error", err["msg"]))
         if msg.startswith("@"):
             field, _, msg = msg[1:].partition(": ")
-            path = f"{path}.{field}" if path else field
+            # A check on the whole profile names its section itself: no "(top level)." before it.
+            path = f"{path}.{field}" if path and path != TOP else field
         return f"{path}: {msg}" if path else msg
     base = kind.split("_")[0]
     if base in _EXPECTED:
@@ -134,12 +135,15 @@ def _message(err: Mapping[str, Any], path: str, tp: Any, root: type) -> str:
     return f"{path}: {err['msg']}" + (f" (got {_show(got)})" if "input" in err else "")
 
 
+TOP = "(top level)"
+
+
 def render_validation_error(exc: ValidationError, root: type) -> list[str]:
     """One friendly line per pydantic error, each starting with its dotted YAML path."""
     out = []
     for err in exc.errors(include_url=False):
         path, tp = _walk(root, err["loc"])
-        line = _message(err, path or "(top level)", tp, root)
+        line = _message(err, path or TOP, tp, root)
         if line not in out:
             out.append(line)
     return out

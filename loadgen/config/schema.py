@@ -267,7 +267,8 @@ class Profile(StrictModel):
         if self.workload.models is not None and not registry.backend(self.target.endpoint).model_mix:
             takes = ", ".join(registry.names(lambda b: b.model_mix))
             raise field_msg(
-                "workload", f"models: endpoint {self.target.endpoint} names no model a request; use {takes}"
+                "workload.models",
+                f"endpoint {self.target.endpoint} does not name the model per request; use {takes}",
             )
         return self
 
