@@ -59,6 +59,7 @@ CSV_COLUMNS = [
     "stage",
     "session_id",
     "turn",
+    "model",
     "prompt_hash",
     "answer_truncated",
     "correct",
