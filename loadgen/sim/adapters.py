@@ -13,13 +13,12 @@ from collections import OrderedDict
 
 
 class AdapterSlots:
-    """``max_loras`` resident adapters in LRU order; loads are counted and charged per step."""
+    """``max_loras`` resident adapters in LRU order; each load is charged to the step admitting it."""
 
     def __init__(self, max_loras: int, load_ns: int) -> None:
         self.max_loras = max_loras
         self.load_ns = load_ns
         self.resident: OrderedDict[str, None] = OrderedDict()
-        self.loads_total = 0
         self._pending_ns = 0
 
     def use(self, adapter: str | None) -> None:
@@ -32,7 +31,6 @@ class AdapterSlots:
         if len(self.resident) >= self.max_loras:
             self.resident.popitem(last=False)
         self.resident[adapter] = None
-        self.loads_total += 1
         self._pending_ns += self.load_ns
 
     def take_cost(self) -> int:
