@@ -69,6 +69,16 @@ def reset_connection(request: Any) -> None:
     request.transport.abort()
 
 
+async def end_stream(resp: Any, entry: dict, data: bytes = b"") -> Any:
+    """Write ``data`` (a last event, a fault's bytes), stamp the log entry's end and close the
+    stream: how every scripted stream ends, so the log's ``end_ns`` means the same in each."""
+    if data:
+        await resp.write(data)
+    entry["end_ns"] = time.perf_counter_ns()
+    await resp.write_eof()
+    return resp
+
+
 async def pace_until(deadline_ns: int) -> None:
     """Sleep until ``deadline_ns`` (perf_counter_ns), never before it: event-loop timers can
     fire a little early, and a token sent early would make a client look faster than it is."""

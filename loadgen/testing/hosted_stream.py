@@ -30,12 +30,13 @@ Like the rest of the scripted server, it imports nothing from the client side.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import time
 from typing import Any
 
-from loadgen.testing.common import WORDS, Log, pace_until, reset_connection, scripted
+from loadgen.testing.common import WORDS, Log, end_stream, pace_until, reset_connection, scripted
 
 
 def _ev(name: str, obj: dict[str, Any]) -> bytes:
@@ -207,12 +208,7 @@ async def _play(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_ns
     )
     entry["messages"] = turns  # as received (Messages: its system field as the first turn)
 
-    async def end(data: bytes = b"") -> Any:
-        if data:
-            await resp.write(data)
-        entry["end_ns"] = time.perf_counter_ns()
-        await resp.write_eof()
-        return resp
+    end = functools.partial(end_stream, resp, entry)
 
     if fail_kind == "garbage":
         return await end(b"this is not an event stream\n\n")

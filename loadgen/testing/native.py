@@ -25,12 +25,13 @@ log by the ``x-request-id`` response header (Triton) or ``meta_info.id`` (SGLang
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from loadgen.testing.common import WORDS, Log, event, pace_until, reset_connection, scripted
+from loadgen.testing.common import WORDS, Log, end_stream, event, pace_until, reset_connection, scripted
 
 _TRT_FIELDS = {
     "context_logits": 0.0,
@@ -115,12 +116,7 @@ async def _play(
     await resp.prepare(request)
     entry = log.open(rid, recv_ns, request, prompt_tokens)
 
-    async def end(data: bytes = b"") -> Any:
-        if data:
-            await resp.write(data)
-        entry["end_ns"] = time.perf_counter_ns()
-        await resp.write_eof()
-        return resp
+    end = functools.partial(end_stream, resp, entry)
 
     if fail_kind == "garbage":
         return await end(b"this is not an event stream\n\n")

@@ -16,7 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from loadgen.testing.common import WORDS, Log, answer_pieces, event, pace_until, prompt_text, reset_connection
+from loadgen.testing.common import (
+    WORDS,
+    Log,
+    answer_pieces,
+    end_stream,
+    event,
+    pace_until,
+    prompt_text,
+    reset_connection,
+)
 
 Chunk = Callable[..., bytes]  # (choice, usage=None) -> one SSE event of this response
 
@@ -115,9 +124,7 @@ async def stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_n
         if sent is None:  # the script's fault ended the stream
             return resp
         await _finish(resp, p, chunk, sent)
-        entry["end_ns"] = time.perf_counter_ns()
-        await resp.write_eof()
-        return resp
+        return await end_stream(resp, entry)
     finally:
         entry["answer"] = "".join(content)
 
@@ -206,8 +213,7 @@ async def _fault(request: Any, resp: Any, p: Plan, entry: dict, content: list[st
         await resp.write(event({"error": {"message": "scripted in-stream error", "code": 500}}))
     else:
         return False
-    entry["end_ns"] = time.perf_counter_ns()
-    await resp.write_eof()
+    await end_stream(resp, entry)
     return True
 
 
