@@ -31,9 +31,8 @@ from typing import Any, ClassVar
 import orjson
 
 from loadgen import records as R
-from loadgen.backends.openai import OpenAIBackend
+from loadgen.backends.openai import OpenAIBackend, usage_count
 from loadgen.backends.registry import register
-from loadgen.backends.responses import usage_count
 from loadgen.backends.stream import Live, SSEResponse, fail
 
 ANTHROPIC_VERSION = "2023-06-01"

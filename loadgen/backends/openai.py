@@ -29,7 +29,7 @@ from loadgen.backends.stream import Live, SSEResponse
 from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
 
-__all__ = ["ChatBackend", "CompletionsBackend", "Live", "OpenAIBackend", "OpenAIOptions"]
+__all__ = ["ChatBackend", "CompletionsBackend", "Live", "OpenAIBackend", "OpenAIOptions", "usage_count"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,8 +188,8 @@ class _Stream(SSEResponse):
             rec.server_predicted_tokens = n if isinstance(n, int) and not isinstance(n, bool) else None
         usage = self.usage
         if usage:
-            rec.output_tokens = _count(usage, "completion_tokens")
-            rec.prompt_tokens = _count(usage, "prompt_tokens")
+            rec.output_tokens = usage_count(usage, "completion_tokens")
+            rec.prompt_tokens = usage_count(usage, "prompt_tokens")
         if self.continuous:
             rec.token_source = "continuous_usage"
         elif usage and rec.output_tokens is not None:
@@ -248,7 +248,7 @@ def _ms(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
 
 
-def _count(usage: dict[str, Any], key: str) -> int | None:
+def usage_count(usage: dict[str, Any], key: str) -> int | None:
     """A usage count: absent is None; present, it must be a non-negative integer (a null or a
     string there is a malformed stream, not a missing count)."""
     if key not in usage:

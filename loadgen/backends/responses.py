@@ -29,7 +29,7 @@ from typing import Any
 import orjson
 
 from loadgen import records as R
-from loadgen.backends.openai import OpenAIBackend
+from loadgen.backends.openai import OpenAIBackend, usage_count
 from loadgen.backends.registry import register
 from loadgen.backends.stream import Live, SSEResponse, fail
 
@@ -99,16 +99,6 @@ class _ResponsesStream(SSEResponse):
             rec.prompt_tokens = usage_count(usage, "input_tokens")
             if rec.output_tokens is not None:
                 rec.token_source = "usage"
-
-
-def usage_count(usage: dict[str, Any], key: str) -> int | None:
-    """A usage count: absent is None; present, a non-negative integer or the stream is malformed."""
-    if key not in usage:
-        return None
-    v = usage[key]
-    if not isinstance(v, int) or isinstance(v, bool) or v < 0:
-        raise TypeError(f"usage.{key} is {v!r}, not a count")
-    return v
 
 
 @register
