@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 now_ns = time.perf_counter_ns
@@ -41,3 +41,50 @@ def run_loop(coro: Coroutine[Any, Any, _T]) -> _T:
     except ImportError:
         return asyncio.run(coro)
     return uvloop.run(coro)
+
+
+async def wait_for(aw: Awaitable[_T], timeout_s: float | None) -> _T:
+    """``asyncio.wait_for`` that never swallows the caller's own cancellation.
+
+    Before Python 3.12, a cancel that lands in the same loop turn as the awaited operation ends
+    is dropped: wait_for returns its result, or raises its error, and the task runs on as if
+    never cancelled (gh-86296). A connect refused in microseconds makes that turn common: a
+    stopped run's slot then kept sending into a closed records file. Here a cancel that
+    arrived during the wait is raised whatever the operation did."""
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # 3.11+; 3.10 cannot tell
+    before = cancelling() if cancelling is not None else 0
+    try:
+        result = await asyncio.wait_for(aw, timeout_s)
+    except asyncio.CancelledError:
+        raise
+    except BaseException:
+        if cancelling is not None and cancelling() > before:
+            raise asyncio.CancelledError() from None
+        raise
+    if cancelling is not None and cancelling() > before:
+        raise asyncio.CancelledError()
+    return result
+
+
+async def run_together(coros: Iterable[Coroutine[Any, Any, Any]]) -> None:
+    """Run ``coros`` as tasks until all return; when one fails or the caller is cancelled, cancel
+    the others and wait until every one has ended before raising.
+
+    ``asyncio.gather`` returns as soon as one child is cancelled or fails while the others run
+    on, unowned: a load's slots outliving their stage would send after the run closed its
+    records."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        await cancel_all(tasks)
+
+
+async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
+    """Cancel ``tasks`` and wait until every one has ended (its ``finally`` blocks run)."""
+    pending = [t for t in tasks if not t.done()]
+    for t in pending:
+        t.cancel()
+    if pending:
+        await asyncio.wait(pending)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from loadgen.backends.stream import Live
-from loadgen.clock import now_ns, sleep_until
+from loadgen.clock import cancel_all, now_ns, sleep_until
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner.answers import NO_ANSWERS, AnswerPolicy, prompt_hash, settle_answer
 from loadgen.runner.shapes import Answer, LoadShape
@@ -102,6 +102,7 @@ class _Dispatch:
         self._ramp_end_ns = res.started_ns + int(limits.ramp_s * 1e9)
         self._end_ns = None if limits.duration_s is None else res.started_ns + int(limits.duration_s * 1e9)
         self.in_flight: set[asyncio.Task[Any]] = set()
+        self.stopping = False  # set once the run stops: no shape may send after it
 
     @property
     def started_ns(self) -> int:
@@ -111,6 +112,8 @@ class _Dispatch:
         return self._ids
 
     def past_end(self, t_ns: int) -> bool:
+        if self.stopping:
+            return True
         until = self._limits.until
         if until is not None and until.reached:
             self._res.precise, self._res.until_at_stop = True, until.last
@@ -218,15 +221,13 @@ async def drive(
     try:
         await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
     finally:
+        dispatch.stopping = True
         if not main.done():
             res.interrupted = True
-            main.cancel()
-            for t in list(dispatch.in_flight):
-                t.cancel()
-            await asyncio.gather(main, *dispatch.in_flight, return_exceptions=True)
-        stopper.cancel()
-        prober.cancel()
-        await asyncio.gather(stopper, prober, return_exceptions=True)
+        # The shape and every request it spawned end here, records written, before the caller
+        # may close the records file.
+        await cancel_all([main, *dispatch.in_flight])
+        await cancel_all([stopper, prober])
     if main.done() and not main.cancelled() and main.exception() is not None:
         raise main.exception()  # type: ignore[misc]
     res.ended_ns = now_ns()

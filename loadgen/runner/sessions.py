@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from loadgen.clock import now_ns, sleep_until
+from loadgen.clock import cancel_all, now_ns, run_together, sleep_until
 from loadgen.runner.shapes import Dispatcher
 from loadgen.workload.sessions import SessionPlan, Turn
 
@@ -42,7 +42,7 @@ class Sessions:
                 while await self._session(d, ids, next(numbers), now_ns()):
                     pass
 
-            await asyncio.gather(*(slot() for _ in range(self.concurrency)))
+            await run_together(slot() for _ in range(self.concurrency))
             return
         assert self.schedule_ns is not None  # open loop: session arrivals
         tasks: set[asyncio.Task[bool]] = set()
@@ -60,8 +60,7 @@ class Sessions:
                 task.add_done_callback(tasks.discard)
             await asyncio.gather(*tasks)
         finally:
-            for t in tasks:
-                t.cancel()
+            await cancel_all(list(tasks))
 
     async def _session(self, d: Dispatcher, ids: Iterator[int], s: int, t_ready: int) -> bool:
         """Run session ``s`` to its end; False when the run has no ids or time left for it."""

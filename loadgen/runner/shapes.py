@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from loadgen.clock import now_ns, sleep_until
+from loadgen.clock import now_ns, run_together, sleep_until
 from loadgen.records import RequestSpec
 
 
@@ -99,7 +99,7 @@ class ClosedLoop:
                     return
                 await d.send(i, t)
 
-        await asyncio.gather(*(slot(k) for k in range(n)))
+        await run_together(slot(k) for k in range(n))
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.clock import wait_for
 from loadgen.workload.prompts import WORDS
 
 _MAX_ROUNDS = 12
@@ -45,7 +46,7 @@ class _Collect:
 async def post_json(transport: Any, path: str, obj: Any, timeout_s: float = 10.0) -> tuple[int, Any]:
     """POST a JSON body, return (status, parsed JSON or None)."""
     sink = _Collect()
-    await asyncio.wait_for(transport.post_stream(path, orjson.dumps(obj), sink), timeout_s)
+    await wait_for(transport.post_stream(path, orjson.dumps(obj), sink), timeout_s)
     try:
         return sink.status, orjson.loads(b"".join(sink.parts))
     except orjson.JSONDecodeError:

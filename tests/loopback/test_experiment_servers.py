@@ -9,8 +9,6 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from loadgen.sim import SimConfig, SimProcess
 
 from helpers import alive_with, cli
@@ -101,11 +99,6 @@ backends:
     assert alive_with(marker) == []
     assert "1. good" in done.stdout
     dies = cells["dies/repeat-1"]["error"]
-    if "[Errno 9] cannot write" in dies:  # only this signature; anything else still fails below
-        pytest.xfail(
-            "open defect (session 10 note): when the server dies mid-cell, the cell's run sometimes "
-            "stops on EBADF writing its requests.jsonl instead of ending on the server's exit"
-        )
     assert "exited with code 9 during the cell" in dies
     assert "MARKER-dies: serving" in dies
 

@@ -128,3 +128,45 @@ class TestStop:
         assert not res.interrupted
         assert 3 <= len(res.records) <= 6
         assert all(r.ok for r in res.records)
+
+
+class RefusedBackend:
+    """Every request fails at once (a dead server refusing connections); requests with odd ids
+    swallow a cancel that lands on them, as a stdlib wait_for before 3.12 may."""
+
+    def __init__(self) -> None:
+        self.live = Live()
+        self.sent = 0
+
+    async def send(self, spec: RequestSpec, rec: RequestRecord) -> None:
+        self.sent += 1
+        rec.t_send_ns = now_ns()
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            if spec.id % 2 == 0:
+                raise
+        rec.ok, rec.error_class, rec.t_end_ns = False, "connect", now_ns()
+
+
+class TestStopping:
+    def test_no_slot_sends_after_a_stopped_drive_returned(self):
+        """Stopped after 200 records against a server refusing at once: when drive returns,
+        every record is written and no slot sends again (one that swallowed its cancel used to
+        run on, writing into a closed records file)."""
+
+        async def main() -> tuple[int, int, int]:
+            backend, written, stop = RefusedBackend(), [], asyncio.Event()
+
+            def keep(rec: RequestRecord) -> None:
+                written.append(rec)
+                if len(written) == 200:
+                    stop.set()
+
+            await drive(Specs(), backend, ClosedLoop(2), Limits(duration_s=30), on_record=keep, stop=stop)
+            at_return = (backend.sent, len(written))
+            await asyncio.sleep(0.05)
+            return *at_return, backend.sent
+
+        sent, written, sent_later = run(main())
+        assert sent_later == sent == written

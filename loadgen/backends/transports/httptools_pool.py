@@ -29,7 +29,7 @@ from loadgen.backends.transports.base import (
     tls_context,
 )
 from loadgen.backends.transports.httptools_conn import HttptoolsConn, ReadBatch
-from loadgen.clock import now_ns
+from loadgen.clock import now_ns, wait_for
 
 _WATCHDOG_S = 0.25
 # A TLS handshake that has not finished in this long will not: a plain-HTTP server waits for a
@@ -72,7 +72,7 @@ class HttptoolsTransport:
     async def get(self, path: str, timeout_s: float = 5.0) -> tuple[int, Mapping[str, str], bytes]:
         sink = _Collect()
         request = b"GET " + self._prefix + path.encode() + b" HTTP/1.1\r\n" + self._head + b"\r\n"
-        await asyncio.wait_for(self._request(request, sink), timeout_s)
+        await wait_for(self._request(request, sink), timeout_s)
         return sink.status, sink.headers, b"".join(sink.parts)
 
     async def _request(self, request: bytes, consumer: Consumer) -> None:
@@ -129,7 +129,7 @@ class HttptoolsTransport:
         where = f"{self._host}:{self._port}"
         handshake_s = None if self._ssl is None else min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s)
         try:
-            _, conn = await asyncio.wait_for(
+            _, conn = await wait_for(
                 loop.create_connection(
                     lambda: HttptoolsConn(self._batch),
                     self._host,
