@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -27,6 +28,7 @@ __all__ = [
     "load_records",
     "load_summary",
     "load_table",
+    "write_json_atomic",
     "write_summary",
 ]
 SUMMARY = "summary.json"
@@ -34,12 +36,17 @@ REQUESTS = "requests.jsonl"
 GROUND_TRUTH = "ground_truth.jsonl"
 
 
-def write_summary(run_dir: Path, summary: Summary) -> Path:
-    path = Path(run_dir) / SUMMARY
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-    tmp.replace(path)  # a reader never sees half a summary
+def write_json_atomic(path: Path, data: Any) -> Path:
+    """``data`` as indented JSON at ``path``, through a temporary file renamed over it: a
+    reader (or a run resumed after ``kill -9``) sees the old file or the new one, never half."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    tmp.replace(path)
     return path
+
+
+def write_summary(run_dir: Path, summary: Summary) -> Path:
+    return write_json_atomic(Path(run_dir) / SUMMARY, summary)
 
 
 def _run_dir(path: str | Path) -> Path:

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.analysis.runs import write_json_atomic
 from loadgen.errors import ConfigError
 from loadgen.experiment.cells import Cell, Config
 from loadgen.report.experiment import EXPERIMENT
@@ -103,10 +104,7 @@ class State:
 
     def save(self) -> None:
         self.data["updated_at"] = now()
-        path = self.folder / EXPERIMENT
-        tmp = path.with_name(EXPERIMENT + ".tmp")
-        tmp.write_bytes(orjson.dumps(self.data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
-        tmp.replace(path)
+        write_json_atomic(self.folder / EXPERIMENT, self.data)
 
     def cell(self, cell_id: str) -> dict[str, Any]:
         cell: dict[str, Any] = self.data["cells"][cell_id]
