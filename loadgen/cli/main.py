@@ -280,3 +280,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return die(str(exc))
     except SystemExit as exc:
         return int(exc.code or 0)
+    except BrokenPipeError:  # `loadgen ... | head`: the reader left; no traceback, and none at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
