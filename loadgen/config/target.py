@@ -21,6 +21,23 @@ from loadgen.config.base import StrDict, StrictModel, existing_file, field_msg
 # RFC 9110 token characters: what a header name may be made of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+RESET_METHODS = ("POST", "GET")  # what a reset hook may send: the transports speak both
+
+
+def reset_hook(hook: str) -> tuple[str, str]:
+    """``"POST /reset_prefix_cache"`` (or a bare path, POSTed) as (method, path); ValueError
+    saying the form when it is not one."""
+    method, _, path = hook.strip().rpartition(" ")
+    method = method.strip().upper() or "POST"
+    if method not in RESET_METHODS or not path.startswith("/") or _CONTROL.search(path) or "://" in path:
+        raise ValueError(
+            f"{hook[:60]!r} is not a reset hook: write a path on the target starting with /, "
+            "optionally after POST or GET, such as /reset_prefix_cache (vLLM) or "
+            "'POST /flush_cache' (SGLang)"
+        )
+    return method, path
+
+
 _ENV_NAME = re.compile(r"^(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)$")
 
 
@@ -56,20 +73,21 @@ class TargetConfig(StrictModel):
     # Headers whose values are secrets beyond the usual ones (Authorization, X-Api-Key, cookies,
     # any name with key/token/secret/auth...): their values are scrubbed from every stored file.
     secret_headers: tuple[str, ...] = ()
-    # A path POSTed (with the run's headers, credentials included) before the load starts, and
+    # Hooks run (with the run's headers, credentials included) before the load starts, and
     # before each repeat: the server's cache flush, so no run inherits the last one's warm prefix
-    # cache. vLLM: /reset_prefix_cache; SGLang: /flush_cache (the built-in simulator serves both).
-    reset_path: str | None = None
+    # cache. Each is "METHOD /path" (POST or GET) or a bare "/path" (POST); one or a list.
+    # vLLM: /reset_prefix_cache; SGLang: /flush_cache (the built-in simulator serves both).
+    reset_path: tuple[str, ...] | None = None
+
+    @field_validator("reset_path", mode="before")
+    @classmethod
+    def _one_or_more(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
 
     @field_validator("reset_path")
     @classmethod
-    def _path_only(cls, v: str | None) -> str | None:
-        if v is not None and (not v.startswith("/") or _CONTROL.search(v) or " " in v or "://" in v):
-            raise ValueError(
-                f"{v[:60]!r} is not a path on the target; write one starting with /, such as "
-                "/reset_prefix_cache (vLLM) or /flush_cache (SGLang)"
-            )
-        return v
+    def _hooks(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if not v else tuple(" ".join(reset_hook(h)) for h in v)
 
     @field_validator("url")
     @classmethod

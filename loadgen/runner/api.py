@@ -92,7 +92,7 @@ async def _run_once(
         target = target_for(profile, url, api_key, sim_info)
         if profile.target.reset_path:
             await reset_server(profile.target.transport, target, profile.target.reset_path)
-            status(f"reset: POST {profile.target.reset_path} answered")
+            status(f"reset: {', '.join(profile.target.reset_path)} answered")
         if profile.load.until and (profile.client.ray or resolve_workers(profile.client.workers) > 1):
             raise RunError(
                 "load.until (--until) is checked as records finish in one process: run it without "

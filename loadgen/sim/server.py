@@ -78,7 +78,8 @@ class SimServer:
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
                 web.post("/v1/messages", self._messages),  # Anthropic's Messages API
                 web.post("/reset_prefix_cache", self._reset),  # vLLM's name
-                web.post("/flush_cache", self._reset),  # SGLang's
+                web.post("/flush_cache", self._reset),  # SGLang's (GET or POST)
+                web.get("/flush_cache", self._reset),
             ]
         )
         runner = self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
