@@ -12,6 +12,7 @@ import base64
 import contextlib
 import datetime as dt
 import errno
+import math
 import re
 import secrets
 from collections.abc import Callable, Iterator
@@ -130,7 +131,7 @@ async def prepare(
         if schedule is not None:  # a trace: as many requests as its window holds
             total = len(schedule)
         specs, prompt_fit = await fit.fit_for_profile(
-            profile, transport, probe.model, workload, total, status
+            profile, transport, probe.model, workload, total, status, plausible_total(stages)
         )
         server = server_conditions(backend_cls, probe)
         # A session's turns are built from their history as the run goes: none to check ahead.
@@ -168,6 +169,22 @@ def planned_total(stages: list[Stage]) -> int | None:
     """Requests the stages will send, when every stage has a count (None otherwise)."""
     counts = [None if s.num_requests is None else s.num_requests + s.warmup_requests for s in stages]
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+
+
+def plausible_total(stages: list[Stage]) -> int | None:
+    """Requests the stages can plausibly send, when every stage bounds it: a count, or an
+    open-loop rate over a duration (its Poisson count's mean plus five standard deviations).
+    A duration-bounded closed loop sends as fast as the server answers: None."""
+    n = 0
+    for s in stages:
+        if s.num_requests is not None:
+            n += s.num_requests + s.warmup_requests
+        elif s.rate is not None and s.duration_s is not None:
+            mean = s.rate * s.duration_s
+            n += math.ceil(mean + 5 * math.sqrt(mean)) + 1 + s.warmup_requests
+        else:
+            return None
+    return n
 
 
 def make_run_dir(profile: Profile) -> Path:
