@@ -32,6 +32,7 @@ from typing import Any
 from loadgen.cli.capacity import cmd_capacity
 from loadgen.cli.common import (
     EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SLA_FAIL,
@@ -282,4 +283,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     except BrokenPipeError:  # `loadgen ... | head`: the reader left; no traceback, and none at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 128 + signal.SIGPIPE
+        return EXIT_BROKEN_PIPE

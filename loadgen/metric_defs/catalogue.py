@@ -18,6 +18,11 @@ def _run(name: str, path: tuple[str, ...], unit: str, label: str, description: s
     return MetricDef(name, "run", path, unit, label, description, **kw)
 
 
+# The loadgen version whose CHANGELOG.md entry last changed what a metric means or how it is
+# computed (not a new metric beside the others): a summary names it, so two runs' figures can be
+# told comparable. Change it, and add the entry under "Metric definitions", with any such change.
+DEFINITIONS_CHANGED = "0.1.0"
+
 # Distributions first, in summary.json's order; then run scalars, in compare's row order.
 METRICS: tuple[MetricDef, ...] = (
     _dist(

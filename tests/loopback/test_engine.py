@@ -500,7 +500,9 @@ class TestServerTokenize:
         assert "budget_s" not in lengths and len(res.records) < 44
         assert all(r.prompt_tokens == r.requested_prompt_tokens for r in res.records)
 
-    def test_a_closed_loop_over_a_duration_fits_within_the_budget(self, tok_server, make_profile, monkeypatch):
+    def test_a_closed_loop_over_a_duration_fits_within_the_budget(
+        self, tok_server, make_profile, monkeypatch
+    ):
         """A duration-bounded closed loop has no plausible count: fitting stops at the time
         budget (here 0.3 s) instead of FIT_LIMIT; the fitted ones are requests 0..k-1 and
         exact, and the conditions say where approximation starts."""

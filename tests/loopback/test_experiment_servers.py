@@ -128,8 +128,9 @@ backends:
     assert re.search(r"^loadgen_sim_cache_resets_total\{[^}]*\} 4$", text, re.M), text[-300:]
     state = json.loads((tmp_path / "e" / "experiment.json").read_text())
     assert state["cells"]["warm/repeat-2"]["state"] == "done"
-    assert "reset hook POST /no_such_reset (target.reset_path, --reset-path) answered HTTP 404" in (
-        state["cells"]["wrong/repeat-1"]["error"]
+    assert (
+        "reset hook POST /no_such_reset (target.reset_path, --reset-path) answered HTTP 404"
+        in (state["cells"]["wrong/repeat-1"]["error"])
     )
 
 
