@@ -90,3 +90,15 @@ def test_every_command_in_the_docs_parses_and_names_a_profile_that_exists(page):
 def test_the_changelog_has_the_entry_summaries_link_to():
     heading = f"### Metric definitions {metric_defs.DEFINITIONS_CHANGED}"
     assert heading in (ROOT / "CHANGELOG.md").read_text()
+
+
+def test_the_readme_is_one_screen_that_links_into_the_site():
+    """Under 200 lines; every relative link resolves; every command parses; the two commands."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) < 200
+    links = [m.group(1) for m in re.finditer(r"\]\(([^)#]+)", text) if not m.group(1).startswith("http")]
+    assert links and [link for link in links if not (ROOT / link).exists()] == []
+    for command in _commands(ROOT / "README.md"):
+        build_parser().parse_args(shlex.split(command))
+    assert "pip install -e . && loadgen run profiles/quickstart.yaml" in text
+    assert "pip install -e '.[test]' && python -m pytest -q -n 2" in text
