@@ -114,8 +114,23 @@ def _models_in(t: Any) -> Iterator[type[BaseModel]]:
 
 
 def _comments(cls: type[BaseModel]) -> dict[str, str]:
-    """Each field's comment in its class's source: the one ending its line, else the comment
-    lines directly above it."""
+    """Each field's comment in its class's source (or a base class's): the one ending its line,
+    else the comment lines directly above it; a per-request SLO's, from the metric registry."""
+    said: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if klass is BaseModel or not (isinstance(klass, type) and issubclass(klass, BaseModel)):
+            continue
+        said.update(_source_comments(klass))
+    for name in metric_defs.SLOS:
+        if name in cls.model_fields and name not in said:
+            said[name] = (
+                f"Per-request SLO, ms: {metric_defs.BY_NAME[name].description} "
+                "(goodput counts the requests that meet every one)"
+            )
+    return said
+
+
+def _source_comments(cls: type[BaseModel]) -> dict[str, str]:
     try:
         lines = inspect.getsource(cls).splitlines()
     except (OSError, TypeError):
@@ -146,14 +161,50 @@ def _default(field: Any) -> str:
     return f"`{json.dumps(value, default=str)}`"
 
 
+def _variant(model: type[BaseModel]) -> str:
+    """A union member's name: its ``kind`` literal (a length distribution's), else its class."""
+    kind = model.model_fields.get("kind")
+    if kind is not None and isinstance(kind.default, str):
+        return kind.default
+    return model.__name__
+
+
+def _doc(model: type[BaseModel]) -> str:
+    return (inspect.getdoc(model) or "").split("\n\n")[0].replace("\n", " ")
+
+
 def field_rows(model: type[BaseModel] = Profile, prefix: str = "") -> Iterator[tuple[str, str, str, str]]:
-    """(path, type, default, description) of every field of ``model``, sections recursed into."""
+    """(path, type, default, description) of every field of ``model``, sections recursed into;
+    a field that takes one of several models (a length distribution) is one row naming them,
+    and ``variant_rows`` lists the models' own fields."""
     said = _comments(model)
     for name, field in model.model_fields.items():
         path = f"{prefix}{name}"
-        yield path, _type_name(field.annotation), _default(field), said.get(name, "")
-        for sub in dict.fromkeys(_models_in(field.annotation)):
+        models = list(dict.fromkeys(_models_in(field.annotation)))
+        if len(models) > 1:
+            kinds = " \\| ".join(_variant(m) for m in models)
+            yield path, f"one of: {kinds}", _default(field), said.get(name, "")
+            continue
+        doc = _doc(models[0]) if models else ""
+        yield path, _type_name(field.annotation), _default(field), said.get(name) or doc
+        for sub in models:
             yield from field_rows(sub, f"{path}.")
+
+
+def variant_rows(model: type[BaseModel] = Profile) -> dict[str, list[tuple[str, str, str, str]]]:
+    """The models a field may take one of (by the name ``field_rows`` shows), with their rows."""
+    out: dict[str, list[tuple[str, str, str, str]]] = {}
+
+    def walk(m: type[BaseModel]) -> None:
+        for field in m.model_fields.values():
+            models = list(dict.fromkeys(_models_in(field.annotation)))
+            for sub in models:
+                if len(models) > 1 and _variant(sub) not in out:
+                    out[_variant(sub)] = [(p, t, d, s) for p, t, d, s in field_rows(sub) if p != "kind"]
+                walk(sub)
+
+    walk(model)
+    return out
 
 
 def profile_page() -> str:
@@ -168,6 +219,16 @@ def profile_page() -> str:
         "|---|---|---|---|",
     ]
     out += [f"| `{p}` | {t} | {d} | {_cell(s)} |" for p, t, d, s in field_rows()]
+    out += [
+        "",
+        "## Fields of each kind",
+        "",
+        "A field above that takes one of several kinds (a length distribution:",
+    ]
+    out += ["`{kind: uniform, min: 16, max: 512}`; a bare integer is `fixed`) takes these fields.", ""]
+    for kind, rows in variant_rows().items():
+        out += [f"### `{kind}`", "", "| field | type | default | description |", "|---|---|---|---|"]
+        out += [f"| `{p}` | {t} | {d} | {_cell(s)} |" for p, t, d, s in rows] + [""]
     return "\n".join(out) + "\n"
 
 

@@ -66,8 +66,11 @@ def _within_fd_limit(v: int | None) -> int | None:
 
 
 class PromptConfig(StrictModel):
+    # Where prompts come from (synthetic: deterministic text, unique from its first token).
     source: Literal["synthetic"] = "synthetic"
+    # A local tokenizer.json: exact prompt lengths.
     tokenizer: str | None = None
+    # Tokens of a system prompt before each prompt.
     system_prompt_tokens: Int = Field(0, ge=0, le=1 << 22)
     # Without a local tokenizer, fit text prompts to exact lengths with the server's /tokenize
     # when it offers one (vLLM does; "never" keeps the word-count approximation).
@@ -80,11 +83,17 @@ class PromptConfig(StrictModel):
 
 
 class WorkloadConfig(StrictModel):
+    # Seeds every draw (lengths, prompts, arrivals): the same seed, the same requests.
     seed: Int = Field(0, ge=0, le=2**63 - 1)
+    # Measured requests to send (warm-up comes on top).
     num_requests: Int | None = Field(None, ge=1, le=MAX_REQUESTS)
+    # Seconds to send for (the first of the two limits ends the run).
     duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
+    # Prompt lengths, in tokens: an integer, or a length distribution.
     input_tokens: LengthDist = FixedLength(value=512)
+    # Output lengths, in tokens (max_tokens, with ignore_eos): an integer or a length distribution.
     output_tokens: LengthDist = FixedLength(value=128)
+    # How prompts are made.
     prompt: PromptConfig = PromptConfig()
     # Production-like traffic (traffic.py): at most one of dataset / trace / tasks picks the
     # prompts; prefix and sessions shape them.
@@ -136,13 +145,21 @@ class LoadConfig(StrictModel):
     """Closed loop (``concurrency`` slots) or open loop (``rate`` requests/s), never both; or
     several load levels in turn (``stages``, or a ``sweep`` of one knob): see stages.py."""
 
+    # Closed loop: this many users.
     concurrency: Int | None = Field(None, ge=1)
+    # Open loop: requests per second.
     rate: float | None = Field(None, gt=0, le=1e6)
+    # Open-loop arrival process: poisson, constant or gamma.
     arrival: Arrival = "poisson"
+    # Gamma arrivals' shape: below 1 burstier than Poisson.
     burstiness: float = Field(1.0, gt=0, le=1e6)
+    # Open loop: at most this many in flight.
     max_concurrency: Int | None = Field(None, ge=1)
+    # Requests sent first and excluded from the figures.
     warmup_requests: Int = Field(0, ge=0, le=MAX_REQUESTS)
+    # Several load levels in one run, one after the other.
     stages: tuple[StageConfig, ...] = Field((), max_length=MAX_STAGES)
+    # Stages laid out from a list or range of levels.
     sweep: SweepConfig | None = None
     # Each stage also ends once this statistic is known this precisely ('p99 ttft_ms ±5%'):
     # config/until.py; its count or duration is then the limit of a stage that never gets there.
@@ -224,15 +241,20 @@ class LoadConfig(StrictModel):
 
 
 class Profile(StrictModel):
+    # The profile's name (in the run folder's name and the report).
     name: str = Field("custom", max_length=200)
+    # What the profile is for.
     description: str = Field("", max_length=10_000)
     target: TargetConfig = TargetConfig()
     # Validated from {} when absent so the error says what is missing inside the section.
     workload: WorkloadConfig = Field(default_factory=dict, validate_default=True)
     load: LoadConfig = Field(default_factory=dict, validate_default=True)
     sla: SlaConfig = SlaConfig()
+    # Free key-value labels recorded in the conditions (compare and experiments read them).
     labels: StrDict = {}
     output: OutputConfig = OutputConfig()
+    # The built-in simulator's settings when no URL is given (preset, time_scale, ...; see The
+    # built-in simulator).
     sim: dict[str, Any] = {}
     server_metrics: ServerMetricsConfig = ServerMetricsConfig()
     client: ClientConfig = ClientConfig()

@@ -44,17 +44,30 @@ _ENV_NAME = re.compile(r"^(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)$")
 class TargetConfig(StrictModel):
     """The server under test. ``url: null`` means loadgen starts its built-in simulator."""
 
+    # The server's base URL (http:// or https://); none: the built-in simulator serves the run.
     url: str | None = None
     # The wire protocol: a name in loadgen.backends.registry (chat, completions: OpenAI-compatible;
     # triton_generate: Triton's generate extension; sglang_generate: SGLang's /generate; ...).
     endpoint: str = "chat"
+    # The model (or adapter) name requests ask for; none: the first one the server's /v1/models
+    # lists.
     model: str | None = None
+    # The NAME of the environment variable holding the API key (never the key itself); sent as the
+    # protocol's auth header and scrubbed from every file.
     api_key_env: str | None = None
+    # Extra HTTP headers on every request (a value that looks secret is scrubbed from every file).
     headers: StrDict = {}
+    # JSON merged into every request body (a null removes a default field), e.g. {temperature: 0}.
     extra_body: dict[str, Any] = {}
+    # Ask the server to generate exactly the requested output length (ignore_eos / min_tokens);
+    # false for servers that reject it.
     ignore_eos: bool = True
+    # Ask for the stream's final usage block (stream_options.include_usage): the server's own token
+    # counts.
     include_usage: bool = True
+    # Ask vLLM for usage on every chunk: exact tokens per event (continuous_usage_stats).
     continuous_usage_stats: bool = False
+    # text, or token_ids: exact-length token-id prompts (completions endpoints that accept them).
     prompt_format: Literal["text", "token_ids"] = "text"
     # Requests whose prompt plus max_tokens exceed the server's context (max_model_len; for
     # llama.cpp the context of one slot), known before the run: refuse the run and say which
@@ -63,12 +76,18 @@ class TargetConfig(StrictModel):
     # HTTP client, a name in loadgen.backends.transports.TRANSPORTS: httptools (asyncio Protocol
     # over llhttp, the cheapest per streamed token), aiohttp, or httpx.
     transport: str = "httptools"
+    # Per-request limit for the whole response; past it the request is a timeout error, never the
+    # run's.
     timeout_s: float = Field(600.0, gt=0, le=86_400)
+    # Limit for opening a connection (TCP and TLS).
     connect_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # Limit between two reads of a response: a stalled stream fails its request after it.
     read_timeout_s: float = Field(120.0, gt=0, le=86_400)
     # https:// only: a PEM file of CAs to trust (a private CA), or no verification at all for
     # a lab server (recorded in the run's conditions and flagged in the report).
     ca_bundle: str | None = None
+    # Verify the server's certificate (false: a lab server; recorded in the conditions and flagged
+    # in the report).
     verify_tls: bool = True
     # Headers whose values are secrets beyond the usual ones (Authorization, X-Api-Key, cookies,
     # any name with key/token/secret/auth...): their values are scrubbed from every stored file.

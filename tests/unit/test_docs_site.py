@@ -67,6 +67,14 @@ def test_the_reference_names_every_command_field_metric_and_exit_code():
     assert {"target.reset_path", "workload.seed", "load.concurrency", "sla.ttft_ms"} <= {
         path for path, *_ in reference.field_rows()
     }
+    undescribed = [path for path, _t, _d, said in reference.field_rows() if not said]
+    undescribed += [
+        f"{kind}.{path}"
+        for kind, rows in reference.variant_rows().items()
+        for path, *_, said in rows
+        if not said
+    ]
+    assert undescribed == [], "profile fields with no comment in their config model"
     metrics = reference.metrics_page()
     assert all(f"| `{m.name}` |" in metrics for m in metric_defs.METRICS)
     codes = reference.exit_codes_page()
