@@ -21,6 +21,7 @@ from loadgen.clock import run_loop
 from loadgen.config import Profile, load_profile
 from loadgen.config.stages import resolve_stages
 from loadgen.errors import RunError
+from loadgen.live.stats import LiveStats
 from loadgen.redact import redact_url
 from loadgen.result import REQUESTS, SUMMARY, RunResult
 from loadgen.runner import repeats, selfcheck_store
@@ -54,23 +55,26 @@ async def run_async(
     on_progress: Callable[[Progress], None] | None = None,
     on_status: Callable[[str], None] | None = None,
     plan: StagePlan | None = None,
+    watch: LiveStats | None = None,
 ) -> RunResult:
     """Run the profile's load against its target (or the built-in simulator when it names no
     URL); records stream to ``requests.jsonl`` as they finish and ``summary.json`` is written
     at the end, also when ``stop`` is set midway (in-flight requests are then cancelled; the
     summary says the run is incomplete). ``plan`` (default: the profile's stages) decides the
     stages as they go, e.g. the capacity search; the summary then describes the stages it ran.
-    A profile with ``load.repeats`` > 1 runs that many times into one folder (``repeats``)."""
+    A profile with ``load.repeats`` > 1 runs that many times into one folder (``repeats``).
+    ``watch``: a live view's figures (the dashboard's, the exporters'), fed every finished
+    record, the stage and the server's latest scrape as the run goes."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
     status = on_status or (lambda _msg: None)
     if profile.load.repeats > 1:
 
         async def one(p: Profile) -> RunResult:
-            return await _run_once(p, api_key, stop, on_progress, status, plan)
+            return await _run_once(p, api_key, stop, on_progress, status, plan, watch)
 
         return await repeats.run_repeated(profile, one, stop=stop, status=status)
-    return await _run_once(profile, api_key, stop, on_progress, status, plan)
+    return await _run_once(profile, api_key, stop, on_progress, status, plan, watch)
 
 
 async def _run_once(
@@ -80,6 +84,7 @@ async def _run_once(
     on_progress: Callable[[Progress], None] | None,
     status: Callable[[str], None],
     plan: StagePlan | None,
+    watch: LiveStats | None = None,
 ) -> RunResult:
     """One run of ``profile`` into a new run folder (``run_async`` without repeats)."""
     run_dir = make_run_dir(profile)
@@ -103,7 +108,9 @@ async def _run_once(
             status("warning: " + checked.get("message", ""))
         prepared = await prepare(profile, run_dir, target, status, checked)
         status(f"running {profile.name}: {redact_url(target.url)} {prepared.model}")
-        executed = await execute(prepared, stop, on_progress, status, plan)
+        if watch is not None and checked is not None:
+            watch.context["selfcheck"] = checked
+        executed = await execute(prepared, stop, on_progress, status, plan, watch)
         try:
             summary = summarize(prepared, executed)
         except OSError as exc:

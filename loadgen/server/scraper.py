@@ -202,6 +202,15 @@ class ServerMetricsScraper:
             s.rows = [self._row(t, rtt, kept) for t, rtt, kept in self._kept]
         return s
 
+    def latest(self) -> dict | None:
+        """The newest scrape as a normalized row (``t_ns``, ``rtt_ms``, ``ROW_KEYS``: requests
+        running and waiting, KV-cache usage, ...), parsed now: a live view asks a few times a
+        second, never the load's own path. None before the first scrape or without an engine."""
+        if not self._series.available or not self._kept:
+            return None
+        t_ns, rtt_ns, kept = self._kept[-1]
+        return self._row(t_ns, rtt_ns, kept)
+
     def _ttft_growth(self) -> float:
         first, last = self._kept[0][2], self._kept[-1][2]
         if not isinstance(first, dict) or not isinstance(last, bytes):
