@@ -24,6 +24,9 @@ _PATH_KEYS = (
     ("workload", "prompt", "tokenizer"),
     ("workload", "dataset", "path"),
     ("workload", "trace", "path"),
+    ("workload", "tools"),  # the shorthand `tools: file.json`
+    ("workload", "tools", "file"),
+    ("workload", "response_format", "json_schema", "file"),
     ("target", "ca_bundle"),
 )
 

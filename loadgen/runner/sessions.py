@@ -18,18 +18,30 @@ import asyncio
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from loadgen.clock import cancel_all, now_ns, run_together, sleep_until
+from loadgen.records import RequestSpec
 from loadgen.runner.shapes import Dispatcher
-from loadgen.workload.sessions import SessionPlan, Turn
+from loadgen.workload.sessions import Turn
+
+
+class Plan(Protocol):
+    """What a conversation's turns are: a multi-turn session (``workload.sessions``) or an
+    agent's tool rounds (``workload.tool_rounds``)."""
+
+    def turns(self, s: int) -> int: ...
+    def think_s(self, s: int, turn: int) -> float: ...
+    def goes_on(self, calls: Sequence[dict[str, str]]) -> bool: ...
+    def spec(self, i: int, s: int, turn: int, history: Sequence[Turn]) -> tuple[RequestSpec, Turn]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Sessions:
-    plan: SessionPlan
+    plan: Plan
     concurrency: int | None = None
     schedule_ns: Sequence[int] | npt.NDArray[np.int64] | None = None
 
@@ -80,5 +92,8 @@ class Sessions:
             if answer is None:  # failed: the next turn has no answer to carry
                 return True
             mine.answer, mine.answer_tokens = answer.text, answer.tokens
+            mine.tool_calls = answer.tool_calls
             history.append(mine)
+            if not plan.goes_on(answer.tool_calls):  # a text answer ends an agent's rounds
+                return True
         return True
