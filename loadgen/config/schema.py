@@ -267,8 +267,8 @@ class Profile(StrictModel):
         if (work.sessions is not None or rounds) and (self.client.workers != 1 or self.client.ray):
             raise field_msg(
                 "client",
-                "multi-turn sessions run in one process (a session's turns wait on each other's "
-                "answers); set client.workers: 1 (--workers 1) and no client.ray",
+                "multi-turn sessions and tool rounds run in one process (a conversation's turns wait "
+                "on each other's answers); set client.workers: 1 (--workers 1) and no client.ray",
             )
         return self
 

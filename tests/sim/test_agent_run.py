@@ -11,6 +11,7 @@ import numpy as np
 import orjson
 import pytest
 
+from loadgen.analysis.gate import GateRules, gate
 from loadgen.records import read_records
 from loadgen.result import GROUND_TRUTH, REQUESTS
 
@@ -146,3 +147,40 @@ def test_json_validity_equals_the_servers_ground_truth(tmp_path):
     q = res.summary["quality"]
     assert (q["json_scored"], q["json_valid_answers"]) == (200, 200 - len(broken))
     assert q["json_valid"] == (200 - len(broken)) / 200
+
+
+def structured_run(tmp_path: Path, invalid_rate: float, name: str) -> Path:
+    profile = helpers.profile(
+        tmp_path / name,
+        None,
+        sim={"time_scale": 0.0, "seed": 11, "json_invalid_rate": invalid_rate},
+        workload__num_requests=40,
+        workload__output_tokens=24,
+        load__warmup_requests=0,
+        workload__response_format={"type": "json_schema", "json_schema": {"name": "answer", "file": SCHEMA}},
+    )
+    return helpers.run(profile).run_dir
+
+
+def test_the_gate_fails_a_run_whose_json_validity_dropped(tmp_path):
+    """quality.json_valid min 0.95: the run whose server broke no JSON passes; the one whose
+    server broke some fails, its message counting the valid answers; a run that validated
+    nothing cannot be judged (exit 2)."""
+    good = structured_run(tmp_path, 0.0, "good")
+    bad = structured_run(tmp_path, 0.25, "bad")
+    plain = helpers.run(helpers.profile(tmp_path / "plain", None, sim={"time_scale": 0.0})).run_dir
+    rules = GateRules.model_validate(
+        {"rules": [{"metric": "quality.json_valid", "min": 0.95}], "bootstrap": {"resamples": 100}}
+    )
+    assert gate(good, good, rules).exit_code == 0
+    res = gate(bad, good, rules)
+    (r,) = res.results
+    n_valid = sum(1 for rec in read_records(bad / REQUESTS) if rec.json_valid)
+    assert n_valid < 40
+    assert (res.exit_code, r.baseline, r.candidate) == (1, 1.0, n_valid / 40)
+    assert r.message == (
+        f"quality.json_valid of the candidate {n_valid / 40:.4g} ({n_valid} of 40 answers valid), "
+        "bound >= 0.95; not resampled: beyond the bound"
+    )
+    res = gate(plain, plain, rules)
+    assert res.exit_code == 2 and res.results[0].message.startswith("the candidate has no quality.json_valid")
