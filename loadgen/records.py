@@ -129,7 +129,11 @@ class RequestRecord:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(RequestRecord))
-TEXT_FIELDS: tuple[str, ...] = ("answer", "tool_names", "tool_call_args")  # free text: in requests.jsonl, never in a record table
+TEXT_FIELDS: tuple[str, ...] = (
+    "answer",
+    "tool_names",
+    "tool_call_args",
+)  # free text: in requests.jsonl, never in a record table
 
 
 class SinkError(OSError):

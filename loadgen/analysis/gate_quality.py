@@ -55,8 +55,8 @@ def check(
         base, cand = _json_valid(base_s), _json_valid(cand_s)
         if cand is None:
             msg = (
-                "the candidate has no quality.json_valid: none of its answers was validated "
-                "(a structured-output workload does: workload.response_format, as in profiles/structured.yaml)"
+                "the candidate has no quality.json_valid: none of its answers was validated (a "
+                "structured-output workload does: workload.response_format, as in profiles/structured.yaml)"
             )
             return "error", base, None, None, False, msg
         q = cand_s["quality"]
@@ -90,7 +90,8 @@ def check(
 
 
 def _json_valid(summary: Summary) -> float | None:
-    value = (summary.get("quality") or {}).get("json_valid")
+    quality = summary.get("quality")
+    value = quality.get("json_valid") if quality is not None else None
     return None if value is None else float(value)
 
 

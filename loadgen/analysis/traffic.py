@@ -48,7 +48,8 @@ def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> Qualit
     }
     if checked.any():
         n_json, n_valid = int(checked.sum()), int((valid[checked] == 1.0).sum())
-        block.update(json_scored=n_json, json_valid_answers=n_valid, json_valid=n_valid / n_json)
+        block["json_scored"], block["json_valid_answers"] = n_json, n_valid
+        block["json_valid"] = n_valid / n_json
     return block
 
 

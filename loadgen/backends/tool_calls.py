@@ -35,7 +35,9 @@ class ToolCalls:
             name, args = fn.get("name"), fn.get("arguments")
             for what, v in (("name", name), ("arguments", args)):
                 if v is not None and not isinstance(v, str):
-                    raise TypeError(f"tool call {index}'s function.{what} is {type(v).__name__}, not a string")
+                    raise TypeError(
+                        f"tool call {index}'s function.{what} is {type(v).__name__}, not a string"
+                    )
             call = self.calls.get(index)
             if call is None:
                 call = self.calls[index] = ["", "", []]

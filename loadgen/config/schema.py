@@ -123,7 +123,8 @@ class WorkloadConfig(StrictModel):
         if self.sessions is not None and (self.tools is not None or self.response_format is not None):
             raise field_msg(
                 "sessions",
-                "send no tools or response_format yet; an agent's conversation is tools.rounds, remove sessions",
+                "send no tools or response_format yet; an agent's conversation is tools.rounds, "
+                "remove sessions",
             )
         return self
 

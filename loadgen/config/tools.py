@@ -13,29 +13,33 @@ and every JSON schema is itself a valid schema (jsonschema's metaschema check).
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import jsonschema
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from loadgen.config.base import Int, StrictModel, existing_file, field_msg
+from loadgen.config.base import STRICT, Int, StrictModel, existing_file, field_msg
 
 MAX_TOOLS = 128  # OpenAI's own limit on tools a request may list
 MAX_ROUNDS = 16
 MAX_RESULT_TOKENS = 1 << 17
 
 
-def read_json_file(path: str, what: str) -> Any:
-    """A JSON or YAML file's one document (YAML reads JSON too), through the project's loader."""
-    from loadgen.config.loading import load_yaml  # loading imports the profile, which imports this
-    from loadgen.errors import ConfigError
+# What reads a file named in the profile: ``(path, what) -> its one document``. The profile's
+# loader (``config.loading``, the project's one YAML loader) passes it in the validation
+# context as READER, so this module needs nothing of the loader (which imports the profile).
+READER = "read_file"
+Reader = Callable[[str, str], Any]
 
+
+def read_json_file(path: str, what: str, info: ValidationInfo) -> Any:
+    """A JSON or YAML file's one document (YAML reads JSON too), read by the context's reader."""
     existing_file(path, what)
-    try:
-        return load_yaml(Path(path).read_bytes(), path, what)
-    except ConfigError as exc:
-        raise ValueError(str(exc)) from None
+    read: Reader | None = (info.context or {}).get(READER)
+    if read is None:
+        raise ValueError(f"file: {path!r} is read when a profile is loaded (config.load_profile)")
+    return read(path, what)
 
 
 def check_schema(schema: Any) -> dict[str, Any]:
@@ -65,11 +69,13 @@ class ToolsConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _read_file(cls, v: Any) -> Any:
+    def _read_file(cls, v: Any, info: ValidationInfo) -> Any:
+        """The file's functions, read once: the resolved profile carries them, not the path."""
         if isinstance(v, dict) and isinstance(v.get("file"), str):
             if v.get("functions"):
                 raise ValueError("functions and file are both set; give the tools one way")
-            return {**v, "functions": read_json_file(v["file"], "a JSON or YAML list of function tools")}
+            tools = read_json_file(v["file"], "a JSON or YAML list of function tools", info)
+            return {**v, "functions": tools, "file": None}
         return v
 
     @field_validator("functions")
@@ -98,7 +104,9 @@ class ToolsConfig(StrictModel):
     def _choice_is_known(self):
         if self.choice not in ("auto", "required", "none") and self.choice not in self.names:
             raise field_msg(
-                "choice", f"{self.choice!r} is no listed function; valid: auto, required, none, {', '.join(self.names)}"
+                "choice",
+                f"{self.choice!r} is no listed function; "
+                f"valid: auto, required, none, {', '.join(self.names)}",
             )
         if self.choice == "none" and self.rounds > 1:
             raise field_msg("rounds", "choice: none calls no tool, so there is no second round")
@@ -131,18 +139,21 @@ class JsonSchemaSpec(StrictModel):
     """OpenAI's ``json_schema`` object: a ``name``, the ``schema`` (or a ``file`` holding it) and
     ``strict``."""
 
+    model_config = ConfigDict(**STRICT, serialize_by_alias=True)  # dumped as `schema`, as written
+
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     schema_: dict[str, Any] = Field(alias="schema")
     strict: bool = True
 
     @model_validator(mode="before")
     @classmethod
-    def _read_file(cls, v: Any) -> Any:
+    def _read_file(cls, v: Any, info: ValidationInfo) -> Any:
+        """The file's schema, read once: the resolved profile carries it, not the path."""
         if isinstance(v, dict) and isinstance(v.get("file"), str):
             if "schema" in v:
                 raise ValueError("schema and file are both set; give the schema one way")
             rest = {k: x for k, x in v.items() if k != "file"}
-            return {**rest, "schema": read_json_file(v["file"], "a JSON or YAML JSON schema")}
+            return {**rest, "schema": read_json_file(v["file"], "a JSON or YAML JSON schema", info)}
         return v
 
     @field_validator("schema_")
@@ -161,4 +172,7 @@ class ResponseFormatConfig(StrictModel):
     def body(self) -> dict[str, Any]:
         """The request's ``response_format`` value, as OpenAI takes it."""
         s = self.json_schema
-        return {"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema_, "strict": s.strict}}
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": s.name, "schema": s.schema_, "strict": s.strict},
+        }

@@ -134,7 +134,7 @@ METRICS: tuple[MetricDef, ...] = (
     # made a tool call; not resampled, so the gate does not bound it.
     _dist(
         "ttft_tool_ms",
-        "time to first tool-call token",
+        "TTFT (tool call)",
         "ok_requests",
         "time to the first tool-call token: first tool_calls piece (name or arguments) minus send",
         formula=Span("t_send_ns", "t_first_tool_ns"),
@@ -278,8 +278,9 @@ SAME_WITHIN_FRACTION, SAME_WITHIN_MS = 0.01, 0.1
 
 def table_shows(summary: Mapping[str, Any], d: MetricDef) -> bool:
     """Whether the console's and the report's tables show ``d`` (where its flags put it) for
-    ``summary``: a ``when_present`` one where the summary has it; always, unless it has a ``same_as``; then only when it is in the summary (an
-    older one lacks it) and does not match that one (see ``SAME_WITHIN_FRACTION``). Equality is
+    ``summary``: a ``when_present`` one where the summary has it; else always, unless it has a
+    ``same_as``; then only when it is in the summary (an older one lacks it) and does not match
+    that one (see ``SAME_WITHIN_FRACTION``). Equality is
     not exact even in a closed loop: a slot stamps ``t_sched`` and the request's send a fraction
     of a millisecond apart (building and encoding the request), which moves no stat visibly; a
     client that sent late moves the stats by its lateness."""

@@ -75,7 +75,9 @@ def quality(summary: Summary) -> str:
         return NOT_MEASURED
     parts = []
     if q.get("scored"):
-        parts.append(f"accuracy {pct(q.get('accuracy'))} ({q.get('correct')} of {q['scored']} scored answers right)")
+        parts.append(
+            f"accuracy {pct(q.get('accuracy'))} ({q.get('correct')} of {q['scored']} scored answers right)"
+        )
     if q.get("json_scored"):
         parts.append(
             f"JSON valid {pct(q.get('json_valid'))} ({q.get('json_valid_answers')} of {q['json_scored']} "

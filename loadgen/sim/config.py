@@ -65,7 +65,9 @@ class SimConfig(BaseModel):
     # An agent's requests (sim/structured.py): with tools and tool_choice auto, the share of
     # answers that call a tool (required or a named function: every one); with a
     # response_format JSON schema, the share of answers broken on purpose (invalid JSON).
-    tool_call_rate: float = Field(1.0, ge=0, le=1, description="share of tool_choice auto answers that call a tool")
+    tool_call_rate: float = Field(
+        1.0, ge=0, le=1, description="share of tool_choice auto answers that call a tool"
+    )
     json_invalid_rate: float = Field(
         0.0, ge=0, le=1, description="share of structured (json_schema) answers streamed as invalid JSON"
     )

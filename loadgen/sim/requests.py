@@ -18,7 +18,7 @@ from .config import SimConfig
 from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
 from .prefix_cache import block_hashes
 from .sse import ChunkEncoder, ToolCallEncoder
-from .structured import asked_schema, broken, json_pieces, tool_to_call
+from .structured import asked_schema, broken, json_pieces, min_pieces, tool_to_call
 from .text import EMPTY_PROMPT_TOKENS, WORDS_JSON, WordStream, chat_tokens, text_tokens
 
 if TYPE_CHECKING:
@@ -300,15 +300,18 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
 
 
 def _agent_answer(state: RequestState, body: dict[str, Any], config: SimConfig, continuous: bool) -> None:
-    """A tool call or a structured answer, when the request asks for one (no reasoning then)."""
-    rng, out = state.words.rng, state.output_tokens
+    """A tool call or a structured answer, when the request asks for one (no reasoning then).
+    Its output is at least the JSON's fewest tokens (no EOS inside a value), at most max_tokens."""
+    rng = state.words.rng
     choice = body.get("tool_choice")
     fn = tool_to_call(body, rng, config.tool_call_rate)
     if fn is None and isinstance(choice, dict) and body.get("tools"):
         raise BadRequest(f"tool_choice names no tool of the request: {choice!r}", param="tool_choice")
     if fn is not None:
         name = str(fn.get("name") or "")
-        args, complete = json_pieces(fn.get("parameters") or {"type": "object"}, out - 1, rng)
+        params = fn.get("parameters") or {"type": "object"}
+        out = state.output_tokens = min(max(state.output_tokens, 1 + min_pieces(params)), state.max_tokens)
+        args, complete = json_pieces(params, out - 1, rng)
         state.tool_name = name
         state.set_pieces([name, *args], "tool_calls" if complete else "length")
         if state.stream:
@@ -319,6 +322,7 @@ def _agent_answer(state: RequestState, body: dict[str, Any], config: SimConfig, 
     schema = asked_schema(body)
     if schema is None:
         return
+    out = state.output_tokens = min(max(state.output_tokens, min_pieces(schema)), state.max_tokens)
     pieces, complete = json_pieces(schema, out, rng)
     state.json_valid = complete
     if complete and config.json_invalid_rate and rng.random() < config.json_invalid_rate:

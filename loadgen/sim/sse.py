@@ -123,9 +123,19 @@ class ToolCallEncoder(ChunkEncoder):
 
     def __init__(self, rid: str, created: int, model: str, prompt_tokens: int, name: str, continuous: bool):
         super().__init__(rid, created, model, True, prompt_tokens, continuous)
-        call = {"index": 0, "id": f"call_{rid}", "type": "function", "function": {"name": name, "arguments": ""}}
-        self._call = self._envelope + b'"choices":[{"index":0,"delta":{"tool_calls":[' + orjson.dumps(call) + b"]"
-        self._args = self._envelope + b'"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":'
+        call = {
+            "index": 0,
+            "id": f"call_{rid}",
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        self._call = (
+            self._envelope + b'"choices":[{"index":0,"delta":{"tool_calls":[' + orjson.dumps(call) + b"]"
+        )
+        self._args = (
+            self._envelope
+            + b'"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":'
+        )
 
     def token(self, word_json: bytes, completion_tokens: int, finish_reason: bytes = b"null") -> bytes:
         if completion_tokens == 1:

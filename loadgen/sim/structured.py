@@ -5,8 +5,10 @@ prompt's seed), streamed as OpenAI does: its first token names the call, each la
 piece of ``function.arguments``, a JSON object built from the function's parameter schema. A
 structured answer: content tokens that spell a JSON value built from the schema. Either way the
 JSON is exactly the request's output tokens long (the first free string property is filled with
-words; without one, whitespace pads it), so the token counts stay the engine's; an output too
-short for the value cuts it (finish_reason ``length``, invalid). A ``json_invalid_rate`` share
+words; without one, whitespace pads it), so the token counts stay the engine's. The pseudo-EOS
+never cuts a JSON value short (guided decoding allows no end of text inside one): the output is
+at least the value's fewest tokens, and only ``max_tokens`` cuts it (finish_reason ``length``,
+invalid). A ``json_invalid_rate`` share
 of the structured answers is broken on purpose (its last piece turns into a comma), so a
 client's validity rate can be checked against the ground-truth log's ``json_valid``.
 
@@ -60,6 +62,13 @@ def _example(schema: Any, free: list[bool]) -> Any:
 
 def _pieces(text: str) -> list[str]:
     return _PIECE.findall(text)
+
+
+def min_pieces(schema: Any) -> int:
+    """The fewest tokens a JSON value valid against ``schema`` takes here (its free string empty)."""
+    free = [False]
+    text = orjson.dumps(_example(schema, free)).decode()
+    return sum(len(_pieces(part)) for part in text.split(_PAD, 1)) if free[0] else len(_pieces(text))
 
 
 def json_pieces(schema: Any, n: int, rng: random.Random) -> tuple[list[str], bool]:

@@ -168,13 +168,23 @@ def _tool_call(mode: str, base: dict[str, Any]) -> list[bytes]:
         return dumps(_obj(base, {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}))
 
     role = {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}
-    name = {"index": 0, "id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+    name = {
+        "index": 0,
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": ""},
+    }
     first: dict[str, Any] = {"index": 0, "function": {"arguments": '{"city": '}}
     if mode == "tool_no_index":
         first = {"function": {"arguments": '{"city": '}}
     elif mode == "tool_args_not_string":
         first = {"index": 0, "function": {"arguments": {"city": "Paris"}}}
-    out = [dumps(_obj(base, role)), piece(name), piece(first), piece({"index": 0, "function": {"arguments": '"Paris"'}})]
+    out = [
+        dumps(_obj(base, role)),
+        piece(name),
+        piece(first),
+        piece({"index": 0, "function": {"arguments": '"Paris"'}}),
+    ]
     if mode == "tool_cut_mid_call":
         return out
     finish = {"index": 0, "delta": {}, "finish_reason": "tool_calls"}

@@ -195,7 +195,11 @@ async def _tokens(
         if p.tool is not None:  # the first token names the call, the rest are its arguments
             key = "tool_calls"
             fn = {"name": p.tool, "arguments": ""} if sent == 0 else {"arguments": text}
-            call = {"index": 0, "function": fn, **({"id": f"call_{rid}", "type": "function"} if sent == 0 else {})}
+            call = {
+                "index": 0,
+                "function": fn,
+                **({"id": f"call_{rid}", "type": "function"} if sent == 0 else {}),
+            }
             choice = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
         elif p.chat:
             choice = {"index": 0, "delta": {key: text}, "finish_reason": None}

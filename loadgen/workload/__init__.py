@@ -32,8 +32,8 @@ from loadgen.workload.prompts import (
     load_tokenizer,
 )
 from loadgen.workload.sessions import SessionPlan
-from loadgen.workload.tool_rounds import ToolRounds
 from loadgen.workload.sources import DatasetSource, PrefixGroups, TaskSource, TraceSource, trace_for
+from loadgen.workload.tool_rounds import ToolRounds
 from loadgen.workload.traces import prefix_reuse
 
 __all__ = ["RequestSpec", "Workload", "build_schedule"]

@@ -24,7 +24,9 @@ from loadgen.workload.sessions import Turn
 _RESULT_KEYS = 1 << 44
 
 
-def tool_messages(calls: Sequence[dict[str, str]], answer: str, results: Sequence[str]) -> list[dict[str, Any]]:
+def tool_messages(
+    calls: Sequence[dict[str, str]], answer: str, results: Sequence[str]
+) -> list[dict[str, Any]]:
     """The assistant's tool-call message and one ``role: tool`` result message per call."""
     assistant = {
         "role": "assistant",
@@ -34,7 +36,10 @@ def tool_messages(calls: Sequence[dict[str, str]], answer: str, results: Sequenc
             for c in calls
         ],
     }
-    return [assistant, *({"role": "tool", "tool_call_id": c["id"], "content": r} for c, r in zip(calls, results))]
+    return [
+        assistant,
+        *({"role": "tool", "tool_call_id": c["id"], "content": r} for c, r in zip(calls, results)),
+    ]
 
 
 class ToolRounds:

@@ -83,7 +83,11 @@ def test_the_second_round_carries_the_call_and_the_tool_result(server, make_prof
     assistant, tool = g2["messages"][1:]
     assert assistant["content"] is None
     assert assistant["tool_calls"] == [
-        {"id": call_id, "type": "function", "function": {"name": "search", "arguments": '{"q": " alpha beta gamma"}'}}
+        {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": "search", "arguments": '{"q": " alpha beta gamma"}'},
+        }
     ]
     assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"q": " alpha beta gamma"}
     assert tool["tool_call_id"] == call_id and len(tool["content"].split()) == 12

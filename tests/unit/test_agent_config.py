@@ -56,7 +56,11 @@ class TestProfile:
         assert work.tools is not None and work.tools.names == ("get_weather", "get_time")
         assert work.tools.tool_choice() == "auto" and work.tools.rounds == 1
         assert work.response_format is not None
-        assert work.response_format.body()["json_schema"]["schema"]["required"] == ["answer", "confidence", "sources"]
+        assert work.response_format.body()["json_schema"]["schema"]["required"] == [
+            "answer",
+            "confidence",
+            "sources",
+        ]
 
     @pytest.mark.parametrize(
         "workload,extra,problem",
@@ -138,7 +142,11 @@ class TestRequests:
         plan = w.sessions
         assert plan is not None and plan.turns(3) == 3 and plan.think_s(3, 2) == 0.0
         first, _ = plan.spec(10, 3, 1, [])
-        assert first.messages == w.single(3).messages and (first.id, first.turn, first.session_id) == (10, 1, 3)
+        assert first.messages == w.single(3).messages and (first.id, first.turn, first.session_id) == (
+            10,
+            1,
+            3,
+        )
         turn = Turn("", 0, "", 5)
         turn.tool_calls = ({"id": "c1", "name": "search", "arguments": '{"answer": "x", "n": 1}'},)
         second, _ = plan.spec(11, 3, 2, [turn])
@@ -148,7 +156,11 @@ class TestRequests:
             "role": "assistant",
             "content": None,
             "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "search", "arguments": '{"answer": "x", "n": 1}'}}
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "search", "arguments": '{"answer": "x", "n": 1}'},
+                }
             ],
         }
         assert tool["role"] == "tool" and tool["tool_call_id"] == "c1" and len(tool["content"].split()) == 7

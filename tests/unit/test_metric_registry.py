@@ -230,7 +230,7 @@ class TestProfileRules:
                 # A tool call's metric is a valid rule with no data in a run without tool calls.
                 absent = metric in md.BY_NAME and md.get(metric).when_present
                 reason = detail["reason"]
-                assert config_ok == (reason is None or absent and reason.startswith("no data")), (
+                assert config_ok == (reason is None or (absent and reason.startswith("no data"))), (
                     metric,
                     stat,
                     reason,

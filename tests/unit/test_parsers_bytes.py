@@ -240,7 +240,9 @@ CASES = [
         [
             *TOOL_HEAD,
             chat({"tool_calls": [call(0, args='"Paris"}')]}),
-            chat({"tool_calls": [call(1, "get_time", '{"zone": "UTC"}', cid="call_b")]}),  # one piece, 2nd call
+            chat(
+                {"tool_calls": [call(1, "get_time", '{"zone": "UTC"}', cid="call_b")]}
+            ),  # one piece, 2nd call
             chat({"tool_calls": [call(1)]}),  # nothing in it: no token
             chat({}, finish="tool_calls"),
             j({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 4}}),
@@ -292,7 +294,8 @@ CASES = [
         output_tokens=None,
         response_id="chatcmpl-1",
         error_message=(
-            "the stream closed without data: [DONE] (inside tool call 0 (get_weather, 9 characters of arguments))"
+            "the stream closed without data: [DONE] "
+            "(inside tool call 0 (get_weather, 9 characters of arguments))"
         ),
         tools=("get_weather",),
     ),
@@ -560,7 +563,9 @@ def check(case: Case, timed: list[Read], ends: list[int]) -> None:
     assert rec.reasoning_times_ns == []
     if case.tools:  # every token a tool call's: timed, counted, never content
         assert rec.t_first_tool_ns == rec.t_first_token_ns and rec.t_first_content_ns is None
-        assert (rec.tool_calls, rec.tool_names) == ((len(case.tools), list(case.tools)) if case.ok else (0, None))
+        assert (rec.tool_calls, rec.tool_names) == (
+            (len(case.tools), list(case.tools)) if case.ok else (0, None)
+        )
         assert rec.finish_reason == ("tool_calls" if case.ok else None)
     else:
         assert rec.t_first_content_ns == rec.t_first_token_ns and rec.t_first_tool_ns is None
