@@ -1,5 +1,9 @@
 """The multi-turn load shape: conversations, each turn waiting for the last one's answer.
 
+Two plans make conversations (``Plan``): a user's sessions (``workload.sessions``: turns and
+think times) and an agent's tool rounds (``workload.tool_rounds``: a tool call answered with
+its result, no think time, ended early by an answer that calls no tool: ``goes_on``).
+
 A session sends turn 1, waits for its whole answer, waits the user's think time, then sends
 turn 2 carrying the history (the earlier messages and the answers the server really sent), and
 so on. Sessions run ``concurrency`` at a time (closed loop: a finished session's slot starts the
