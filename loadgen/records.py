@@ -42,7 +42,7 @@ class RequestSpec:
 
     id: int
     prompt: str | list[int]  # the user text, or the full token-id prompt
-    messages: list[dict[str, str]] | None  # chat endpoint only
+    messages: list[dict[str, Any]] | None  # chat endpoint only
     prompt_tokens: int  # exact for token ids or a tokenizer, approximate otherwise
     output_tokens: int  # the max_tokens to request
     expected: str | None = None  # the answer a right reply gives (the quality axis)
@@ -50,6 +50,11 @@ class RequestSpec:
     session_id: int | None = None  # multi-turn: the conversation it belongs to
     turn: int | None = None  # multi-turn: its place in that conversation, from 1
     model: str | None = None  # a LoRA mix's pick for it; None: the run's target.model
+    # An agent's request (chat): the function tools it offers and its tool_choice, or the
+    # response_format whose JSON schema its answer is validated against.
+    tools: tuple[dict[str, Any], ...] | None = None
+    tool_choice: Any = None
+    response_format: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -75,6 +80,7 @@ class RequestRecord:
     t_first_byte_ns: int | None = None  # first byte of the response body
     t_first_token_ns: int | None = None  # first token-bearing chunk (content or reasoning)
     t_first_content_ns: int | None = None  # first answer (non-reasoning) content
+    t_first_tool_ns: int | None = None  # first token of a tool call (its name or arguments)
     t_end_ns: int | None = None  # end of stream (or of the failure)
     # Every token-bearing chunk (content and reasoning, in arrival order); role-only and empty
     # deltas, finish and usage events are not chunks.
@@ -96,6 +102,14 @@ class RequestRecord:
     session_id: int | None = None  # multi-turn: the conversation, and the request's turn in it
     turn: int | None = None
     model: str | None = None  # the model (adapter) it asked for, when the run mixes them
+    finish_reason: str | None = None  # the server's: "stop", "length", "tool_calls", ...
+    # Tool calls the answer made (chat ``delta.tool_calls``): how many and their function
+    # names; their ids and arguments (``tool_call_args``) only while the answer is read (a
+    # next round sends them back) or kept.
+    tool_calls: int = 0
+    tool_names: list[str] | None = None
+    tool_call_args: list[dict[str, str]] | None = None
+    json_valid: bool | None = None  # a response_format answer: parsed and valid against the schema
     # The quality axis, when the run keeps answers (output.answers) or scores them: a digest of
     # the exact prompt sent (runs compare answers only on identical prompts), the answer's
     # content as the streamed pieces (one a chunk, about one token each; cut to a budget),
@@ -115,7 +129,11 @@ class RequestRecord:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(RequestRecord))
-TEXT_FIELDS: tuple[str, ...] = ("answer",)  # free text: in requests.jsonl, never in a record table
+TEXT_FIELDS: tuple[str, ...] = (
+    "answer",
+    "tool_names",
+    "tool_call_args",
+)  # free text: in requests.jsonl, never in a record table
 
 
 class SinkError(OSError):

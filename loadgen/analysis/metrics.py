@@ -205,7 +205,11 @@ def metrics_block(
     ok = table.column("ok")[keep]
     derived = derived_columns(table)
     samples = _samples(table, derived)
-    out: dict[str, Any] = {d.name: distribution(samples[d.name]) for d in metric_defs.DISTRIBUTIONS}
+    out: dict[str, Any] = {
+        d.name: distribution(samples[d.name])
+        for d in metric_defs.DISTRIBUTIONS
+        if not d.when_present or bool(np.isfinite(samples[d.name]).any())
+    }
     out_all = filled(table, "output_tokens")[keep]
     in_tokens = int(filled(table, "prompt_tokens")[keep][ok].sum())
     out_tokens = int(out_all[ok].sum())

@@ -18,10 +18,15 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
     the server's prefix-cache hit rate."""
     lines = []
     q = summary.get("quality")
-    if q:
+    if q and (q["scored"] or q["answers_kept"] or not q.get("json_scored")):
         acc = "not scored" if q["accuracy"] is None else f"accuracy {q['accuracy']:.1%}"
         kept = f"; {q['answers_kept']} answers kept" if q["answers_kept"] else ""
         lines.append(f"quality     {acc} ({q['correct']} of {q['scored']} scored answers right){kept}")
+    if q and q.get("json_scored"):
+        lines.append(
+            f"json valid  {q['json_valid']:.1%} ({q['json_valid_answers']} of {q['json_scored']} "
+            "structured answers valid against the schema)"
+        )
     sess = summary.get("sessions")
     if sess and sess["by_turn"]:
         turns = ", ".join(

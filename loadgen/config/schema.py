@@ -21,6 +21,7 @@ from loadgen.config.mix import ModelMixField
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
 from loadgen.config.target import TargetConfig
+from loadgen.config.tools import ResponseFormatConfig, ToolsField
 from loadgen.config.traffic import (
     DatasetConfig,
     PrefixConfig,
@@ -104,6 +105,9 @@ class WorkloadConfig(StrictModel):
     sessions: SessionsConfig | None = None
     # A LoRA mix (mix.py): the model names requests ask for; absent, every one asks target.model.
     models: ModelMixField | None = None
+    # What an agent's requests carry (tools.py): function tools, and a JSON schema for answers.
+    tools: ToolsField | None = None
+    response_format: ResponseFormatConfig | None = None
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -125,6 +129,12 @@ class WorkloadConfig(StrictModel):
             )
         if self.sessions is not None and self.models is not None:
             raise field_msg("models", "a mix draws a model a request; sessions are not mixed yet, remove one")
+        if self.sessions is not None and (self.tools is not None or self.response_format is not None):
+            raise field_msg(
+                "sessions",
+                "send no tools or response_format yet; an agent's conversation is tools.rounds, "
+                "remove sessions",
+            )
         return self
 
     @model_validator(mode="after")
@@ -276,11 +286,12 @@ class Profile(StrictModel):
         load, work = self.load, self.workload
         if work.trace is not None and (load.stages or load.sweep is not None):
             raise field_msg("load", "stages and sweeps set their own rates; a trace replays its own")
-        if work.sessions is not None and (self.client.workers != 1 or self.client.ray):
+        rounds = work.tools is not None and work.tools.rounds > 1
+        if (work.sessions is not None or rounds) and (self.client.workers != 1 or self.client.ray):
             raise field_msg(
                 "client",
-                "multi-turn sessions run in one process (a session's turns wait on each other's "
-                "answers); set client.workers: 1 (--workers 1) and no client.ray",
+                "multi-turn sessions and tool rounds run in one process (a conversation's turns wait "
+                "on each other's answers); set client.workers: 1 (--workers 1) and no client.ray",
             )
         return self
 
@@ -292,6 +303,15 @@ class Profile(StrictModel):
                 "workload.models",
                 f"endpoint {self.target.endpoint} does not name the model per request; use {takes}",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _endpoint_takes_tools(self):
+        work = self.workload
+        for key in ("tools", "response_format"):
+            if getattr(work, key) is not None and not registry.backend(self.target.endpoint).tool_use:
+                takes = ", ".join(registry.names(lambda b: b.tool_use))
+                raise field_msg("workload", f"{key}: endpoint {self.target.endpoint} sends none; use {takes}")
         return self
 
     @model_validator(mode="after")

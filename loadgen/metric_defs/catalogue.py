@@ -134,6 +134,22 @@ METRICS: tuple[MetricDef, ...] = (
         compare=False,
         same_as="e2e_ms",
     ),
+    # An agent's load (workload.tools): how long until the model started calling a tool, the
+    # latency a tool-using agent waits on before it can run the tool. Only where some request
+    # made a tool call; not resampled, so the gate does not bound it.
+    _dist(
+        "ttft_tool_ms",
+        "TTFT (tool call)",
+        "ok_requests",
+        "time to the first tool-call token: first tool_calls piece (name or arguments) minus send",
+        formula=Span("t_send_ns", "t_first_tool_ns"),
+        title="time to the first tool-call token",
+        console=True,
+        report="latency",
+        compare=False,
+        gate=False,
+        when_present=True,
+    ),
     _run(
         "request_throughput_rps",
         ("metrics", "request_throughput_rps"),
@@ -267,11 +283,14 @@ SAME_WITHIN_FRACTION, SAME_WITHIN_MS = 0.01, 0.1
 
 def table_shows(summary: Mapping[str, Any], d: MetricDef) -> bool:
     """Whether the console's and the report's tables show ``d`` (where its flags put it) for
-    ``summary``: always, unless it has a ``same_as``; then only when it is in the summary (an
-    older one lacks it) and does not match that one (see ``SAME_WITHIN_FRACTION``). Equality is
+    ``summary``: a ``when_present`` one where the summary has it; else always, unless it has a
+    ``same_as``; then only when it is in the summary (an older one lacks it) and does not match
+    that one (see ``SAME_WITHIN_FRACTION``). Equality is
     not exact even in a closed loop: a slot stamps ``t_sched`` and the request's send a fraction
     of a millisecond apart (building and encoding the request), which moves no stat visibly; a
     client that sent late moves the stats by its lateness."""
+    if d.when_present:
+        return isinstance(lookup(summary, d.name), dict)
     if d.same_as is None:
         return True
     mine, theirs = lookup(summary, d.name), lookup(summary, d.same_as) or {}

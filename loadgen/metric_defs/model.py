@@ -130,6 +130,9 @@ class MetricDef:
     # The server's latency histogram (``server.metrics.HISTOGRAMS``) measuring the same quantity:
     # the client's mean is set beside the server's (``analysis.client_means``).
     server_histogram: str | None = None
+    # Defined only for some requests' kind (a tool call): in summary.json, and a table row, only
+    # where some request has a sample, so a run without that kind shows no empty row.
+    when_present: bool = False
 
     @property
     def plot_title(self) -> str:

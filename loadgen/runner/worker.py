@@ -52,6 +52,7 @@ _TIME_FIELDS = (
     "t_first_byte_ns",
     "t_first_token_ns",
     "t_first_content_ns",
+    "t_first_tool_ns",
     "t_end_ns",
 )
 

@@ -62,6 +62,16 @@ class SimConfig(BaseModel):
         "reasoning_content, Responses' reasoning_text, Messages' thinking): a reasoning model",
     )
 
+    # An agent's requests (sim/structured.py): with tools and tool_choice auto, the share of
+    # answers that call a tool (required or a named function: every one); with a
+    # response_format JSON schema, the share of answers broken on purpose (invalid JSON).
+    tool_call_rate: float = Field(
+        1.0, ge=0, le=1, description="share of tool_choice auto answers that call a tool"
+    )
+    json_invalid_rate: float = Field(
+        0.0, ge=0, le=1, description="share of structured (json_schema) answers streamed as invalid JSON"
+    )
+
     # LoRA adapters served beside the base model (vLLM's --lora-modules / --max-loras): a step
     # that admits a request for an adapter not resident loads it first, evicting the least
     # recently used when max_loras are resident, and the load costs lora_load_ms of that step.

@@ -17,8 +17,9 @@ import orjson
 from .config import SimConfig
 from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
 from .prefix_cache import block_hashes
-from .sse import ChunkEncoder
-from .text import EMPTY_PROMPT_TOKENS, WordStream, chat_tokens, text_tokens
+from .sse import ChunkEncoder, ToolCallEncoder
+from .structured import asked_schema, broken, json_pieces, min_pieces, tool_to_call
+from .text import EMPTY_PROMPT_TOKENS, WORDS_JSON, WordStream, chat_tokens, text_tokens
 
 if TYPE_CHECKING:
     import asyncio
@@ -54,6 +55,9 @@ class RequestState:
         "finish_reason",
         "finish_json",
         "words",
+        "pieces",
+        "tool_name",
+        "json_valid",
         "block_hashes",
         "encoder",
         "response",
@@ -89,6 +93,11 @@ class RequestState:
         self.finish_reason = "length" if output_tokens >= max_tokens else "stop"
         self.finish_json = orjson.dumps(self.finish_reason)
         self.words = words
+        # An agent's answer (structured.py): its tokens' JSON strings, the function it calls, and
+        # whether its JSON is valid against the asked schema (None: no schema was asked).
+        self.pieces: tuple[bytes, ...] | None = None
+        self.tool_name: str | None = None
+        self.json_valid: bool | None = None
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
         self.encoder: ChunkEncoder | ResponsesEncoder | MessagesEncoder | None = (
             ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
@@ -106,12 +115,34 @@ class RequestState:
             "total_tokens": self.prompt_tokens + completion,
         }
 
+    def word(self, k: int) -> bytes:
+        """Token ``k``'s JSON string (from 0): the answer's piece, else the word stream's."""
+        pieces = self.pieces
+        return pieces[k] if pieces is not None else WORDS_JSON[self.words.index(k)]
+
+    def answer_text(self, n: int) -> str:
+        """The text of the first ``n`` tokens (a tool call's: its arguments)."""
+        if self.pieces is None:
+            return self.words.text(n)
+        return "".join(orjson.loads(p) for p in self.pieces[1 if self.tool_name else 0 : n])
+
+    def set_pieces(self, pieces: list[str], finish_reason: str) -> None:
+        self.pieces = tuple(orjson.dumps(p) for p in pieces)
+        self.finish_reason = finish_reason
+        self.finish_json = orjson.dumps(finish_reason)
+
     def full_body(self, text: str, completion: int) -> dict[str, Any]:
         """The non-streaming response."""
         if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if self.tool_name is not None:
+                call = {"name": self.tool_name, "arguments": text}
+                message = {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": f"call_{self.rid}", "type": "function", "function": call}
+                ]}  # fmt: skip
             choice = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": self.finish_reason,
             }
@@ -159,6 +190,8 @@ class RequestState:
             "max_tokens": self.max_tokens,
             "finish_ns": self.finish_ns,
             "finish_reason": self.finish_reason,
+            "tool_call": self.tool_name,
+            "json_valid": self.json_valid,
             "queue_ms": (admitted - self.arrival_ns) / 1e6 if admitted else None,
             "ttft_ms": (first - self.arrival_ns) / 1e6 if first else None,
             "tpot_ms": tpot,
@@ -258,10 +291,45 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
     state.adapter = adapter
     if state.encoder is not None and chat:
         state.encoder.n_reason = min(config.reasoning_tokens, out)
+    if chat:
+        _agent_answer(state, body, config, continuous)
     # Hashed here, in the handler, not in the engine loop that paces every stream.
     if config.prefix_caching:
         state.block_hashes = block_hashes(tokens, config.block_size)
     return state
+
+
+def _agent_answer(state: RequestState, body: dict[str, Any], config: SimConfig, continuous: bool) -> None:
+    """A tool call or a structured answer, when the request asks for one (no reasoning then).
+    Its output is at least the JSON's fewest tokens (no EOS inside a value), at most max_tokens."""
+    rng = state.words.rng
+    choice = body.get("tool_choice")
+    fn = tool_to_call(body, rng, config.tool_call_rate)
+    if fn is None and isinstance(choice, dict) and body.get("tools"):
+        raise BadRequest(f"tool_choice names no tool of the request: {choice!r}", param="tool_choice")
+    if fn is not None:
+        name = str(fn.get("name") or "")
+        params = fn.get("parameters") or {"type": "object"}
+        out = state.output_tokens = min(max(state.output_tokens, 1 + min_pieces(params)), state.max_tokens)
+        args, complete = json_pieces(params, out - 1, rng)
+        state.tool_name = name
+        state.set_pieces([name, *args], "tool_calls" if complete else "length")
+        if state.stream:
+            state.encoder = ToolCallEncoder(
+                state.rid, state.created, state.model, state.prompt_tokens, name, continuous
+            )
+        return
+    schema = asked_schema(body)
+    if schema is None:
+        return
+    out = state.output_tokens = min(max(state.output_tokens, min_pieces(schema)), state.max_tokens)
+    pieces, complete = json_pieces(schema, out, rng)
+    state.json_valid = complete
+    if complete and config.json_invalid_rate and rng.random() < config.json_invalid_rate:
+        pieces, state.json_valid = broken(pieces), False
+    state.set_pieces(pieces, "stop" if complete else "length")
+    if isinstance(state.encoder, ChunkEncoder):
+        state.encoder.n_reason = 0
 
 
 _HOSTED: dict[str, type[ResponsesEncoder | MessagesEncoder]] = {

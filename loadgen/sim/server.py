@@ -29,7 +29,6 @@ from .engine import Engine, Seq
 from .metrics import Metrics
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
 from .sse import error_body
-from .text import WORDS_JSON
 
 now_ns = time.perf_counter_ns
 _REANCHOR_NS = 5_000_000
@@ -147,10 +146,10 @@ class SimServer:
                     continue
                 enc = st.encoder
                 if k >= s.output_len:
-                    data = enc.token(WORDS_JSON[st.words.index(k - 1)], k, st.finish_json)
+                    data = enc.token(st.word(k - 1), k, st.finish_json)
                     data += enc.end(k, st.include_usage, st.finish_reason)
                 else:
-                    data = enc.token(WORDS_JSON[st.words.index(k - 1)], k)
+                    data = enc.token(st.word(k - 1), k)
                 # Stamped the instant before the write, which hands the bytes to the socket: no
                 # client can see a token before its stamp (the fidelity block's lag is >= 0).
                 st.chunk_ns.append(now_ns())
@@ -233,7 +232,7 @@ class SimServer:
             return resp
         if st.finish_reason == "abort":  # the server is shutting down
             return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
-        text = st.words.text(seq.generated)
+        text = st.answer_text(seq.generated)
         resp = web.Response(
             body=orjson.dumps(st.full_body(text, seq.generated)),
             content_type="application/json",

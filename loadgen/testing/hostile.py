@@ -69,6 +69,10 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     typed_choices_str     an event with ``"choices": "abc"``
     typed_delta_str       an event whose ``delta`` is a string (completions: a string choice)
     typed_usage_null      the usage chunk says ``"completion_tokens": null`` (always sent)
+    tool_no_index         chat: a tool call whose second ``delta.tool_calls`` piece has no index
+    tool_args_not_string  chat: a tool call piece whose ``function.arguments`` is an object
+    tool_cut_mid_call     chat: a tool call's name and two argument pieces, then the stream ends
+                          (no finish reason, no ``[DONE]``)
     responses_*, messages_*  one fault per event shape of the Responses and Messages APIs
                           (``hostile_hosted.py`` lists them); their paths answer every other
                           mode with a well-formed stream of their own shape
@@ -92,7 +96,7 @@ import ssl
 import time
 from typing import Any
 
-from loadgen.testing.hostile_events import full_completion, huge_text, stream_events
+from loadgen.testing.hostile_events import TOOL_MODES, full_completion, huge_text, stream_events
 from loadgen.testing.hostile_hosted import HOSTED_MODES, messages_events, responses_events
 from loadgen.testing.hostile_http import (
     Conn,
@@ -139,6 +143,7 @@ MODES: tuple[str, ...] = (
     "typed_choices_str",
     "typed_delta_str",
     "typed_usage_null",
+    *TOOL_MODES,
     *HOSTED_MODES,
 )
 

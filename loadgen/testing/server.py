@@ -21,6 +21,10 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
                            word a token ("475" / "apple", " river"), then finish_reason "stop";
                            max_tokens caps it ("length"). Other prompts get max_tokens (or the
                            default) words seeded by the prompt's crc32: same prompt, same words
+    tool_call              NAME: chat answers are a call of function NAME (its first event names
+                           it, each later one a piece of its JSON arguments, finish_reason
+                           "tool_calls"; the log's ``tool_call`` names it), except an answer to a
+                           request whose last message is a ``role: tool`` result: text
     wrong_mod              n: with ``answer``, prompts whose crc32(text, utf-8) % n == 0 get a
                            wrong answer (a number off by one, else the first word changed), so a
                            test knows exactly which prompts of N change, whatever their order

@@ -33,6 +33,7 @@ from loadgen.workload.prompts import (
 )
 from loadgen.workload.sessions import SessionPlan
 from loadgen.workload.sources import DatasetSource, PrefixGroups, TaskSource, TraceSource, trace_for
+from loadgen.workload.tool_rounds import ToolRounds
 from loadgen.workload.traces import prefix_reuse
 
 __all__ = ["RequestSpec", "Workload", "build_schedule"]
@@ -90,9 +91,15 @@ class Workload:
             self._source = TaskSource(cfg.tasks, cfg.seed)
         self._groups = PrefixGroups(cfg.prefix, cfg.seed, self._prompts) if cfg.prefix else None
         self._models = ModelPicker(cfg.models, cfg.seed) if cfg.models is not None else None
-        self.sessions: SessionPlan | None = None
+        # What an agent's requests carry: the tools and their choice, a response_format.
+        tools = cfg.tools
+        self._tools = (tools.functions, tools.tool_choice()) if tools is not None else (None, None)
+        self._format = cfg.response_format.body() if cfg.response_format is not None else None
+        self.sessions: SessionPlan | ToolRounds | None = None
         if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
             self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)
+        elif tools is not None and tools.rounds > 1:  # conversation s opens with request s
+            self.sessions = ToolRounds(tools, self.single, self._prompts)
 
     def _counter(self) -> Callable[[str], int]:
         """How a given prompt's tokens are counted: the tokenizer's, or one a word."""
@@ -179,10 +186,15 @@ class Workload:
 
     def request(self, i: int) -> RequestSpec:
         """Request ``i``; its input length counts the shared prefix, if any."""
-        if i < 0:
-            raise ValueError(f"request index must be >= 0, got {i}")
         if self.sessions is not None:
             raise TypeError("a multi-turn request depends on its history: build it with workload.sessions")
+        return self.single(i)
+
+    def single(self, i: int) -> RequestSpec:
+        """Request ``i`` on its own, as a conversation's first turn is (``request`` refuses a
+        workload of conversations, whose later turns depend on their history)."""
+        if i < 0:
+            raise ValueError(f"request index must be >= 0, got {i}")
         n_in, n_out = self.lengths(i)
         system, n_sys = self._shared(i)
         expected, match = None, "exact"
@@ -207,7 +219,20 @@ class Workload:
         if isinstance(self._prompts, TokenizerPrompts):
             self._prompt_tokens[i] = total
         model = self._models.model(i) if self._models is not None else None
-        return RequestSpec(i, prompt, messages, total, n_out, expected, match, model=model)
+        tools, choice = self._tools
+        return RequestSpec(
+            i,
+            prompt,
+            messages,
+            total,
+            n_out,
+            expected,
+            match,
+            model=model,
+            tools=tools,
+            tool_choice=choice,
+            response_format=self._format,
+        )
 
     def take(self, n: int) -> tuple[RequestSpec, ...]:
         """Requests 0..n-1."""

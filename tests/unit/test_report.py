@@ -47,6 +47,7 @@ CSV_COLUMNS = [
     "t_first_byte_ns",
     "t_first_token_ns",
     "t_first_content_ns",
+    "t_first_tool_ns",
     "t_end_ns",
     "prompt_tokens",
     "output_tokens",
@@ -60,6 +61,9 @@ CSV_COLUMNS = [
     "session_id",
     "turn",
     "model",
+    "finish_reason",
+    "tool_calls",
+    "json_valid",
     "prompt_hash",
     "answer_truncated",
     "correct",
@@ -70,6 +74,7 @@ CSV_COLUMNS = [
     "client_lag_ms",
     "ttft_from_sched_ms",
     "e2e_from_sched_ms",
+    "ttft_tool_ms",
 ]
 
 
