@@ -131,7 +131,8 @@ class StreamingBackend:
       server's ``/tokenize`` can fit its prompts to exact lengths (counting the messages, with
       the chat template, when ``messages``). ``needs_model``: ``target.model`` must be given.
       ``model_mix``: its body names the model each request asks for (``RequestSpec.model``),
-      so ``workload.models`` can mix adapters over it.
+      so ``workload.models`` can mix adapters over it. ``media``: its user message carries
+      images and audio as content parts (``RequestSpec.media``: ``workload.images``/``audio``).
     - ``engine``: the engine the protocol itself names in the server's identity (None: the
       server's ``/v1/models`` listing says). ``SOURCES``: the keys of ``conditions.server`` its
       probe fills with a server's answer, and the path each came from (the report's rows).
@@ -153,6 +154,7 @@ class StreamingBackend:
     server_tokenize: ClassVar[bool] = False
     needs_model: ClassVar[bool] = False
     model_mix: ClassVar[bool] = False
+    media: ClassVar[bool] = False
     engine: ClassVar[str | None] = None
     SOURCES: ClassVar[tuple[tuple[str, str], ...]] = (("version", "/version"), ("models", "/v1/models"))
     HEADERS: ClassVar[Mapping[str, str]] = {}

@@ -17,6 +17,7 @@ from loadgen.backends import registry
 from loadgen.config.base import Arrival, Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
+from loadgen.config.media import AudioConfig, ImagesConfig
 from loadgen.config.mix import ModelMixField
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
@@ -95,6 +96,9 @@ class WorkloadConfig(StrictModel):
     sessions: SessionsConfig | None = None
     # A LoRA mix (mix.py): the model names requests ask for; absent, every one asks target.model.
     models: ModelMixField | None = None
+    # Generated media in each chat request's user message (media.py).
+    images: ImagesConfig | None = None
+    audio: AudioConfig | None = None
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -116,6 +120,9 @@ class WorkloadConfig(StrictModel):
             )
         if self.sessions is not None and self.models is not None:
             raise field_msg("models", "a mix draws a model a request; sessions are not mixed yet, remove one")
+        media = [k for k in ("images", "audio") if getattr(self, k) is not None]
+        if self.sessions is not None and media:
+            raise field_msg(media[0], "media go in single requests; sessions carry text only, remove one")
         return self
 
     @model_validator(mode="after")
@@ -269,6 +276,18 @@ class Profile(StrictModel):
             raise field_msg(
                 "workload.models",
                 f"endpoint {self.target.endpoint} does not name the model per request; use {takes}",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _media_has_a_shape(self):
+        w = self.workload
+        asked = [k for k in ("images", "audio") if getattr(w, k) is not None]
+        if asked and not registry.backend(self.target.endpoint).media:
+            takes = ", ".join(registry.names(lambda b: b.media))
+            raise field_msg(
+                f"workload.{asked[0]}",
+                f"endpoint {self.target.endpoint} carries no media content parts; use {takes}",
             )
         return self
 
