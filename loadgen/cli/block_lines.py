@@ -1,5 +1,5 @@
 """The console's lines for the summary's blocks that add to a run's table: production-like
-traffic (accuracy, TTFT by turn, a LoRA mix's models, the prefix-cache hit rate) and the
+traffic (accuracy, TTFT by turn, a LoRA mix's models, the media sent, the prefix-cache hit rate) and the
 measurement's fidelity.
 
 Console text belongs to the CLI: ``analysis/`` returns the blocks as data, and these turn them
@@ -35,6 +35,20 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(
             f"model {r['model']}  sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  TTFT p50 "
             + ("-" if ttft is None else f"{ttft:.1f} ms")
+        )
+    media = summary.get("media")
+    if media:
+        lines.append(
+            f"media       {media['images']} images ({media['megapixels']:.1f} MP), "
+            f"{media['audio_clips']} audio clips ({media['audio_s']:.1f} s), "
+            f"{media['media_bytes'] / 1e6:.1f} MB sent; "
+            f"{media['per_request']['images']:.2f} images, "
+            f"{media['per_request']['audio_s']:.2f} audio s a request"
+            + (
+                f"; {media['megapixels_per_s']:.2f} MP/s, {media['media_bytes_per_s'] / 1e6:.2f} MB/s"
+                if media["megapixels_per_s"] is not None and media["media_bytes_per_s"] is not None
+                else ""
+            )
         )
     cache = (summary.get("server") or {}).get("prefix_cache") or {}
     hit = cache.get("hit_rate")

@@ -8,9 +8,8 @@ between an encoder and a decoder cannot hide itself.
 
 from __future__ import annotations
 
-import base64
-
 import asyncio
+import base64
 import json
 import re
 import socket

@@ -110,7 +110,9 @@ async def stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_n
     if p.chat:  # the media the request carried, counted and decoded here (a test compares them)
         entry["media"] = media_received(body.get("messages"))
         if entry["media"]["images"] or entry["media"]["audio_clips"]:  # the log keeps no base64
-            entry["messages"] = [{**m, "content": prompt_text({"messages": [m]}, True)} for m in body["messages"]]
+            entry["messages"] = [
+                {**m, "content": prompt_text({"messages": [m]}, True)} for m in body["messages"]
+            ]
     content: list[str] = []  # the content text as sent, logged however the stream ends
     try:
         if p.fail_kind == "garbage":

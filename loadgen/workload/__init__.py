@@ -91,12 +91,11 @@ class Workload:
             self._source = TraceSource(cfg.trace)
         elif cfg.tasks is not None:
             self._source = TaskSource(cfg.tasks, cfg.seed)
-        if isinstance(self._source, DatasetSource) and not self.carries_media:
-            if any(e.media for e in self._source.entries):
-                raise DatasetError(
-                    f"{cfg.dataset.path if cfg.dataset else ''}: its rows name images or audio, "
-                    f"which endpoint {endpoint} cannot carry; use {', '.join(registry.names(lambda b: b.media))}"
-                )
+        src = self._source
+        if isinstance(src, DatasetSource) and not self.carries_media and any(e.media for e in src.entries):
+            takes = ", ".join(registry.names(lambda b: b.media))
+            raise DatasetError(f"{src.cfg.path}: its rows name images or audio; endpoint {endpoint} "
+                               f"cannot carry them, use {takes}")  # fmt: skip
         self._groups = PrefixGroups(cfg.prefix, cfg.seed, self._prompts) if cfg.prefix else None
         self._models = ModelPicker(cfg.models, cfg.seed) if cfg.models is not None else None
         generated = cfg.images is not None or cfg.audio is not None
@@ -218,7 +217,9 @@ class Workload:
         if isinstance(self._prompts, TokenizerPrompts):
             self._prompt_tokens[i] = total
         model = self._models.model(i) if self._models is not None else None
-        return RequestSpec(i, prompt, messages, total, n_out, expected, match, model=model, media=self._media_of(i))
+        return RequestSpec(
+            i, prompt, messages, total, n_out, expected, match, model=model, media=self._media_of(i)
+        )
 
     def _media_of(self, i: int) -> tuple[MediaPart, ...]:
         """A dataset row's own media, then the generated ones (the profile and the constructor

@@ -35,7 +35,9 @@ class MediaRef:
     seconds: float = 0.0
 
 
-def read_media(where: str, base: Path, obj: dict[str, Any], error: type[LoadgenError]) -> tuple[MediaRef, ...]:
+def read_media(
+    where: str, base: Path, obj: dict[str, Any], error: type[LoadgenError]
+) -> tuple[MediaRef, ...]:
     """The media a row names, images first; ``where`` ("data/x.jsonl line 7") opens any error,
     which names the field and the item, e.g. ``images[1] 'cat.png': no such file``."""
     out: list[MediaRef] = []
