@@ -15,11 +15,15 @@ class MediaPerRequest(TypedDict, total=True):
     """means over the measured requests (those without media count as 0)"""
 
     images: float
+    """images a request"""
     audio_clips: float
+    """audio clips a request"""
     media_bytes: float
-    """bytes of media files sent inline (their base64 on the wire is 4/3 of this)"""
+    """bytes of media files sent inline a request (their base64 on the wire is 4/3 of this)"""
     megapixels: float
+    """megapixels a request (images of known size: generated or local files)"""
     audio_s: float
+    """seconds of audio a request"""
 
 
 @with_config(DOCS)
@@ -32,17 +36,23 @@ class Media(TypedDict, total=True):
     requests: Annotated[int, Field(ge=0)]
     """measured requests that carried any media"""
     images: Annotated[int, Field(ge=0)]
+    """images sent"""
     audio_clips: Annotated[int, Field(ge=0)]
+    """audio clips sent"""
     media_bytes: Annotated[int, Field(ge=0)]
     """bytes of the media files sent inline"""
     megapixels: float
+    """megapixels sent (images of known size)"""
     audio_s: float
     """seconds of audio sent"""
     images_per_s: float | None
+    """images sent per second of the window; null for a window of no length"""
     megapixels_per_s: float | None
+    """megapixels sent per second of the window"""
     audio_s_per_s: float | None
     """seconds of audio sent per second of the window"""
     media_bytes_per_s: float | None
+    """bytes of media sent inline per second of the window"""
     per_request: MediaPerRequest
     prompt_tokens_per_request: float | None
     """mean prompt tokens of the measured ok requests: the server's usage count when it gave one,
