@@ -100,6 +100,8 @@ class Workload:
         self._models = ModelPicker(cfg.models, cfg.seed) if cfg.models is not None else None
         generated = cfg.images is not None or cfg.audio is not None
         self._media = MediaPlan(cfg.images, cfg.audio, cfg.seed, self.media_cache) if generated else None
+        if self._media is not None:
+            self._media.warm()  # encoded before the run, not in the loop that stamps tokens
         self.sessions: SessionPlan | None = None
         if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
             self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)

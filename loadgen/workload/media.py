@@ -105,6 +105,30 @@ class MediaPlan:
     ) -> None:
         self.images, self.audio, self.seed, self.cache = images, audio, seed, cache
 
+    def warm(self) -> int:
+        """Encode every (size, variant) now, before any request goes out, while the cache has
+        room: an encode in the middle of the run (a 20 s clip or a 1024 x 768 PNG takes tens of
+        ms) would stall the event loop that stamps other streams' tokens. Returns how many."""
+        images = self.images.size_choices() if self.images is not None else ()
+        n_img = self.images.distinct if self.images is not None else 0
+        clips = self.audio.duration_s if self.audio is not None else ()
+        n_clip = self.audio.distinct if self.audio is not None else 0
+        todo: list[tuple[str, float, int, int]] = [
+            ("image", w, h, v) for w, h in images for v in range(n_img)
+        ]
+        todo += [("audio", s, 0, v) for s in clips for v in range(n_clip)]
+        done = 0
+        for kind, a, b, v in todo:
+            if self.cache.held >= self.cache.limit // 2:
+                break  # the rest are made when first asked for, as the cache makes room
+            if kind == "image":
+                self._image(int(a), b, v)
+            else:
+                assert self.audio is not None
+                self._clip(a, self.audio.sample_rate, v)
+            done += 1
+        return done
+
     def media(self, i: int) -> tuple[MediaPart, ...]:
         out: list[MediaPart] = []
         if self.images is not None:

@@ -143,8 +143,15 @@ class TestConfig:
     def test_an_endpoint_without_content_parts_refuses_media(self):
         """completions carries no content parts: the profile names workload.images and chat."""
         with pytest.raises(ConfigError) as e:
-            load_profile(None, overrides={"target.endpoint": "completions", "workload.num_requests": 1,
-                                          "load.concurrency": 1, "workload.images": {"count": 1}})  # fmt: skip
+            load_profile(
+                None,
+                overrides={
+                    "target.endpoint": "completions",
+                    "workload.num_requests": 1,
+                    "load.concurrency": 1,
+                    "workload.images": {"count": 1},
+                },
+            )
         assert "workload.images" in str(e.value) and "use chat" in str(e.value)
 
 
