@@ -56,6 +56,11 @@ class DatasetSource:
             max_output_tokens=cfg.max_output_tokens,
         )
         self._inputs = [count(e.prompt) for e in self.entries]
+        for e in self.entries:  # read and encoded before the run, not in the loop that stamps tokens
+            if cache.held >= cache.limit // 2:
+                break  # the rest when first sent
+            for m in e.media:
+                file_part(m.kind, m.ref, m.pixels, m.seconds, cache)
 
     def lengths(self, i: int, profile_output: int) -> tuple[int, int]:
         """The entry's input length, and its output length (the profile's ``profile_output``

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import orjson
+from PIL import Image
 
 from loadgen.report.markdown import render_markdown
 from loadgen.report.sections import build_sections
@@ -71,6 +72,29 @@ class TestAgainstTheScriptedServer:
         report = render_markdown("run", build_sections(res.summary, None, ()))
         assert "## Media" in report
         assert f"| total | {block['images']} |" in report
+
+    def test_a_datasets_files_go_inline_and_its_urls_pass_through(self, make_profile, tmp_path):
+        """A row with a local PNG and an https URL: the server received 2 images and exactly the
+        file's bytes (the URL is counted and never fetched: its host does not resolve); the
+        record's megapixels are the file's alone."""
+        Image.new("RGB", (30, 20), (200, 10, 10)).save(tmp_path / "red.png")
+        (tmp_path / "d.jsonl").write_text(
+            '{"prompt": "what colour is this", "images": ["red.png", "https://example.invalid/b.jpg"]}\n'
+        )
+        with StreamServer(ttft_ms=1, itl_ms=1) as srv:
+            res = run(
+                make_profile(
+                    srv.url,
+                    workload__num_requests=2,
+                    load__warmup_requests=0,
+                    workload__dataset={"path": str(tmp_path / "d.jsonl")},
+                )
+            )
+            log = srv.log()
+        size = (tmp_path / "red.png").stat().st_size
+        for r in res.records:
+            assert log[r.response_id]["media"] == {"images": 2, "audio_clips": 0, "media_bytes": size}
+            assert (r.images, r.media_bytes, r.megapixels) == (2, size, 600 / 1e6)
 
     def test_a_run_without_media_has_no_media_block(self, make_profile):
         """No workload.images or audio: the records carry no media and the summary no block."""
