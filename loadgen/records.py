@@ -35,6 +35,34 @@ def http_error_class(status: int) -> str:
     return f"http_{status}"
 
 
+def set_media(rec: RequestRecord, media: tuple[MediaPart, ...]) -> None:
+    """The record's media columns from what its request carries (nothing when it carries none)."""
+    if not media:
+        return
+    images = [m for m in media if m.kind == "image"]
+    clips = [m for m in media if m.kind == "audio"]
+    rec.images, rec.audio_clips = len(images), len(clips)
+    rec.media_bytes = sum(m.nbytes for m in media)
+    if images:
+        rec.megapixels = sum(m.pixels for m in images) / 1e6
+    if clips:
+        rec.audio_s = sum(m.seconds for m in clips)
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """One image or audio clip a chat request carries in its user message (OpenAI's content
+    parts). Inline media are base64 the workload encoded once per run; a URL the user gave is
+    passed through, never fetched, so its bytes, pixels and seconds are unknown (0)."""
+
+    kind: str  # "image" | "audio"
+    payload: str  # an image's URL (``data:image/png;base64,...`` or the user's), audio's base64 or URL
+    fmt: str  # "png" | "jpeg" | ... for images, "wav" for audio; "url" for a passed-through URL
+    nbytes: int = 0  # bytes of the media file sent inline (its base64 is 4/3 of that on the wire)
+    pixels: int = 0  # an image's width x height
+    seconds: float = 0.0  # an audio clip's duration
+
+
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
     """What one request asks for: built by the workload, sent by a protocol adapter. It lives
@@ -55,6 +83,7 @@ class RequestSpec:
     tools: tuple[dict[str, Any], ...] | None = None
     tool_choice: Any = None
     response_format: dict[str, Any] | None = None
+    media: tuple[MediaPart, ...] = ()  # images and audio in the user message (chat only)
 
 
 @dataclass(slots=True)
@@ -110,6 +139,14 @@ class RequestRecord:
     tool_names: list[str] | None = None
     tool_call_args: list[dict[str, str]] | None = None
     json_valid: bool | None = None  # a response_format answer: parsed and valid against the schema
+    # Media in the prompt (workload.images / workload.audio / a dataset's media columns): how
+    # many images and audio clips, the bytes of their files sent inline, the images' megapixels
+    # and the clips' seconds (None without any). A URL passed through adds a count, nothing else.
+    images: int = 0
+    audio_clips: int = 0
+    media_bytes: int = 0
+    megapixels: float | None = None
+    audio_s: float | None = None
     # The quality axis, when the run keeps answers (output.answers) or scores them: a digest of
     # the exact prompt sent (runs compare answers only on identical prompts), the answer's
     # content as the streamed pieces (one a chunk, about one token each; cut to a budget),

@@ -133,7 +133,8 @@ class StreamingBackend:
       ``model_mix``: its body names the model each request asks for (``RequestSpec.model``),
       so ``workload.models`` can mix adapters over it. ``tool_use``: it sends a request's
       function tools and response_format (``workload.tools``, ``workload.response_format``) and
-      reads the tool calls of its answer.
+      reads the tool calls of its answer. ``media``: its user message carries images and audio
+      as content parts (``RequestSpec.media``: ``workload.images``/``audio``).
     - ``engine``: the engine the protocol itself names in the server's identity (None: the
       server's ``/v1/models`` listing says). ``SOURCES``: the keys of ``conditions.server`` its
       probe fills with a server's answer, and the path each came from (the report's rows).
@@ -156,6 +157,7 @@ class StreamingBackend:
     needs_model: ClassVar[bool] = False
     model_mix: ClassVar[bool] = False
     tool_use: ClassVar[bool] = False
+    media: ClassVar[bool] = False
     engine: ClassVar[str | None] = None
     SOURCES: ClassVar[tuple[tuple[str, str], ...]] = (("version", "/version"), ("models", "/v1/models"))
     HEADERS: ClassVar[Mapping[str, str]] = {}

@@ -24,6 +24,7 @@ from loadgen.backends.base import (
     server_headers,
     unreachable,
 )
+from loadgen.backends.media_parts import with_media
 from loadgen.backends.registry import register
 from loadgen.backends.stream import Live, SSEResponse
 from loadgen.backends.tool_calls import ToolCalls
@@ -244,6 +245,13 @@ class ChatBackend(OpenAIBackend):
     messages = True
     tool_use = True
     text_only = "the chat endpoint only takes text messages"
+    media = True  # images and audio as content parts of the user message
+
+    def body(self, spec: R.RequestSpec) -> dict[str, Any]:
+        body = super().body(spec)
+        if spec.media and spec.messages is not None:
+            body["messages"] = with_media(spec.messages, spec.media)
+        return body
 
 
 @register

@@ -17,6 +17,7 @@ from loadgen.backends import registry
 from loadgen.config.base import Arrival, Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
+from loadgen.config.media import AudioConfig, ImagesConfig
 from loadgen.config.mix import ModelMixField
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
@@ -108,6 +109,9 @@ class WorkloadConfig(StrictModel):
     # What an agent's requests carry (tools.py): function tools, and a JSON schema for answers.
     tools: ToolsField | None = None
     response_format: ResponseFormatConfig | None = None
+    # Generated media in each chat request's user message (media.py).
+    images: ImagesConfig | None = None
+    audio: AudioConfig | None = None
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -135,6 +139,9 @@ class WorkloadConfig(StrictModel):
                 "send no tools or response_format yet; an agent's conversation is tools.rounds, "
                 "remove sessions",
             )
+        media = [k for k in ("images", "audio") if getattr(self, k) is not None]
+        if self.sessions is not None and media:
+            raise field_msg(media[0], "media go in single requests; sessions carry text only, remove one")
         return self
 
     @model_validator(mode="after")
@@ -312,6 +319,18 @@ class Profile(StrictModel):
             if getattr(work, key) is not None and not registry.backend(self.target.endpoint).tool_use:
                 takes = ", ".join(registry.names(lambda b: b.tool_use))
                 raise field_msg("workload", f"{key}: endpoint {self.target.endpoint} sends none; use {takes}")
+        return self
+
+    @model_validator(mode="after")
+    def _media_has_a_shape(self):
+        w = self.workload
+        asked = [k for k in ("images", "audio") if getattr(w, k) is not None]
+        if asked and not registry.backend(self.target.endpoint).media:
+            takes = ", ".join(registry.names(lambda b: b.media))
+            raise field_msg(
+                f"workload.{asked[0]}",
+                f"endpoint {self.target.endpoint} carries no media content parts; use {takes}",
+            )
         return self
 
     @model_validator(mode="after")

@@ -39,7 +39,10 @@ def prompt_hash(spec: RequestSpec) -> str:
     """A digest of exactly what was asked (messages or prompt): two runs' answers are compared
     only where it matches."""
     body = spec.messages if spec.messages is not None else spec.prompt
-    return hashlib.blake2b(orjson.dumps(body), digest_size=8).hexdigest()
+    h = hashlib.blake2b(orjson.dumps(body), digest_size=8)
+    for part in spec.media:  # the same words about another image are another prompt
+        h.update(part.payload.encode())
+    return h.hexdigest()
 
 
 def settle_answer(rec: RequestRecord, spec: RequestSpec, policy: AnswerPolicy) -> Answer | None:

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from loadgen.backends.stream import Live
 from loadgen.clock import cancel_all, now_ns, sleep_until
-from loadgen.records import CANCELLED, RequestRecord, RequestSpec
+from loadgen.records import CANCELLED, RequestRecord, RequestSpec, set_media
 from loadgen.runner.answers import NO_ANSWERS, AnswerPolicy, prompt_hash, settle_answer
 from loadgen.runner.shapes import Answer, LoadShape
 
@@ -153,6 +153,7 @@ class _Dispatch:
             prompt_hash=prompt_hash(spec) if policy.keep else None,
             answer=[] if read else None,
         )
+        set_media(rec, spec.media)
         answer = None
         live = self._backend.live
         live.in_flight += 1

@@ -15,6 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen.analysis import curve, fidelity, metrics, saturation, traffic
+from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
 from loadgen.analysis.precision import precision_block
 from loadgen.analysis.saturation import waiting_samples
@@ -84,6 +85,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         by_model = models_block(table, mix.names, mix.choice, measured["window"]["seconds"], profile.sla)
     if by_model is not None:
         summary["models"] = by_model
+    sent_media = media_block(table, measured["window"]["seconds"])
+    if sent_media is not None:
+        summary["media"] = sent_media
     # The built-in simulator served: its log is the truth.
     truth = fidelity.assess(table, p.run_dir / GROUND_TRUTH) if p.target.sim_info is not None else None
     if truth is not None:

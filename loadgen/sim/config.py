@@ -79,6 +79,17 @@ class SimConfig(BaseModel):
     max_loras: int = Field(1, ge=1, description="adapters resident at once (vLLM's --max-loras)")
     lora_load_ms: float = Field(0.0, ge=0, le=3.6e6, description="cost of loading a non-resident adapter")
 
+    # Media in chat prompts (media.py): an image's tokens by Qwen2-VL's resize rule and its
+    # defaults (4 to 16384 tokens an image), audio's at Qwen2-Audio's 25 tokens a second; URLs
+    # are never fetched, so they count as an image of url_image_size or a clip of url_audio_s.
+    image_patch_size: int = Field(14, ge=1, le=1024, description="ViT patch side, pixels")
+    image_merge_size: int = Field(2, ge=1, le=64, description="patches merged per token, per side")
+    image_min_pixels: int = Field(56 * 56, ge=1, description="an image is scaled up to at least this")
+    image_max_pixels: int = Field(28 * 28 * 16384, ge=1, description="and down to at most this")
+    audio_tokens_per_s: float = Field(25.0, gt=0, le=10_000, description="audio tokens a second")
+    url_image_size: tuple[int, int] = Field((512, 512), description="(width, height) of an image URL")
+    url_audio_s: float = Field(10.0, gt=0, le=3600, description="seconds of an audio URL")
+
     @field_validator("lora_adapters")
     @classmethod
     def _unique_adapters(cls, v: tuple[str, ...]) -> tuple[str, ...]:

@@ -16,6 +16,7 @@ import orjson
 
 from .config import SimConfig
 from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
+from .media import MediaError, MediaRule, MediaSeen
 from .prefix_cache import block_hashes
 from .sse import ChunkEncoder, ToolCallEncoder
 from .structured import asked_schema, broken, json_pieces, min_pieces, tool_to_call
@@ -68,6 +69,7 @@ class RequestState:
         "prefill_end_ns",
         "chunk_ns",
         "finish_ns",
+        "media",
     )
 
     def __init__(
@@ -107,6 +109,7 @@ class RequestState:
         self.done: asyncio.Future[None] | None = None
         self.arrival_ns = self.admitted_ns = self.prefill_end_ns = self.finish_ns = 0
         self.chunk_ns: list[int] = []
+        self.media: MediaSeen | None = None  # a chat prompt's images and audio, when it had any
 
     def usage(self, completion: int) -> dict[str, int]:
         return {
@@ -195,6 +198,7 @@ class RequestState:
             "queue_ms": (admitted - self.arrival_ns) / 1e6 if admitted else None,
             "ttft_ms": (first - self.arrival_ns) / 1e6 if first else None,
             "tpot_ms": tpot,
+            **(self.media.log() if self.media is not None else {}),
         }
 
 
@@ -211,13 +215,20 @@ def _int(body: dict, key: str, default: int | None, lo: int) -> int | None:
     return v
 
 
-def _prompt(body: dict, chat: bool) -> tuple[Sequence[Hashable], bytes]:
-    """(prompt token identities, bytes that seed the output text); text.py has the rules."""
+def _prompt(body: dict, chat: bool, seen: MediaSeen, config: SimConfig) -> tuple[Sequence[Hashable], bytes]:
+    """(prompt token identities, bytes that seed the output text); text.py has the rules, and
+    media.py those of the images and audio ``seen`` counts."""
     if chat:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
             raise BadRequest("messages must be a non-empty list of objects", param="messages")
-        return chat_tokens(msgs), orjson.dumps(msgs)
+        rule = MediaRule(config) if any(isinstance(m.get("content"), list) for m in msgs) else None
+        try:
+            tokens = chat_tokens(msgs, None if rule is None else lambda p: rule.tokens(p, seen))
+        except MediaError as exc:
+            raise BadRequest(str(exc), param="messages") from None
+        # The text seeds the answer's words: a megabyte of base64 need not be serialised again.
+        return tokens, orjson.dumps(msgs if rule is None else [_text_of(m) for m in msgs])
     p = body.get("prompt")
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
         p = p[0]  # a batch of one
@@ -232,6 +243,14 @@ def _prompt(body: dict, chat: bool) -> tuple[Sequence[Hashable], bytes]:
     )
 
 
+def _text_of(message: dict) -> Any:
+    """A message's content without its media (which may be megabytes of base64)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return [p.get("text") for p in content if isinstance(p, dict) and "text" in p]
+    return content
+
+
 def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: int) -> RequestState:
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
@@ -241,7 +260,8 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         raise BadRequest(f"The model `{asked}` does not exist.", 404, "NotFoundError", "model")
     if body.get("n", 1) != 1:
         raise BadRequest("the simulator supports n=1 only", param="n")
-    tokens, key = _prompt(body, chat)
+    seen = MediaSeen()
+    tokens, key = _prompt(body, chat, seen, config)
     tokens = tokens or EMPTY_PROMPT_TOKENS  # an empty prompt still holds a begin-of-text token
     prompt_tokens = len(tokens)  # = count_text / count_chat / len(ids): one rule, two views
     limit = config.context_len
@@ -289,6 +309,7 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         words,
     )
     state.adapter = adapter
+    state.media = seen if seen.images or seen.audio_clips else None
     if state.encoder is not None and chat:
         state.encoder.n_reason = min(config.reasoning_tokens, out)
     if chat:

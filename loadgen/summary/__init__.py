@@ -19,6 +19,7 @@ from loadgen.summary.common import DOCS, ClientVsServer, Distribution, LengthSta
 from loadgen.summary.conditions import Conditions
 from loadgen.summary.extras import Fidelity, Quality, Sessions
 from loadgen.summary.measures import Counts, EndedBy, Metrics, MetricsGoodput, SlaBlock, SlaDetails, Window
+from loadgen.summary.media import Media
 from loadgen.summary.models import Models
 from loadgen.summary.repeats import RepeatFigure, RepeatRun, Repeats
 from loadgen.summary.server import GaugeStats, ServerView
@@ -68,6 +69,7 @@ class Summary(TypedDict, total=True):
     quality: NotRequired[Quality]
     sessions: NotRequired[Sessions]
     models: NotRequired[Models]
+    media: NotRequired[Media]
     precision: NotRequired[PrecisionBlock]
     """a one-stage run with load.until: the precision its stage reached (a multi-stage run's
     stages carry their own)"""
@@ -91,6 +93,7 @@ __all__ = [
     "Fidelity",
     "GaugeStats",
     "LengthStats",
+    "Media",
     "Metrics",
     "MetricsGoodput",
     "Models",

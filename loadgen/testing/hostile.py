@@ -73,6 +73,9 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     tool_args_not_string  chat: a tool call piece whose ``function.arguments`` is an object
     tool_cut_mid_call     chat: a tool call's name and two argument pieces, then the stream ends
                           (no finish reason, no ``[DONE]``)
+    image_too_large       a chat request carrying an image is a 400 whose JSON error says the
+                          image is too large (as a server with a pixel limit answers); one
+                          without is streamed normally
     responses_*, messages_*  one fault per event shape of the Responses and Messages APIs
                           (``hostile_hosted.py`` lists them); their paths answer every other
                           mode with a well-formed stream of their own shape
@@ -144,6 +147,7 @@ MODES: tuple[str, ...] = (
     "typed_delta_str",
     "typed_usage_null",
     *TOOL_MODES,
+    "image_too_large",
     *HOSTED_MODES,
 )
 
@@ -151,6 +155,7 @@ HOSTED = {"/v1/responses": responses_events, "/v1/messages": messages_events}
 STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED))
 ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
 RETRY_AFTER_S = 7
+IMAGE_TOO_LARGE = "image too large: 4096x4096 exceeds the server's limit of 1003520 pixels"
 _KEEP_ALIVE = {"close_after_keepalive": "timeout=5, max=100", "keepalive_limits": "timeout=1, max=3"}
 LIMIT_TIMEOUT_S, LIMIT_MAX = 1.0, 3  # keepalive_limits' announced timeout and max
 
@@ -300,6 +305,9 @@ class HostileServer(ThreadedServer):
         auth = req.headers.get("authorization", "")
         if self.mode in ("http_500", "http_429", "echo_auth_body"):
             return await self._error_answer(conn, req, auth)
+        if self.mode == "image_too_large" and '"image_url"' in req.body.decode("utf-8", "replace"):
+            err = {"message": IMAGE_TOO_LARGE, "type": "BadRequestError", "param": "messages", "code": 400}
+            return await self._json(conn, req, 400, {"error": err})
         chat = req.path.endswith("/chat/completions")
         n = self.tokens if self.tokens is not None else min(int(body.get("max_tokens") or 4), 64)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-hostile-{self.requests_seen}"

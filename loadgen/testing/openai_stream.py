@@ -22,6 +22,7 @@ from loadgen.testing.common import (
     answer_pieces,
     end_stream,
     event,
+    media_received,
     pace_until,
     prompt_text,
     reset_connection,
@@ -122,6 +123,12 @@ async def stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_n
     entry["answer"] = ""
     # What was asked, as received: a test checks a multi-turn history against it.
     entry["messages" if p.chat else "prompt"] = body.get("messages" if p.chat else "prompt")
+    if p.chat:  # the media the request carried, counted and decoded here (a test compares them)
+        entry["media"] = media_received(body.get("messages"))
+        if entry["media"]["images"] or entry["media"]["audio_clips"]:  # the log keeps no base64
+            entry["messages"] = [
+                {**m, "content": prompt_text({"messages": [m]}, True)} for m in body["messages"]
+            ]
     content: list[str] = []  # the content text as sent, logged however the stream ends
     try:
         if p.fail_kind == "garbage":
@@ -279,8 +286,13 @@ def toy_token_count(prompt: Any, chat: bool) -> int:
     def words(text: str) -> int:
         return sum(1 + len(w) // 7 for w in text.split())
 
+    def text(content: Any) -> str:
+        if isinstance(content, list):  # content parts: their text (media count nothing here)
+            return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return content or ""
+
     if chat:
-        return sum(3 + words(m.get("content") or "") for m in prompt) + 2
+        return sum(3 + words(text(m.get("content"))) for m in prompt) + 2
     if isinstance(prompt, list):
         return len(prompt) + 1
     return words(prompt) + 1

@@ -4,7 +4,9 @@ The server runs in its own process (``StreamServer``), so its timing is not dist
 client under test, and logs on the same monotonic clock (CLOCK_MONOTONIC via
 ``time.perf_counter_ns``) exactly when it handed each event to the socket. ``GET /_log`` returns
 that log; tests match it to loadgen's records through the response id. Each OpenAI entry also
-carries ``answer``, the content text the server really sent (reasoning excluded).
+carries ``answer``, the content text the server really sent (reasoning excluded), and each chat
+entry ``media``: the images and audio clips its content parts carried and the bytes their
+base64 decoded to (its ``messages`` then keep the text only).
 
 Behaviour is scripted per request through a ``loadgen_test`` object in the request body (the
 profile's ``target.extra_body`` puts it there), over the server's defaults:
