@@ -179,7 +179,7 @@ def field_rows(model: type[BaseModel] = Profile, prefix: str = "") -> Iterator[t
     and ``variant_rows`` lists the models' own fields."""
     said = _comments(model)
     for name, field in model.model_fields.items():
-        path = f"{prefix}{name}"
+        path = f"{prefix}{field.alias or name}"
         models = list(dict.fromkeys(_models_in(field.annotation)))
         if len(models) > 1:
             kinds = " \\| ".join(_variant(m) for m in models)

@@ -25,9 +25,13 @@ MAX_DISTINCT = 10_000
 class MediaCount(StrictModel):
     """How many a request carries: ``fixed`` (value) or ``uniform`` over min..max inclusive."""
 
+    # fixed or uniform.
     kind: Literal["fixed", "uniform"] = "fixed"
+    # How many per request (fixed).
     value: Int = Field(1, ge=0, le=MAX_MEDIA)
+    # Fewest per request (uniform).
     min: Int = Field(0, ge=0, le=MAX_MEDIA)
+    # Most per request (uniform).
     max: Int = Field(0, ge=0, le=MAX_MEDIA)
 
     @model_validator(mode="after")
@@ -54,11 +58,17 @@ class ImagesConfig(StrictModel):
     does not spend its time compressing pixels; a server that caches decoded images by content
     (vLLM's multimodal cache) will serve repeats faster, so raise ``distinct`` to defeat it."""
 
+    # Images per request: a number or {kind: uniform, min, max}.
     count: Count = MediaCount()
+    # Image width in pixels (one size; or sizes).
     width: Side = 512
+    # Image height in pixels.
     height: Side = 512
+    # Several [width, height] pairs, drawn from per image.
     sizes: tuple[tuple[Side, Side], ...] | None = Field(None, min_length=1, max_length=64)
+    # png or jpeg.
     format: Literal["png", "jpeg"] = "png"
+    # Different images generated per size (each encoded once, before the run).
     distinct: Int = Field(16, ge=1, le=MAX_DISTINCT)
 
     @model_validator(mode="before")
@@ -86,9 +96,13 @@ class AudioConfig(StrictModel):
     ``duration_s`` long (a number, or a list to draw from uniformly), at ``sample_rate``. Like
     images, each clip is one of ``distinct`` seeded variants of its duration, encoded once."""
 
+    # Audio clips per request: a number or {kind: uniform, min, max}.
     count: Count = MediaCount()
+    # Clip length in seconds, or a list to draw from.
     duration_s: Annotated[tuple[Seconds, ...], BeforeValidator(_seconds_list)] = Field(
         (5.0,), min_length=1, max_length=64
     )
+    # Samples per second of the 16-bit mono WAV.
     sample_rate: Int = Field(16_000, ge=1000, le=192_000)
+    # Different clips generated per duration (each encoded once, before the run).
     distinct: Int = Field(16, ge=1, le=MAX_DISTINCT)

@@ -61,10 +61,17 @@ class ToolsConfig(StrictModel):
     next request sends the assistant's tool calls and a mocked result of ``result_tokens``
     tokens for each, and measures the answer to that."""
 
+    # OpenAI function tools offered with every chat request ({type: function, function: {name,
+    # parameters}}).
     functions: tuple[dict[str, Any], ...] = ()
+    # A JSON or YAML file of such tools, relative to the profile.
     file: str | None = None
+    # tool_choice: auto, required, none, or a function's name (that function is called).
     choice: str = "auto"
+    # Rounds of a conversation: a tool call is answered with a mocked tool result and the follow-up
+    # answer measured too.
     rounds: Int = Field(1, ge=1, le=MAX_ROUNDS)
+    # Tokens of each mocked tool result sent back.
     result_tokens: Int = Field(32, ge=1, le=MAX_RESULT_TOKENS)
 
     @model_validator(mode="before")
@@ -141,8 +148,11 @@ class JsonSchemaSpec(StrictModel):
 
     model_config = ConfigDict(**STRICT, serialize_by_alias=True)  # dumped as `schema`, as written
 
+    # The schema's name, as OpenAI's response_format names it.
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    # The JSON schema every answer is validated against (or a file path).
     schema_: dict[str, Any] = Field(alias="schema")
+    # Ask the server for strict schema adherence.
     strict: bool = True
 
     @model_validator(mode="before")
@@ -166,7 +176,9 @@ class ResponseFormatConfig(StrictModel):
     """The request's ``response_format``: ``{type: json_schema, json_schema: {name, schema}}``.
     Every answer is parsed and validated against the schema (``summary.quality.json_valid``)."""
 
+    # json_schema: answers must be JSON valid against json_schema.schema.
     type: Literal["json_schema"] = "json_schema"
+    # The schema the answers are held to.
     json_schema: JsonSchemaSpec
 
     def body(self) -> dict[str, Any]:
