@@ -62,6 +62,12 @@ class SimConfig(BaseModel):
         "reasoning_content, Responses' reasoning_text, Messages' thinking): a reasoning model",
     )
 
+    incremental_streaming_output: bool = Field(
+        False,
+        description="SGLang's native /generate streams only each step's new text and ids "
+        "(SGLang's --incremental-streaming-output); default: the whole output so far, as SGLang",
+    )
+
     # LoRA adapters served beside the base model (vLLM's --lora-modules / --max-loras): a step
     # that admits a request for an adapter not resident loads it first, evicting the least
     # recently used when max_loras are resident, and the load costs lora_load_ms of that step.

@@ -16,6 +16,7 @@ import orjson
 
 from .config import SimConfig
 from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
+from .native_sse import SGLangEncoder, TritonEncoder
 from .prefix_cache import block_hashes
 from .sse import ChunkEncoder
 from .text import EMPTY_PROMPT_TOKENS, WordStream, chat_tokens, text_tokens
@@ -90,9 +91,9 @@ class RequestState:
         self.finish_json = orjson.dumps(self.finish_reason)
         self.words = words
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
-        self.encoder: ChunkEncoder | ResponsesEncoder | MessagesEncoder | None = (
-            ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
-        )
+        self.encoder: (
+            ChunkEncoder | ResponsesEncoder | MessagesEncoder | TritonEncoder | SGLangEncoder | None
+        ) = ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
         self.response: web.StreamResponse | None = None
         self.seq: Seq | None = None
         self.done: asyncio.Future[None] | None = None
@@ -107,7 +108,10 @@ class RequestState:
         }
 
     def full_body(self, text: str, completion: int) -> dict[str, Any]:
-        """The non-streaming response."""
+        """The non-streaming response (a native protocol's encoder, kept for it, gives its own)."""
+        if isinstance(self.encoder, (TritonEncoder, SGLangEncoder)):
+            ids = [self.words.index(i) for i in range(completion)]
+            return self.encoder.answer(text, ids, self.finish_reason)
         if self.chat:
             choice = {
                 "index": 0,
