@@ -55,16 +55,23 @@ class Serving(Protocol):
 
 
 def parse_native(
-    body: Any, endpoint: str, stream: bool, model: str, config: SimConfig, rid: str, created: int
+    body: Any,
+    endpoint: str,
+    model: str,
+    config: SimConfig,
+    rid: str,
+    created: int,
+    stream: bool | None = None,
 ) -> RequestState:
     """A Triton or SGLang body as the completions request of the same prompt and limits (so its
-    prompt count and words are completions'), answered by its own protocol's encoder."""
+    prompt count and words are completions'), answered by its own protocol's encoder.
+    ``stream``: what the path says (Triton's generate_stream or generate); None: the body's."""
     try:
         completion = as_completion(body, endpoint)
     except NativeRequestError as e:
         raise BadRequest(str(e)) from None
-    if endpoint == TRITON:
-        completion["stream"] = stream  # the path decides
+    if stream is not None:
+        completion["stream"] = stream
     state = parse_request(completion, False, config, rid, created)
     state.endpoint, state.model = endpoint, model
     if endpoint == TRITON:
@@ -129,7 +136,7 @@ class _Handlers:
             return unknown
         try:
             body = orjson.loads(await request.read())
-            st = parse_native(body, TRITON, stream, name, self.server.config, rid, self.server.created)
+            st = parse_native(body, TRITON, name, self.server.config, rid, self.server.created, stream)
         except orjson.JSONDecodeError as e:
             return _json({"error": f"failed to parse the request JSON buffer: {e}"}, 400, rid)
         except BadRequest as e:
@@ -173,10 +180,7 @@ class _Handlers:
         config = self.server.config
         try:
             body = orjson.loads(await request.read())
-            stream = isinstance(body, dict) and bool(body.get("stream"))
-            st = parse_native(
-                body, SGLANG, stream, config.served_model_name, config, rid, self.server.created
-            )
+            st = parse_native(body, SGLANG, config.served_model_name, config, rid, self.server.created)
         except orjson.JSONDecodeError as e:
             return _json({"error": {"message": f"request body is not valid JSON: {e}"}}, 400, rid)
         except BadRequest as e:

@@ -87,10 +87,10 @@ def as_completion(body: Any, endpoint: str) -> dict[str, Any]:
 class TritonEncoder:
     """One ``generate_stream`` response: each event carries the step's new word."""
 
-    __slots__ = ("n_reason", "_head", "_tail", "fields")
+    __slots__ = ("n_reason", "counts", "_head", "_tail", "fields")
 
     def __init__(self, model: str, prompt_tokens: int, counts: bool, inputs: bool) -> None:
-        self.n_reason = 0
+        self.n_reason, self.counts = 0, counts
         self.fields: dict[str, Any] = {**TRT_FIELDS, "model_name": model, "model_version": "1"}
         if inputs:
             self.fields["num_input_tokens"] = prompt_tokens
@@ -108,7 +108,7 @@ class TritonEncoder:
 
     def answer(self, text: str, ids: list[int], finish_reason: str) -> dict[str, Any]:
         out = {**self.fields, "text_output": text}
-        if self._tail != b"}\n\n":
+        if self.counts:
             out["num_output_tokens"] = len(ids)
         return out
 
