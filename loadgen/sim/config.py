@@ -71,6 +71,11 @@ class SimConfig(BaseModel):
     json_invalid_rate: float = Field(
         0.0, ge=0, le=1, description="share of structured (json_schema) answers streamed as invalid JSON"
     )
+    incremental_streaming_output: bool = Field(
+        False,
+        description="SGLang's native /generate streams only each step's new text and ids "
+        "(SGLang's --incremental-streaming-output); default: the whole output so far, as SGLang",
+    )
 
     # LoRA adapters served beside the base model (vLLM's --lora-modules / --max-loras): a step
     # that admits a request for an adapter not resident loads it first, evicting the least

@@ -17,6 +17,7 @@ import orjson
 from .config import SimConfig
 from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
 from .media import MediaError, MediaRule, MediaSeen
+from .native_sse import SGLangEncoder, TritonEncoder
 from .prefix_cache import block_hashes
 from .sse import ChunkEncoder, ToolCallEncoder
 from .structured import asked_schema, broken, json_pieces, min_pieces, tool_to_call
@@ -101,9 +102,9 @@ class RequestState:
         self.tool_name: str | None = None
         self.json_valid: bool | None = None
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
-        self.encoder: ChunkEncoder | ResponsesEncoder | MessagesEncoder | None = (
-            ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
-        )
+        self.encoder: (
+            ChunkEncoder | ResponsesEncoder | MessagesEncoder | TritonEncoder | SGLangEncoder | None
+        ) = ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
         self.response: web.StreamResponse | None = None
         self.seq: Seq | None = None
         self.done: asyncio.Future[None] | None = None
@@ -135,7 +136,10 @@ class RequestState:
         self.finish_json = orjson.dumps(finish_reason)
 
     def full_body(self, text: str, completion: int) -> dict[str, Any]:
-        """The non-streaming response."""
+        """The non-streaming response (a native protocol's encoder, kept for it, gives its own)."""
+        if isinstance(self.encoder, (TritonEncoder, SGLangEncoder)):
+            ids = [self.words.index(i) for i in range(completion)]
+            return self.encoder.answer(text, ids, self.finish_reason)
         if self.chat:
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if self.tool_name is not None:

@@ -1,5 +1,6 @@
 """The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock; it
-also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``) off the same engine.
+also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``), Triton's generate
+extension and SGLang's ``/generate`` (``native_routes.py``) off the same engine.
 
 One task, ``_pace``, owns the engine: it plans a step, sleeps until the step's absolute wall
 deadline (previous deadline + virtual duration x time_scale, so sleeps never drift), then writes
@@ -27,6 +28,7 @@ from aiohttp import web
 from .config import SimConfig
 from .engine import Engine, Seq
 from .metrics import Metrics
+from .native_routes import native_routes
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
 from .sse import error_body
 
@@ -79,6 +81,7 @@ class SimServer:
                 web.post("/reset_prefix_cache", self._reset),  # vLLM's name
                 web.post("/flush_cache", self._reset),  # SGLang's (GET or POST)
                 web.get("/flush_cache", self._reset),
+                *native_routes(self, VERSION),  # Triton's generate extension, SGLang's /generate
             ]
         )
         runner = self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -177,11 +180,11 @@ class SimServer:
         return await self._generate(request, chat=True, hosted="messages")
 
     async def _generate(self, request: web.Request, chat: bool, hosted: str = "") -> web.StreamResponse:
-        """Every protocol's request: parse, stream (or answer whole), log its ground truth.
-        ``hosted``: "responses" or "messages", served by their own encoders."""
+        """An OpenAI or hosted-API request: parse it, then ``serve`` it. ``hosted``: "responses"
+        or "messages", served by their own encoders (the native protocols: native_routes.py)."""
         arrival = now_ns()
         prefix = {"responses": "resp", "messages": "msg"}.get(hosted, "chatcmpl" if chat else "cmpl")
-        rid = f"{prefix}-sim-{next(self._ids)}"
+        rid = self.new_id(prefix)
         try:
             body = orjson.loads(await request.read())
             if hosted:
@@ -193,6 +196,16 @@ class SimServer:
         except BadRequest as e:
             return _error(e.message, e.status, rid, e.kind, e.param)
         st.arrival_ns = arrival
+        return await self.serve(request, st)
+
+    def new_id(self, prefix: str) -> str:
+        """The next response id: one sequence for every protocol (``chatcmpl-sim-7``)."""
+        return f"{prefix}-sim-{next(self._ids)}"
+
+    async def serve(self, request: web.Request, st: RequestState) -> web.StreamResponse:
+        """A parsed request (``arrival_ns`` set) through the engine: streamed by its encoder, or
+        answered whole; its ground truth logged. Every protocol's handler ends here."""
+        rid = st.rid
         headers = {"x-request-id": rid}
         if st.stream:
             resp = web.StreamResponse(
