@@ -8,6 +8,7 @@ import asyncio
 import http.server
 import json
 import math
+import re
 import subprocess
 import threading
 import urllib.request
@@ -218,3 +219,23 @@ def test_the_cli_serves_metrics_while_it_runs(tmp_path):
         p.wait(60)
     assert p.returncode == 0
     json.loads(next(tmp_path.glob("*/summary.json")).read_text())
+
+
+def test_the_grafana_board_reads_only_metrics_loadgen_exports():
+    """Every loadgen or gen_ai series the shipped board queries is one the exporter writes."""
+    from pathlib import Path
+
+    board = json.loads(
+        (Path(__file__).parents[2] / "examples" / "grafana" / "loadgen-client.json").read_text()
+    )
+    exported = set()
+    for inst in INSTRUMENTS:
+        name = prometheus_name(inst)
+        exported |= {name, f"{name}_bucket", f"{name}_sum", f"{name}_count"}
+    queried = {
+        m
+        for panel in board["panels"]
+        for t in panel["targets"]
+        for m in re.findall(r"\b((?:loadgen|gen_ai)_[a-z_]+)\b(?!\s*=)", t["expr"])
+    }
+    assert queried and queried <= exported, queried - exported
