@@ -91,8 +91,8 @@ async def _run_once(
     with contextlib.ExitStack() as stack:
         url, sim_info = profile.target.url, None
         if url is None:
-            sim = stack.enter_context(start_simulator(profile, run_dir))
-            url, sim_info = sim.url, {"config": sim.config.model_dump(mode="json")}
+            sim, url = stack.enter_context(start_simulator(profile, run_dir))
+            sim_info = {"config": sim.config.model_dump(mode="json")}
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
         if profile.target.reset_path:
