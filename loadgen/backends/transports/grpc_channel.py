@@ -76,7 +76,13 @@ class GrpcTransport:
 
         self.grpc = grpc
         address, secure = grpc_address(opts.base_url)
-        options = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
+        # No transparent retries: a request the channel sent again would carry its first send
+        # time; loadgen's one visible resend is the HTTP transports' (Consumer.resent).
+        options = [
+            ("grpc.max_receive_message_length", -1),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.enable_retries", 0),
+        ]
         if secure:
             roots = None
             if opts.ca_bundle:
