@@ -122,6 +122,16 @@ class TestStream:
                 assert key.encode() not in f.read_bytes(), f
 
 
+class TestSelfcheck:
+    def test_no_http_ceiling_is_judged_against_a_grpc_run(self, make_profile, monkeypatch):
+        """The saved self-check measured the HTTP transports: a gRPC run is not judged by it."""
+        saved = {"ceiling": 1}
+        monkeypatch.setattr(api.selfcheck_store, "lookup", lambda *a, **k: saved)
+        monkeypatch.setattr(api.selfcheck_store, "judge", lambda level, workers, s: {"saved": s})
+        assert api.selfcheck_against(make_profile("grpc://127.0.0.1:8001", **GRPC)) is None
+        assert api.selfcheck_against(make_profile("http://127.0.0.1:8000")) == {"saved": saved}
+
+
 class TestWorkers:
     def test_each_worker_process_opens_its_own_channel(self, grpc_server, make_profile):
         """With two worker processes each opens a channel and reads the model's inputs before its
