@@ -35,6 +35,14 @@ def http_error_class(status: int) -> str:
     return f"http_{status}"
 
 
+def grpc_error_class(code: str) -> str:
+    """A gRPC call that ended with a status other than OK: ``grpc_<code>`` in lower case
+    (``grpc_unavailable``, ``grpc_invalid_argument``). A refused connection is ``connect`` and a
+    deadline ``timeout``, as over HTTP; every other status keeps its own name rather than
+    borrowing an HTTP code the server never sent."""
+    return f"grpc_{code.lower()}"
+
+
 def set_media(rec: RequestRecord, media: tuple[MediaPart, ...]) -> None:
     """The record's media columns from what its request carries (nothing when it carries none)."""
     if not media:

@@ -155,7 +155,15 @@ def cmd_sim(a: argparse.Namespace) -> int:
     except SimConfigError as exc:
         return die(str(exc))
     try:
-        serve(config, a.host, a.port, ground_truth_path=Path(a.ground_truth) if a.ground_truth else None)
+        serve(
+            config,
+            a.host,
+            a.port,
+            ground_truth_path=Path(a.ground_truth) if a.ground_truth else None,
+            grpc_port=a.grpc_port,
+        )
+    except ImportError as exc:
+        return die(f"--grpc-port needs gRPC ({exc}): install loadgen[grpc]")
     except OSError as exc:
         return die(f"cannot listen on {a.host}:{a.port}: {exc}")
     except KeyboardInterrupt:

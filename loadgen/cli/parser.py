@@ -74,6 +74,12 @@ def _sim(sub: Any) -> None:
         metavar="FIELD=VALUE",
         help="any simulator setting, e.g. --set max_num_seqs=64 (repeatable)",
     )
+    s.add_argument(
+        "--grpc-port",
+        type=int,
+        help="also serve Triton's KServe v2 gRPC frontend (ModelStreamInfer) on this port, for "
+        "--endpoint triton_grpc (needs loadgen[grpc])",
+    )
     s.add_argument("--ground-truth", help="write the per-request ground-truth log (JSONL) here")
 
 

@@ -170,6 +170,19 @@ class TargetConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _url_fits_the_protocol(self):
+        schemes = registry.backend(self.endpoint).URL_SCHEMES
+        scheme = urlsplit(self.url).scheme if self.url else None
+        if scheme is not None and scheme not in schemes:
+            grpc = " or ".join(registry.names(lambda b: scheme in b.URL_SCHEMES))
+            raise field_msg(
+                "url",
+                f"{scheme}:// is not a URL for target.endpoint {self.endpoint} (it takes "
+                f"{', '.join(s + '://' for s in schemes)}){f'; {scheme}:// is for {grpc}' if grpc else ''}",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _token_ids_need_completions(self):
         backend = registry.backend(self.endpoint)
         if self.prompt_format == "token_ids" and not backend.token_ids:
@@ -186,9 +199,13 @@ def _one_of(value: str, names: tuple[str, ...]) -> str:
     return value
 
 
+_SCHEMES = ("http", "https", "grpc", "grpcs")
+
+
 def check_url(v: str) -> str:
-    """``v`` if it is an http:// or https:// URL with a host and a valid port; else a ValueError
-    that says what to write instead."""
+    """``v`` if it is an http://, https:// (or, for a gRPC protocol, grpc:// or grpcs://) URL
+    with a host and a valid port; else a ValueError that says what to write instead. Which
+    schemes the endpoint takes is checked with the endpoint (``_url_fits_the_protocol``)."""
     if _CONTROL.search(v) or " " in v:
         raise ValueError(f"{v[:60]!r} holds spaces or control characters")
     if "://" not in v:
@@ -200,8 +217,11 @@ def check_url(v: str) -> str:
         raise ValueError(
             f"{v[:60]!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000 or http://[::1]:8000"
         ) from None
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"scheme {parts.scheme!r} is not supported; use http:// or https://")
+    if parts.scheme not in _SCHEMES:
+        raise ValueError(
+            f"scheme {parts.scheme!r} is not supported; use http:// or https:// "
+            "(grpc:// for target.endpoint triton_grpc)"
+        )
     if not parts.hostname:
         raise ValueError(f"{v[:60]!r} names no host; e.g. http://127.0.0.1:8000")
     if port == 0:

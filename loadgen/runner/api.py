@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
+from loadgen.backends import registry
 from loadgen.clock import run_loop
 from loadgen.config import Profile, load_profile
 from loadgen.config.stages import resolve_stages
@@ -91,8 +92,8 @@ async def _run_once(
     with contextlib.ExitStack() as stack:
         url, sim_info = profile.target.url, None
         if url is None:
-            sim = stack.enter_context(start_simulator(profile, run_dir))
-            url, sim_info = sim.url, {"config": sim.config.model_dump(mode="json")}
+            sim, url = stack.enter_context(start_simulator(profile, run_dir))
+            sim_info = {"config": sim.config.model_dump(mode="json")}
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
         if profile.target.reset_path:
@@ -134,9 +135,11 @@ async def _run_once(
 def selfcheck_against(profile: Profile) -> ClientSelfcheck | None:
     """This run's highest load level beside the machine's saved self-check (``loadgen
     selfcheck``) for its transport, loop kind and number of worker processes; None when there
-    is none (or the workers are Ray actors, which run on other machines)."""
+    is none (or the workers are Ray actors, which run on other machines, or the protocol
+    brings its own transport, such as gRPC's, which the self-check, of the HTTP transports, did
+    not measure)."""
     stages = resolve_stages(profile.load, profile.workload)
-    if profile.client.ray or not stages:
+    if profile.client.ray or not stages or registry.backend(profile.target.endpoint).wire != "http":
         return None
     top = max(stages, key=lambda s: s.level)
     mode = "open" if top.rate is not None else "closed"

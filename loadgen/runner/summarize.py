@@ -221,7 +221,8 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
             "url": redact_url(p.target.url),
             "endpoint": t.endpoint,
             "model": p.model,
-            "transport": t.transport,
+            # A protocol with its own transport (gRPC) goes over it, not target.transport.
+            "transport": t.transport if p.backend.wire == "http" else p.backend.wire,
             "builtin_simulator": p.target.sim_info,
             "tls": tls,
         },

@@ -24,6 +24,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -85,7 +86,13 @@ class ServerMetricsScraper:
             ),
         )
         scraper = cls(transport, config.path, config.interval_s)
-        if config.enabled:
+        scheme = urlsplit(opts.base_url).scheme
+        if scheme not in ("http", "https"):
+            scraper._series.note = (
+                f"target.url is {scheme}://: {config.path} is scraped over HTTP only (Triton "
+                "serves its metrics on their own port, 8002 by default)"
+            )
+        elif config.enabled:
             await scraper.start()
         else:
             scraper._series.note = "server_metrics.enabled is false"

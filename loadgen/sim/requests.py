@@ -10,7 +10,7 @@ never after ``max_tokens``; with it, exactly ``max_tokens`` tokens.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import orjson
 
@@ -26,8 +26,6 @@ from .text import EMPTY_PROMPT_TOKENS, WORDS_JSON, WordStream, chat_tokens, text
 if TYPE_CHECKING:
     import asyncio
 
-    from aiohttp import web
-
     from .engine import Seq
 
 
@@ -37,6 +35,23 @@ class BadRequest(Exception):
     ):
         super().__init__(message)
         self.message, self.status, self.kind, self.param = message, status, kind, param
+
+
+class StreamEncoder(Protocol):
+    """What the pacer asks of a protocol's encoder: the opening bytes, one token's, the end's.
+    The SSE encoders (``sse.py``, ``hosted_sse.py``) and Triton's gRPC one (``grpc_frontend.py``)."""
+
+    n_reason: int
+
+    def start(self) -> bytes: ...
+    def token(self, word_json: bytes, completion_tokens: int, finish_reason: bytes = b"null") -> bytes: ...
+    def end(self, completion_tokens: int, include_usage: bool, finish_reason: str = "length") -> bytes: ...
+
+
+class StreamWriter(Protocol):
+    """Where a stream's bytes go: an HTTP response, or one gRPC call (one message a write)."""
+
+    async def write(self, data: bytes) -> Any: ...
 
 
 class RequestState:
@@ -102,10 +117,10 @@ class RequestState:
         self.tool_name: str | None = None
         self.json_valid: bool | None = None
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
-        self.encoder: (
-            ChunkEncoder | ResponsesEncoder | MessagesEncoder | TritonEncoder | SGLangEncoder | None
-        ) = ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
-        self.response: web.StreamResponse | None = None
+        self.encoder: StreamEncoder | None = (
+            ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
+        )
+        self.response: StreamWriter | None = None
         self.seq: Seq | None = None
         self.done: asyncio.Future[None] | None = None
         self.arrival_ns = self.admitted_ns = self.prefill_end_ns = self.finish_ns = 0

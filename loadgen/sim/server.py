@@ -20,7 +20,7 @@ import asyncio
 import itertools
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 from aiohttp import web
@@ -41,10 +41,17 @@ class SimServer:
     """The simulator in this process's event loop: ``async with SimServer(cfg) as s: s.url``."""
 
     def __init__(
-        self, config: SimConfig, host: str = "127.0.0.1", port: int = 0, ground_truth_path: Path | None = None
+        self,
+        config: SimConfig,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ground_truth_path: Path | None = None,
+        grpc_port: int | None = None,
     ):
         self.config = config
         self.host, self.port = host, port
+        self.grpc_port = grpc_port  # None: no gRPC frontend (grpc_frontend.py); 0: any free port
+        self._grpc: Any = None
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
         self.engine = Engine(config)
         self.metrics = Metrics(config.served_model_name)
@@ -59,6 +66,11 @@ class SimServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def grpc_url(self) -> str | None:
+        """Triton's KServe v2 gRPC frontend (``grpc_frontend.py``), when it serves one."""
+        return None if self.grpc_port is None else f"grpc://{self.host}:{self.grpc_port}"
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> str:
@@ -90,6 +102,11 @@ class SimServer:
         await site.start()
         self.port = runner.addresses[0][1]  # the real port when 0 was asked
         self._pacer = asyncio.create_task(self._pace())
+        if self.grpc_port is not None:
+            from .grpc_frontend import GrpcFrontend  # grpcio: the optional extra loadgen[grpc]
+
+            self._grpc = GrpcFrontend(self)
+            self.grpc_port = await self._grpc.start(self.host, self.grpc_port)
         return self.url
 
     async def stop(self) -> None:
@@ -97,6 +114,8 @@ class SimServer:
             self._pacer.cancel()
         for st in list(self._live):  # unblock handlers still waiting on the engine
             self._finish(st, "abort")
+        if self._grpc is not None:
+            await self._grpc.stop()
         if self._runner:
             await self._runner.cleanup()
         if self._log:
@@ -217,6 +236,31 @@ class SimServer:
             if first:
                 await resp.write(first)
             st.response = resp
+        seq = await self.run(st)
+        if st.stream:
+            try:
+                await resp.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass
+            return resp
+        if st.finish_reason == "abort":  # the server is shutting down
+            return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
+        text = st.answer_text(seq.generated)
+        resp = web.Response(
+            body=orjson.dumps(st.full_body(text, seq.generated)),
+            content_type="application/json",
+            headers=headers,
+        )
+        await resp.prepare(request)
+        await resp.write_eof()
+        st.chunk_ns.append(now_ns())
+        self._record(st)
+        return resp
+
+    async def run(self, st: RequestState) -> Seq:
+        """Hand a parsed request to the engine and wait until it is done: its stream (through
+        ``st.encoder`` to ``st.response``, which every frontend gives one ``write``) written and
+        its ground truth logged. A cancelled caller frees its engine seat."""
         seq = Seq(
             st.prompt_tokens,
             st.output_tokens,
@@ -237,25 +281,7 @@ class SimServer:
             if st in self._live:  # the handler was cancelled: free the engine's seat
                 self.engine.abort(seq)
                 self._live.discard(st)
-        if st.stream:
-            try:
-                await resp.write_eof()
-            except (ConnectionError, RuntimeError):
-                pass
-            return resp
-        if st.finish_reason == "abort":  # the server is shutting down
-            return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
-        text = st.answer_text(seq.generated)
-        resp = web.Response(
-            body=orjson.dumps(st.full_body(text, seq.generated)),
-            content_type="application/json",
-            headers=headers,
-        )
-        await resp.prepare(request)
-        await resp.write_eof()
-        st.chunk_ns.append(now_ns())
-        self._record(st)
-        return resp
+        return seq
 
     def _finish(self, st: RequestState, reason: str) -> None:
         """The sequence is done (or aborted): log it if streaming and wake its handler."""

@@ -24,7 +24,15 @@ from loadgen.report.conditions import server_rows
 from loadgen.server import fit
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads
 
-BUILT_IN = ("chat", "completions", "triton_generate", "sglang_generate", "responses", "messages")
+BUILT_IN = (
+    "chat",
+    "completions",
+    "triton_generate",
+    "sglang_generate",
+    "responses",
+    "messages",
+    "triton_grpc",
+)
 MINIMAL = {"workload.num_requests": 1, "load.concurrency": 1}
 
 
@@ -78,7 +86,8 @@ class EchoBackend(StreamingBackend):
 
 class TestTheRegistry:
     def test_lists_exactly_the_built_in_protocols(self):
-        """Importing loadgen.backends registers chat, completions, triton_generate, sglang_generate."""
+        """Importing loadgen.backends registers chat, completions, triton_generate, sglang_generate,
+        responses, messages and triton_grpc (which imports without its extra)."""
         assert registry.names() == BUILT_IN
         assert all(registry.backend(n).name == n for n in BUILT_IN)
 
