@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import struct
 from collections.abc import Mapping
 from typing import Any
@@ -26,9 +27,16 @@ _PACK |= {"UINT16": "<H", "UINT32": "<I", "UINT64": "<Q", "FP32": "<f", "FP64": 
 _COUNTS = ("INT32", "INT64", "UINT32", "UINT64")
 
 
+def quiet_grpc() -> None:
+    """grpc's C core logs connection events (a GOAWAY at shutdown) at INFO on stderr, into a
+    run's console; only its errors belong there. Read when grpc is first imported."""
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+
 @functools.cache
 def pb() -> Any:
     """``tritonclient.grpc.service_pb2`` (ImportError without the ``loadgen[grpc]`` extra)."""
+    quiet_grpc()
     from tritonclient.grpc import service_pb2
 
     return service_pb2

@@ -20,10 +20,12 @@ port. Like the rest of the simulator it imports nothing of the client.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import time
 from typing import Any
 
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # its C core's INFO lines are not the log's
 import grpc
 import grpc.aio
 from tritonclient.grpc import service_pb2 as pb

@@ -45,6 +45,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # its C core's INFO lines are not the log's
 import grpc
 import grpc.aio
 from tritonclient.grpc import service_pb2, service_pb2_grpc

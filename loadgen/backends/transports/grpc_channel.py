@@ -25,6 +25,7 @@ connection ``connect``, a connection lost mid-stream ``read``, a deadline ``time
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -71,6 +72,7 @@ class GrpcTransport:
     )
 
     def __init__(self, opts: TransportOptions) -> None:
+        os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # as backends.kserve.quiet_grpc says
         import grpc  # the extra: the adapter says "install loadgen[grpc]" when it is missing
         import grpc.aio
 
