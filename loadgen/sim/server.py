@@ -27,6 +27,8 @@ from aiohttp import web
 
 from .config import SimConfig
 from .engine import Engine, Seq
+from .gpu import PATH as DCGM_PATH
+from .gpu import SimGpus
 from .metrics import Metrics
 from .native_routes import native_routes
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
@@ -55,6 +57,7 @@ class SimServer:
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
         self.engine = Engine(config)
         self.metrics = Metrics(config.served_model_name)
+        self.gpus = SimGpus(config, now_ns())  # read at DCGM_PATH as NVIDIA's exporter serves
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._wake = asyncio.Event()
@@ -86,6 +89,8 @@ class SimServer:
                 web.get("/metrics", self._metrics),
                 web.get("/sim/info", self._info),
                 web.get("/sim/ground_truth", self._ground_truth),
+                web.get("/sim/gpu", self._gpu_info),  # the GPU's ground truth (energy, tokens)
+                web.get(DCGM_PATH, self._dcgm),  # a DCGM exporter's metrics of its GPUs
                 web.post("/v1/completions", self._completions),
                 web.post("/v1/chat/completions", self._chat),
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
@@ -146,6 +151,7 @@ class SimServer:
                 continue
             for s in step.admitted:
                 s.owner.admitted_ns = started
+            self.gpus.meter.begin(deadline, step)  # it runs from the last step's deadline
             deadline += int(step.duration_ns * scale)
             t = now_ns()
             if deadline > t:
@@ -335,6 +341,15 @@ class SimServer:
         return web.Response(
             body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
         )
+
+    async def _dcgm(self, request: web.Request) -> web.Response:
+        text = self.gpus.render(self.engine, now_ns())
+        return web.Response(
+            body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        )
+
+    async def _gpu_info(self, request: web.Request) -> web.Response:
+        return _json(self.gpus.info(self.engine, now_ns()))
 
     async def _reset(self, request: web.Request) -> web.Response:
         """Flush the prefix cache, counted in /metrics (``loadgen_sim_cache_resets_total``) so
