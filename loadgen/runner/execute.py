@@ -26,6 +26,8 @@ from loadgen.runner.driver import DriveResult
 from loadgen.runner.fleet import Fleet, InProcess, Workers, resolve_workers
 from loadgen.runner.plan import FixedPlan, StageOutcome, StagePlan, shape_for
 from loadgen.runner.prepare import Prepared
+from loadgen.server import gpu_scraper
+from loadgen.server.gpu_scraper import TelemetryScraper, TelemetrySeries
 from loadgen.server.scraper import ServerMetricsScraper, ServerSeries, write_rows
 
 _PROGRESS_EVERY_S = 0.25
@@ -57,6 +59,7 @@ class Executed:
     plan: StagePlan  # what decided the stages: it may add a block of its own to the summary
     workers: list[dict[str, Any]]  # per worker: where, CPU, loop lag, clock (fleet.figures)
     lost: list[str]  # one sentence per worker lost during the run
+    telemetry: TelemetrySeries | None = None  # the GPUs' readings (telemetry.jsonl)
 
 
 async def execute(
@@ -72,11 +75,13 @@ async def execute(
     profile = p.profile
     stop = stop or asyncio.Event()
     ran: StagePlan = plan or FixedPlan(p.stages)
-    scraper = None
+    scraper = gpus = None
     try:
         scraper = await ServerMetricsScraper.open(
             profile.server_metrics, profile.target.transport, p.target.opts
         )
+        sim_url = p.target.url if p.target.sim_info is not None else None
+        gpus = await TelemetryScraper.open(profile.telemetry, sim_url, profile.target.transport)
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
@@ -90,9 +95,13 @@ async def execute(
         result = _joined(outcomes)
         series = await scraper.stop(expected_requests=result.ok)
         write_rows(p.run_dir, series)
+        telemetry = await gpus.stop()
+        gpu_scraper.write_rows(p.run_dir, telemetry)
     finally:
         if scraper is not None:
             await scraper.aclose()
+        if gpus is not None:
+            await gpus.aclose()
         await p.transport.aclose()
     figures = fleet.figures((result.ended_ns - result.started_ns) / 1e9)
     planned = len(outcomes) if plan is not None else len(p.stages)
@@ -109,6 +118,7 @@ async def execute(
         ran,
         figures,
         fleet.lost(),
+        telemetry,
     )
 
 

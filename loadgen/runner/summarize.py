@@ -27,8 +27,19 @@ from loadgen.runner import conditions, health
 from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
+from loadgen.server import telemetry as gpu_telemetry
 from loadgen.server.scraper import server_view
-from loadgen.summary import ClientHealth, Conditions, Counts, EndedBy, StageSummary, Summary
+from loadgen.summary import (
+    ClientHealth,
+    Conditions,
+    Counts,
+    EndedBy,
+    Metrics,
+    StageSummary,
+    Summary,
+    Telemetry,
+    Window,
+)
 from loadgen.summary.conditions import ConditionsLengthsRealised, ConditionsPromptLengths, ConditionsServer
 from loadgen.summary.stages import PrecisionBlock
 from loadgen.workload import Workload
@@ -96,9 +107,33 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         summary["server"] = server_view(
             ex.server_series, measured["window"], bool(summary["counts"]["warmup"]), table
         )
+    gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], bool(summary["counts"]["warmup"]))
+    if gpus is not None:
+        summary["telemetry"] = gpus
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
+
+
+def _telemetry(
+    profile: Any, ex: Executed, window: Window, measured: Metrics, includes_warmup: bool
+) -> Telemetry | None:
+    """The GPUs over a measured window, with the tokens delivered in it (its throughputs x its
+    length); None without readings."""
+    if ex.telemetry is None or window["start_ns"] is None or window["end_ns"] is None:
+        return None
+    seconds = window["seconds"]
+    tokens = (
+        (measured.get("output_tokens_per_s") or 0.0) * seconds,
+        (measured.get("total_tokens_per_s") or 0.0) * seconds,
+    )
+    return gpu_telemetry.telemetry_block(
+        ex.telemetry,
+        (window["start_ns"], window["end_ns"]),
+        tokens,
+        profile.telemetry.price_per_kwh,
+        includes_warmup,
+    )
 
 
 def _client(p: Prepared, ex: Executed, table: RecordTable) -> ClientHealth:
@@ -119,11 +154,11 @@ def _stages(profile: Any, ex: Executed, table: RecordTable) -> list[StageSummary
     """Every stage's own summary, each from its own records."""
     stage_of = table.column("stage")
     waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
-    return [_stage(o, profile, table.select(stage_of == o.stage.index), waiting) for o in ex.stages]
+    return [_stage(o, profile, ex, table.select(stage_of == o.stage.index), waiting) for o in ex.stages]
 
 
 def _stage(
-    o: StageOutcome, profile: Any, table: RecordTable, waiting: list[tuple[int, float]]
+    o: StageOutcome, profile: Any, ex: Executed, table: RecordTable, waiting: list[tuple[int, float]]
 ) -> StageSummary:
     """One stage's own summary: on its own measured window (its warm-up and ramp excluded), with
     its over-saturation verdict (from its records and the server's waiting queue)."""
@@ -141,6 +176,9 @@ def _stage(
         "saturation": saturation.assess(table, waiting),
         "steady_state": curve.steady_state(table),
     }
+    gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], False)
+    if gpus is not None:
+        block["telemetry"] = gpus
     if s.until:
         block["precision"] = precision_block(table, s.until, o.result.precise, o.result.until_at_stop)
     return block
@@ -216,7 +254,7 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
     tls = None
     if p.target.url.startswith("https://"):
         tls = {"verify": t.verify_tls, "ca_bundle": t.ca_bundle}
-    return {
+    cond: Conditions = {
         "target": {
             "url": redact_url(p.target.url),
             "endpoint": t.endpoint,
@@ -249,6 +287,9 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
         "host": conditions.host_info(),
         "labels": dict(profile.labels),
     }
+    if ex.telemetry is not None:
+        cond["telemetry"] = gpu_telemetry.conditions(ex.telemetry)
+    return cond
 
 
 def _realised(workload: Workload, table: RecordTable) -> ConditionsLengthsRealised:

@@ -9,6 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from loadgen.summary.common import DOCS
 from loadgen.summary.measures import Counts, Metrics, SlaBlock, Window
+from loadgen.summary.telemetry import Telemetry
 
 
 @with_config(DOCS)
@@ -97,6 +98,8 @@ class StageSummary(TypedDict, total=True):
     """the SLA evaluated on the stage alone"""
     saturation: NotRequired[Saturation]
     precision: NotRequired[PrecisionBlock]
+    telemetry: NotRequired[Telemetry]
+    """the GPUs over this stage's measured window, when they were read"""
     steady_state: dict[str, Any]
     """steady: completion rate and in-flight requests within 20% from the first to the last third of the
     stage's dispatch window; reason when not"""
