@@ -84,6 +84,23 @@ def cost_figures(summary: Summary, inputs: CostInputs) -> dict:
             per_hour, rates["goodput_output_tokens_per_s"]
         ),
         "formula": FORMULA,
+        "energy": energy_cost(summary),
+    }
+
+
+def energy_cost(summary: Summary) -> dict | None:
+    """The electricity the GPUs drew, priced (``telemetry.price_per_kwh``): $ per million output
+    and total tokens from the measured energy (the summary's ``telemetry.energy``), beside the
+    GPU-hour price; None without GPU energy or a price."""
+    block = summary.get("telemetry")
+    energy = block.get("energy") if block else None
+    if energy is None or energy["price_per_kwh"] is None:
+        return None
+    return {
+        "price_per_kwh": energy["price_per_kwh"],
+        "kwh": energy["kwh"],
+        "usd_per_million_output_tokens": energy["usd_per_million_output_tokens"],
+        "usd_per_million_total_tokens": energy["usd_per_million_total_tokens"],
     }
 
 

@@ -27,6 +27,7 @@ from loadgen.report.models import models_section
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
 from loadgen.report.stages import stages_sections
+from loadgen.report.telemetry import telemetry_section
 from loadgen.report.traffic import sessions_section, with_traffic
 from loadgen.summary import Summary
 
@@ -63,6 +64,7 @@ def build_sections(summary: Summary, cost: dict | None, plots: Sequence[Image]) 
         *fidelity_sections(summary),
         server_section(summary, server_plots),
         littles_law_section(summary),
+        *filter(None, [telemetry_section(summary)]),
         cost_section(cost),
     ]
     shown = (*server_plots, *curve_plots, main_plot(summary, plots))
@@ -287,5 +289,20 @@ def cost_section(cost: dict | None) -> Section:
             ),
             Table(("tokens", "tokens/s", "$ per million tokens"), rows, "lrr"),
             Text(f"{FORMULA}. At goodput, only output of requests that met every SLO counts as delivered."),
+            *_energy_cost(cost),
+        ),
+    )
+
+
+def _energy_cost(cost: dict) -> tuple[Text, ...]:
+    """The electricity beside the GPU-hour, when the run read GPU energy and had a kWh price."""
+    e = cost.get("energy")
+    if not e:
+        return ()
+    return (
+        Text(
+            f"Electricity at {money(e['price_per_kwh'])} per kWh (telemetry.price_per_kwh), from the GPUs' "
+            f"measured energy: {money(e['usd_per_million_output_tokens'])} per million output tokens, "
+            f"{money(e['usd_per_million_total_tokens'])} per million total tokens."
         ),
     )

@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from loadgen.analysis import curve, fidelity, metrics, saturation, traffic
+from loadgen.analysis import curve, fidelity, metrics, saturation, sla, traffic
 from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
 from loadgen.analysis.precision import precision_block
@@ -110,6 +110,8 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], bool(summary["counts"]["warmup"]))
     if gpus is not None:
         summary["telemetry"] = gpus
+        # SLA rules may bound the GPU energy, which exists only now: evaluated again with it.
+        summary["sla"] = sla.evaluate(profile.sla, summary, incomplete=reason is not None)
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
@@ -179,6 +181,7 @@ def _stage(
     gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], False)
     if gpus is not None:
         block["telemetry"] = gpus
+        block["sla"] = sla.evaluate(profile.sla, block, incomplete=o.result.interrupted)
     if s.until:
         block["precision"] = precision_block(table, s.until, o.result.precise, o.result.until_at_stop)
     return block

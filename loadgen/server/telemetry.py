@@ -57,15 +57,20 @@ def telemetry_block(
         last_of[row["source"]] = max(last_of.get(row["source"], 0), row["t_ns"])
     notes = [f"{s.kind} {s.url or ''}: {s.note}".replace("  ", " ") for s in series.sources if s.note]
     gpus = [_gpu(readings, span, last_of[readings[0]["source"]], notes) for readings in by_gpu.values()]
-    return {
+    block: Telemetry = {
         "file": TELEMETRY,
         "interval_s": series.interval_s,
         "includes_warmup": includes_warmup,
         "sources": _sources(series.sources),
         "gpus": gpus,
-        "energy": _energy(gpus, span, tokens, price_per_kwh),
         "notes": notes,
     }
+    energy = _energy(gpus, span, tokens, price_per_kwh)
+    if energy is not None:
+        block["energy"] = energy
+    else:
+        notes.append("no GPU gave an energy counter: energy per token is not computed (never power x time)")
+    return block
 
 
 def _gpu(readings: list[dict], span: tuple[int, int], source_last: int, notes: list[str]) -> TelemetryGpu:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import Field, with_config
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from loadgen.summary.common import DOCS
 
@@ -110,10 +110,11 @@ class Telemetry(TypedDict, total=True):
     includes_warmup: bool
     """false: figures cover the measured window only (warm-up excluded)"""
     sources: list[TelemetrySource]
+    """where the GPUs were read"""
     gpus: list[TelemetryGpu]
     """one entry per GPU read"""
-    energy: TelemetryEnergy | None
-    """null when no GPU gave an energy counter (power x time is not used in its place)"""
+    energy: NotRequired[TelemetryEnergy]
+    """absent when no GPU gave an energy counter (power x time is not used in its place)"""
     notes: list[str]
     """counter resets, vanished GPUs and sources that could not be read, in words"""
 
