@@ -114,8 +114,7 @@ def memory_and_cost(summary: Summary, cost: Mapping[str, Any] | None) -> str:
             f"prefix-cache hit rate {pct(prefix['hit_rate'])} "
             f"({prefix.get('hits'):,.0f} of {prefix.get('queries'):,.0f} prompt tokens)"
         )
-    energy = energy_text(summary, cost)
-    parts.append(energy or "GPU energy not measured (no telemetry sources configured)")
+    parts.append(energy_text(summary))
     if cost is not None:
         parts.append(f"{money(cost.get('usd_per_million_output_tokens'))} per million output tokens")
     else:

@@ -4,7 +4,6 @@ of energy. A run without the block gets a line saying why (its conditions have t
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from loadgen import metric_defs
@@ -12,6 +11,8 @@ from loadgen.report.blocks import Section, Table, Text, money, num, pct
 from loadgen.summary import Summary
 
 GB = 1e9
+NO_ENERGY = "no telemetry sources configured"
+HOW = "set telemetry.dcgm or telemetry.nvml"
 # The registry's energy figures, in the report's energy table.
 ENERGY_ROWS: tuple[metric_defs.MetricDef, ...] = tuple(
     d for d in metric_defs.RUN_SCALARS if d.report == "energy"
@@ -26,7 +27,7 @@ def telemetry_section(summary: Summary) -> Section | None:
         return None
     if not block:
         why = said["note"] if said else None
-        text = f"Not measured: {why or 'no telemetry sources configured'} (see the telemetry guide)."
+        text = f"Not measured: {why or NO_ENERGY} ({HOW}; see the telemetry guide)."
         return Section("GPU telemetry and energy", (Text(text),))
     gpus = tuple(
         (
@@ -69,12 +70,14 @@ def telemetry_section(summary: Summary) -> Section | None:
     return Section("GPU telemetry and energy", tuple(parts))
 
 
-def energy_text(summary: Summary, cost: Mapping[str, Any] | None) -> str | None:
-    """The corners table's energy clause: joules per output token, mean power, and the energy
-    cost per million output tokens beside the GPU-hour one; None without telemetry."""
+def energy_text(summary: Summary) -> str:
+    """The corners table's energy clause: joules per output token, mean power, the GPUs' peak
+    memory and the electricity per million output tokens; or why the run has none."""
     block = summary.get("telemetry")
     if not block or "energy" not in block:
-        return None
+        said = summary["conditions"].get("telemetry") if summary.get("conditions") else None
+        why = (said["note"] if said else None) or NO_ENERGY
+        return f"GPU energy not measured ({why}; {HOW})"
     energy, gpus = block["energy"], block["gpus"]
     peak = max((g["memory_used_peak_bytes"] or 0.0 for g in gpus), default=0.0)
     text = (

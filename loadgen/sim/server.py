@@ -58,6 +58,7 @@ class SimServer:
         self.engine = Engine(config)
         self.metrics = Metrics(config.served_model_name)
         self.gpus = SimGpus(config, now_ns())  # read at DCGM_PATH as NVIDIA's exporter serves
+        self._arrival_j: dict[str, float] = {}  # the GPUs' energy when each live request arrived
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._wake = asyncio.Event()
@@ -276,6 +277,7 @@ class SimServer:
             adapter=st.adapter,
         )
         st.seq = seq
+        self._arrival_j[st.rid] = self.gpus.energy_j(now_ns())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         st.done = done
         self._live.add(st)
@@ -306,6 +308,9 @@ class SimServer:
         st.finish_ns = now_ns()
         assert st.seq is not None  # set before the request reaches the engine
         rec = st.ground_truth(st.seq.generated)
+        # The GPUs' energy counter (J, all of them) from its arrival to its end: the truth a
+        # client's energy per token over a window of these requests is checked against.
+        rec["gpu_energy_j"] = [self._arrival_j.pop(st.rid, None), self.gpus.energy_j(st.finish_ns)]
         self.metrics.observe_request(rec, st.chunk_ns if st.stream else [])
         if self._log:
             self._log.write(orjson.dumps(rec) + b"\n")
