@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,16 +87,18 @@ async def execute(
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
             if watch is not None:
                 watch.server_row, watch.counters = scraper.latest, p.live
-            fleet, outcomes = await _drive(p, ran, sink, stop, on_progress, status, watch)
+            fleet, outcomes = await _drive(p, ran, sink, stop, on_progress, status, watch, gpus.mark)
         if sink.error is not None:
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
         ended_at = dt.datetime.now(dt.timezone.utc)
         result = _joined(outcomes)
-        series = await scraper.stop(expected_requests=result.ok)
-        write_rows(p.run_dir, series)
+        # The GPUs first: their last reading right after the load bounds its energy closely
+        # (the server's last scrape may wait up to a second for its histograms to settle).
         telemetry = await gpus.stop()
         gpu_scraper.write_rows(p.run_dir, telemetry)
+        series = await scraper.stop(expected_requests=result.ok)
+        write_rows(p.run_dir, series)
     finally:
         if scraper is not None:
             await scraper.aclose()
@@ -130,9 +132,11 @@ async def _drive(
     on_progress: Callable[[Progress], None] | None,
     status: Callable[[str], None],
     watch: LiveStats | None,
+    on_start: Callable[[], Awaitable[None]],
 ) -> tuple[Fleet, list[StageOutcome]]:
     """The stages through one fleet into ``sink`` (each record scrubbed on its way), with the
-    progress ticker; the garbage collector's long-lived objects frozen for the load."""
+    progress ticker; the garbage collector's long-lived objects frozen for the load;
+    ``on_start`` awaited just before the first stage (the GPUs' reading that opens the load)."""
     scrub = p.target.scrubber.scrub_record
 
     def keep(rec: RequestRecord) -> None:
@@ -147,6 +151,7 @@ async def _drive(
     ticker = _start_ticker(on_progress, p.total, duration_s, p.live)
     gc.collect()
     gc.freeze()
+    await on_start()
     try:
         outcomes = await _run_stages(p, plan, fleet, sink, stop, status, watch)
     finally:
