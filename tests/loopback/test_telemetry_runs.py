@@ -147,7 +147,6 @@ class TestWithoutSources:
         assert not (runs["none"].run_dir / TELEMETRY).exists()
 
     def test_nvml_without_its_library_is_a_note_not_a_failure(self, tmp_path):
-        pytest.importorskip("pytest")
         try:
             import pynvml  # noqa: F401
         except ImportError:
