@@ -4,10 +4,11 @@ of energy. A run without the block gets a line saying why (its conditions have t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from loadgen import metric_defs
-from loadgen.report.blocks import Section, Table, Text, money, num, pct
+from loadgen.report.blocks import Image, Section, Table, Text, money, num, pct
 from loadgen.summary import Summary
 
 GB = 1e9
@@ -19,8 +20,9 @@ ENERGY_ROWS: tuple[metric_defs.MetricDef, ...] = tuple(
 )
 
 
-def telemetry_section(summary: Summary) -> Section | None:
-    """None for a summary that predates telemetry (neither the block nor its conditions)."""
+def telemetry_section(summary: Summary, plots: Sequence[Image] = ()) -> Section | None:
+    """The GPUs' table, the energy table, the notes and the telemetry plot; a sentence when
+    the run read no GPU; None for a summary that predates telemetry (no block, no conditions)."""
     block = summary.get("telemetry")
     said = summary["conditions"].get("telemetry") if summary.get("conditions") else None
     if not block and not said:
@@ -67,7 +69,7 @@ def telemetry_section(summary: Summary) -> Section | None:
             )
         parts.append(Table(("energy", "value"), tuple(rows), "lr"))
     parts += [Text(note) for note in block["notes"]]
-    return Section("GPU telemetry and energy", tuple(parts))
+    return Section("GPU telemetry and energy", (*parts, *plots))
 
 
 def energy_text(summary: Summary) -> str:

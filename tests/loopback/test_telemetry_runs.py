@@ -12,6 +12,7 @@ import pytest
 import loadgen
 from loadgen.analysis.gate import gate
 from loadgen.config.gate_rules import GateRules
+from loadgen.report import write_report
 from loadgen.result import GROUND_TRUTH
 from loadgen.server.gpu_scraper import TELEMETRY
 
@@ -210,3 +211,29 @@ class TestGateAndCompare:
         assert c.relative.loc["energy_per_output_token_j"].iloc[1] < -0.3
         without = loadgen.compare([runs["none"].run_dir, runs["none"].run_dir])
         assert not set(names) & set(without.table.index)
+
+
+class TestReport:
+    def test_the_gpu_section_plot_and_electricity_beside_the_gpu_hour(self, runs, tmp_path):
+        res = runs["fp16"]
+        files = write_report(res.run_dir, tmp_path, gpu_hour_cost=2.5)
+        assert "plots/gpu_telemetry.png" in files
+        md = (tmp_path / "report.md").read_text()
+        section = md.split("## GPU telemetry and energy", 1)[1].split("\n## ", 1)[0]
+        energy = res.summary["telemetry"]["energy"]
+        assert f"| joules per output token | {energy['j_per_output_token']:.3f} |" in section
+        assert "![GPU telemetry](plots/gpu_telemetry.png)" in section
+        cost = orjson.loads((tmp_path / "cost.json").read_bytes())
+        assert cost["energy"] == {
+            "price_per_kwh": 0.15,
+            "kwh": energy["kwh"],
+            "usd_per_million_output_tokens": energy["usd_per_million_output_tokens"],
+            "usd_per_million_total_tokens": energy["usd_per_million_total_tokens"],
+        }
+        assert "Electricity at $0.15 per kWh" in md
+
+    def test_a_run_without_sources_says_why_in_its_report(self, runs, tmp_path):
+        write_report(runs["none"].run_dir, tmp_path)
+        md = (tmp_path / "report.md").read_text()
+        assert "Not measured: no telemetry sources configured (set telemetry.dcgm or telemetry.nvml" in md
+        assert "GPU energy not measured (no telemetry sources configured" in md
