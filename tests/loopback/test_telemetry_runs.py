@@ -13,6 +13,7 @@ import loadgen
 from loadgen.analysis.gate import gate
 from loadgen.config.gate_rules import GateRules
 from loadgen.report import write_report
+from loadgen.report.gate import markdown as gate_markdown
 from loadgen.result import GROUND_TRUTH
 from loadgen.server.gpu_scraper import TELEMETRY
 
@@ -186,6 +187,9 @@ class TestGateAndCompare:
         assert r.candidate == runs["fp16"].summary["telemetry"]["energy"]["j_per_output_token"]
         assert r.baseline == runs["fp8"].summary["telemetry"]["energy"]["j_per_output_token"]
         assert "not resampled" in r.message
+        text = gate_markdown(worse)
+        assert "GPU energy rules (summary.telemetry.energy" in text
+        assert f"- `{r.label}`: {r.message}" in text
 
     def test_a_stage_rule_reads_the_stages_block(self, runs):
         d = runs["stages"].run_dir
