@@ -45,7 +45,7 @@ def runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("telemetry")
     return {
         "fp16": sim_run(out),
-        "fp8": sim_run(out, FP8),
+        "fp8": sim_run(out, FP8, **{"sla.rules": ["energy_per_output_token_j < 1", "gpu_power_w < 50"]}),
         # An open loop at 4 requests/s of 32 tokens: the engine idles between them.
         "light": sim_run(
             out,
@@ -101,6 +101,19 @@ class TestEnergyPerToken:
         assert g16["power_mean_w"] > g8["power_mean_w"] > 75
         e16, e8 = runs["fp16"].summary["telemetry"]["energy"], runs["fp8"].summary["telemetry"]["energy"]
         assert e16["j_per_output_token"] > 1.5 * e8["j_per_output_token"]
+
+
+class TestSla:
+    def test_rules_on_energy_are_evaluated_with_the_telemetry_block(self, runs):
+        """The SLA is evaluated again once the GPUs' figures exist: each energy rule has its
+        value (FP8 draws far less than 1 J per token and far more than 50 W)."""
+        s = runs["fp8"].summary
+        details = {d["rule"]: d for d in s["sla"]["details"]}
+        one = details["energy_per_output_token_j < 1"]
+        assert (one["value"], one["passed"]) == (s["telemetry"]["energy"]["j_per_output_token"], True)
+        watts = details["gpu_power_w < 50"]
+        assert (watts["value"], watts["passed"]) == (s["telemetry"]["energy"]["mean_watts"], False)
+        assert s["sla"]["verdict"] == "fail"
 
 
 class TestTracksTheEngine:
