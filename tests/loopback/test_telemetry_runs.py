@@ -161,6 +161,22 @@ class TestWithoutSources:
         assert s["conditions"]["telemetry"] == {"sources": [], "note": "no telemetry sources configured"}
         assert not (runs["none"].run_dir / TELEMETRY).exists()
 
+    def test_an_exporter_that_refuses_is_a_note_and_its_login_reaches_no_file(self, tmp_path):
+        """A DCGM URL with a password, on a port nothing listens on: the run completes, the
+        note names the URL with its login redacted, and no file of the run holds the password."""
+        url = "http://grafana:s3cretpass@127.0.0.1:9/metrics"
+        res = sim_run(
+            tmp_path, **{"telemetry.simulator": False, "telemetry.dcgm": [url], "workload.num_requests": 4}
+        )
+        assert res.summary["complete"] is True and "telemetry" not in res.summary
+        (source,) = res.summary["conditions"]["telemetry"]["sources"]
+        assert source["url"] == "http://***@127.0.0.1:9/metrics"
+        assert source["note"].startswith("GET http://***@127.0.0.1:9/metrics: ")
+        assert res.summary["conditions"]["profile"]["telemetry"]["dcgm"] == ["http://***@127.0.0.1:9/metrics"]
+        for path in res.run_dir.rglob("*"):
+            if path.is_file():
+                assert b"s3cretpass" not in path.read_bytes(), path
+
     def test_nvml_without_its_library_is_a_note_not_a_failure(self, tmp_path):
         try:
             import pynvml  # noqa: F401
