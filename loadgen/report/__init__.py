@@ -128,8 +128,9 @@ def _write_plots(
     from loadgen.report.server import load_rows, server_plot
 
     images = []
-    server = server_plot(summary, table, load_rows(run_dir))
-    gpus = telemetry_plot.telemetry_plot(summary, telemetry_plot.load_rows(run_dir))
+    gpu_rows = telemetry_plot.load_rows(run_dir)
+    server = server_plot(summary, table, load_rows(run_dir), gpu_rows)
+    gpus = telemetry_plot.telemetry_plot(summary, gpu_rows)
     curve_plots = render_curve_plots(summary)  # a multi-stage run's curves (none for one stage)
     extra = [p for p in (server, gpus) if p is not None]
     for plot in render_plots(summary, table, early) + curve_plots + extra:

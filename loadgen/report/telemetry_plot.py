@@ -4,7 +4,7 @@ start marked, so what the GPUs did sits beside what the requests saw."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -70,14 +70,39 @@ def telemetry_plot(summary: Summary, rows: Sequence[dict]) -> Plot | None:
     )
 
 
-def _mark(ax: Any, t0: int, t1: int, summary: Summary) -> None:
-    """The measured window's edges, and where each stage after the first starts."""
-    for x in (0.0, (t1 - t0) / 1e9):
-        ax.axvline(x, color="#888888", ls=":", lw=1)
+def memory_overlay(ax: Any, rows: Sequence[Mapping[str, Any]], t0: int) -> Any | None:
+    """Each GPU's memory used (GB) on a right-hand axis over ``ax`` (the server view's KV-cache
+    panel), on the same clock (seconds from ``t0``); returns that axis, None without readings."""
+    by_gpu: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if r.get("fb_used_mib") is not None:
+            by_gpu.setdefault(r["uuid"], []).append(r)
+    if not by_gpu:
+        return None
+    twin = ax.twinx()
+    for readings in by_gpu.values():
+        x = (np.array([r["t_ns"] for r in readings], np.int64) - t0) / 1e9
+        y = np.array([r["fb_used_mib"] * MIB / 1e9 for r in readings])
+        twin.plot(x, y, color="#8c564b", lw=1.0, ls="-.", label=f"GPU {readings[0]['gpu']} memory used")
+    twin.set_ylabel("GPU memory used (GB)")
+    twin.set_ylim(bottom=0)
+    twin.legend(loc="lower right", fontsize=8)
+    return twin
+
+
+def mark_stages(ax: Any, t0: int, summary: Summary) -> None:
+    """A dashed line where each stage after the first starts (its measured window's start)."""
     for s in summary.get("stages") or []:
         start = s["window"]["start_ns"] if "window" in s else None
         if start is not None and s["index"]:
             ax.axvline((start - t0) / 1e9, color="#bbbbbb", ls="--", lw=0.8)
+
+
+def _mark(ax: Any, t0: int, t1: int, summary: Summary) -> None:
+    """The measured window's edges, and where each stage after the first starts."""
+    for x in (0.0, (t1 - t0) / 1e9):
+        ax.axvline(x, color="#888888", ls=":", lw=1)
+    mark_stages(ax, t0, summary)
 
 
 def _title(block: Any) -> str:

@@ -159,3 +159,32 @@ class TestTelemetryBlock:
         nothing = TelemetrySeries([], 1.0, [], note=NO_SOURCES)
         assert telemetry_block(nothing, (0, S), (1, 1), None, False) is None
         assert conditions(nothing) == {"sources": [], "note": "no telemetry sources configured"}
+
+
+class TestServerViewOverlay:
+    def test_gpu_memory_sits_on_the_kv_panels_clock_and_stages_are_marked(self):
+        """Two GPUs' memory (MiB -> GB) on a right-hand axis, seconds from the window's start;
+        a dashed line where the second stage's window starts."""
+        from loadgen.report.plots import new_figure
+        from loadgen.report.telemetry_plot import mark_stages, memory_overlay
+
+        ax = new_figure().subplots()
+        rows = [
+            reading(10.0, 0, fb_used_mib=1000.0),
+            reading(11.0, 0, fb_used_mib=3000.0),
+            reading(10.5, 0, gpu="1", uuid=UUID1, fb_used_mib=2000.0),
+        ]
+        twin = memory_overlay(ax, rows, 9 * S)
+        assert [(list(line.get_xdata()), list(line.get_ydata())) for line in twin.get_lines()] == [
+            ([1.0, 2.0], [1000 * 2**20 / 1e9, 3000 * 2**20 / 1e9]),
+            ([1.5], [2000 * 2**20 / 1e9]),
+        ]
+        assert memory_overlay(ax, [], 0) is None
+        stages = {
+            "stages": [
+                {"index": 0, "window": {"start_ns": 9 * S}},
+                {"index": 1, "window": {"start_ns": 12 * S}},
+            ]
+        }
+        mark_stages(ax, 9 * S, stages)  # type: ignore[arg-type]
+        assert [list(line.get_xdata()) for line in ax.get_lines()] == [[3.0, 3.0]]
