@@ -80,8 +80,7 @@ async def execute(
         scraper = await ServerMetricsScraper.open(
             profile.server_metrics, profile.target.transport, p.target.opts
         )
-        sim_url = p.target.url if p.target.sim_info is not None else None
-        gpus = await TelemetryScraper.open(profile.telemetry, sim_url, profile.target.transport)
+        gpus = await TelemetryScraper.open(profile.telemetry, p.target.sim_http_url, profile.target.transport)
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
