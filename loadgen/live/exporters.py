@@ -26,6 +26,7 @@ from loadgen.live.stats import LiveStats
 __all__ = ["OtlpExporter", "PrometheusExporter"]
 
 _BY_FIELD = {i.field: i for i in INSTRUMENTS if i.kind == "histogram"}
+_OTEL_ATTRIBUTES = ("gen_ai.operation.name", "server.address")  # of the labels, on every point
 
 
 def _in_flight(stats: LiveStats) -> int:
@@ -81,16 +82,9 @@ class PrometheusExporter(Collector):
         if o.warmup:
             return
         attrs = self._attrs(o)
-        for value, inst in ((o.e2e_s, _BY_FIELD["e2e_s"]), (o.ttft_s, _BY_FIELD["ttft_s"])):
-            if value is not None:
-                self._observe(inst, attrs, value)
-        gaps = _BY_FIELD["gaps_s"]
-        for gap in o.gaps_s:
-            self._observe(gaps, attrs, gap)
-        tokens = _BY_FIELD["tokens"]
-        for kind, n in (("input", o.input_tokens), ("output", o.output_tokens)):
-            if n is not None:
-                self._observe(tokens, (*attrs, ("gen_ai_token_type", kind)), n)
+        for field, value, extra in o.points():
+            named = tuple((k.replace(".", "_"), v) for k, v in extra)
+            self._observe(_BY_FIELD[field], (*attrs, *named), value)
 
     def _attrs(self, o: Observation) -> tuple[tuple[str, str], ...]:
         return (("gen_ai_request_model", o.model or self.labels.get("model", "")),)
@@ -224,18 +218,9 @@ class OtlpExporter:
         if o.warmup:
             return
         attrs: dict[str, str] = {"gen_ai.request.model": o.model or self.labels.get("model", "")}
-        attrs.update(
-            {k: v for k, v in self.labels.items() if k in ("gen_ai.operation.name", "server.address")}
-        )
-        if o.e2e_s is not None:
-            self._hist["e2e_s"].record(o.e2e_s, attrs)
-        if o.ttft_s is not None:
-            self._hist["ttft_s"].record(o.ttft_s, attrs)
-        for gap in o.gaps_s:
-            self._hist["gaps_s"].record(gap, attrs)
-        for kind, n in (("input", o.input_tokens), ("output", o.output_tokens)):
-            if n is not None:
-                self._hist["tokens"].record(n, {**attrs, "gen_ai.token.type": kind})
+        attrs.update({k: v for k, v in self.labels.items() if k in _OTEL_ATTRIBUTES})
+        for field, value, extra in o.points():
+            self._hist[field].record(value, {**attrs, **dict(extra)})
 
     def close(self) -> None:
         self._provider.force_flush()

@@ -16,6 +16,7 @@ go to every histogram, with the request's model, operation and error type as att
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -113,6 +114,19 @@ class Observation:
     gaps_s: list[float]
     input_tokens: int | None
     output_tokens: int | None
+
+    def points(self) -> Iterator[tuple[str, float, tuple[tuple[str, str], ...]]]:
+        """Every histogram value of a measured record: (the instrument's ``field``, the value,
+        attributes of this value beyond the request's: the token type of a token count)."""
+        if self.e2e_s is not None:
+            yield "e2e_s", self.e2e_s, ()
+        if self.ttft_s is not None:
+            yield "ttft_s", self.ttft_s, ()
+        for gap in self.gaps_s:
+            yield "gaps_s", gap, ()
+        for kind, n in (("input", self.input_tokens), ("output", self.output_tokens)):
+            if n is not None:
+                yield "tokens", n, (("gen_ai.token.type", kind),)
 
 
 def observe(rec: object) -> Observation:
