@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.analysis import traffic
+from loadgen.report import speculative
 
 
 def traffic_lines(summary: dict[str, Any]) -> list[str]:
@@ -44,6 +45,9 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
     media = summary.get("media")
     if media:
         lines.append(media_line(media))
+    spec = summary.get("speculative")
+    if spec:
+        lines.append("speculative " + speculative.line(spec))
     cache = (summary.get("server") or {}).get("prefix_cache") or {}
     hit = cache.get("hit_rate")
     if hit is not None and (hit > 0 or traffic.shares_prefix(summary)):
