@@ -1,0 +1,391 @@
+/* report.html's interactive section (loadgen/report/interactive.py writes the markup and the data).
+ *
+ * The verdict and goodput are recomputed from the embedded per-request columns with loadgen's own
+ * definitions (loadgen/analysis/sla.py good_mask and evaluate, analysis/metrics.py goodput): a request
+ * is good when it is ok and within every SLO set (no TPOT, fewer than 2 tokens, passes that SLO; no
+ * TTFT or E2E fails it); goodput is good requests per second of the measured window; the attained
+ * fraction is over ok + failed, so failures count against it; the verdict is the run's
+ * error_rate <= max_error_rate and, for each SLO set, its chosen percentile <= the SLO, percentiles
+ * as numpy.percentile(method="linear") over the ok requests. A down-sampled run weighs each sampled
+ * row by the requests it stands for, so its figures are estimates (the page says so).
+ *
+ * Results are also written as data-* attributes (full precision) so a headless browser can read
+ * them; the URL hash (#slo.ttft_ms=200&pct=p90&load=12) sets the inputs at load and follows them.
+ */
+(function () {
+  'use strict';
+  var $ = function (id) { return document.getElementById(id); };
+  var D = JSON.parse($('lg-data').textContent);
+  var C = D.cols, N = C.id.length, R = D.run, S = D.sample;
+  var W = new Float64Array(N).fill(S.sampled ? S.weight : 1);
+  S.slowest_rows.forEach(function (i) { W[i] = 1; });
+  var COL = { ok: '#2e7d32', over: '#d62728', none: '#1f77b4', wait: '#a0a0a0', fail: '#111111',
+    slo: '#ff7f0e', pct: '#9467bd', mark: '#ff7f0e' };
+  var plots = [];
+
+  function fmt(v, digits) {
+    if (v === null || v === undefined || !isFinite(v)) return '-';
+    return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+  }
+
+  function esc(s) {
+    return String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+  }
+
+  function readInputs() {
+    var slos = {};
+    D.slos.forEach(function (s) {
+      var v = $('lg-slo-' + s.name).value.trim();
+      if (v !== '' && isFinite(+v)) slos[s.name] = +v;
+    });
+    return { slos: slos, pct: $('lg-pct').value };
+  }
+
+  // numpy.percentile(method="linear") to the bit: virtual index (n - 1) * q, numpy's _lerp.
+  function percentileLinear(sorted, p) {
+    var n = sorted.length;
+    if (!n) return null;
+    var h = (n - 1) * (p / 100), lo = Math.floor(h), hi = Math.min(lo + 1, n - 1), t = h - lo;
+    var a = sorted[lo], b = sorted[hi], d = b - a;
+    return t >= 0.5 ? b - d * (1 - t) : a + d * t;
+  }
+
+  // A sampled run: the smallest value whose cumulative weight reaches p % of the total.
+  function percentileWeighted(pairs, p) {
+    if (!pairs.length) return null;
+    var total = 0, i;
+    for (i = 0; i < pairs.length; i++) total += pairs[i][1];
+    var target = total * p / 100, cum = 0;
+    for (i = 0; i < pairs.length; i++) { cum += pairs[i][1]; if (cum >= target) return pairs[i][0]; }
+    return pairs[pairs.length - 1][0];
+  }
+
+  // The sorted values of an SLO's metric over the rows its distribution covers (ok requests).
+  var sortedCache = {};
+  function sortedValues(slo) {
+    if (sortedCache[slo.name]) return sortedCache[slo.name];
+    var pairs = [], col = C[slo.name];
+    for (var i = 0; i < N; i++) {
+      if (col[i] === null) continue;
+      if (slo.rows === 'ok_requests' && C.status[i] !== 0) continue;
+      pairs.push([col[i], W[i]]);
+    }
+    pairs.sort(function (x, y) { return x[0] - y[0]; });
+    sortedCache[slo.name] = pairs;
+    return pairs;
+  }
+
+  function percentile(slo, p) {
+    var pairs = sortedValues(slo);
+    if (S.sampled) return percentileWeighted(pairs, p);
+    return percentileLinear(pairs.map(function (x) { return x[0]; }), p);
+  }
+
+  function isGood(i, slos) {
+    if (C.status[i] !== 0) return false;
+    for (var k = 0; k < D.slos.length; k++) {
+      var s = D.slos[k];
+      if (!(s.name in slos)) continue;
+      var v = C[s.name][i];
+      if (v === null ? !s.nan_passes : !(v <= slos[s.name])) return false;
+    }
+    return true;
+  }
+
+  function compute(inp) {
+    var good = 0, tokens = 0;
+    for (var i = 0; i < N; i++) {
+      if (!isGood(i, inp.slos)) continue;
+      good += W[i];
+      tokens += W[i] * (C.output[i] || 0);
+    }
+    var secs = R.seconds, judged = R.ok + R.failed;
+    var rate = R.error_rate;
+    var details = [{ rule: 'error_rate <= ' + R.max_error_rate, value: rate,
+      passed: rate !== null && rate <= R.max_error_rate, reason: rate === null ? 'no request finished' : null }];
+    var p = D.percentiles[inp.pct];
+    D.slos.forEach(function (s) {
+      if (!(s.name in inp.slos)) return;
+      var v = percentile(s, p);
+      details.push({ rule: inp.pct.replace('_', '.') + ' ' + s.name + ' <= ' + inp.slos[s.name], value: v,
+        passed: v !== null && v <= inp.slos[s.name], reason: v === null ? 'no data' : null, slo: s.name });
+    });
+    var verdict;
+    if (details.length === 1) verdict = 'none';  // no SLO set: analysis/sla.py evaluate has no rule
+    else if (R.all_warmup) verdict = 'none';
+    else if (R.incomplete) verdict = 'incomplete';
+    else verdict = details.every(function (d) { return d.passed; }) ? 'pass' : 'fail';
+    return { verdict: verdict, details: details.length === 1 ? [] : details,
+      goodput: secs > 0 ? good / secs : null, tokens: secs > 0 ? tokens / secs : null,
+      attained: judged ? good / judged : null };
+  }
+
+  function setOut(id, value, text) {
+    var el = $(id);
+    el.dataset.value = value === null ? '' : String(value);
+    el.textContent = text;
+  }
+
+  function render() {
+    var inp = readInputs(), r = compute(inp);
+    var v = $('lg-verdict');
+    v.dataset.verdict = r.verdict;
+    v.textContent = r.verdict.toUpperCase() + (S.sampled ? ' (estimated)' : '');
+    v.className = 'lg-verdict lg-' + r.verdict;
+    setOut('lg-goodput', r.goodput, fmt(r.goodput, 2));
+    setOut('lg-goodput-tokens', r.tokens, fmt(r.tokens, 1));
+    setOut('lg-attained', r.attained, r.attained === null ? '-' : (100 * r.attained).toFixed(1) + ' %');
+    var rows = ['<tr><th>rule</th><th class="r">measured</th><th>result</th></tr>'];
+    r.details.forEach(function (d) {
+      rows.push('<tr data-rule="' + esc(d.rule) + '" data-value="' + (d.value === null ? '' : d.value) +
+        '" data-passed="' + d.passed + '"><td>' + esc(d.rule) + '</td><td class="r">' +
+        (d.value === null ? 'no data' : fmt(d.value, 4)) + '</td><td>' +
+        (d.passed ? 'pass' : 'FAIL' + (d.reason ? ' (' + d.reason + ')' : '')) + '</td></tr>');
+    });
+    $('lg-rules').innerHTML = r.details.length ? rows.join('') :
+      '<tr><td>no per-request SLO set: goodput equals request throughput, no verdict</td></tr>';
+    state.inp = inp;
+    plots.forEach(function (u) { u.redraw(false); });
+    writeHash();
+  }
+
+  // ---- the URL hash: the inputs at load, kept as they change ----
+  var state = { inp: null, load: null };
+  function readHash() {
+    var h = decodeURIComponent(location.hash.replace(/^#/, ''));
+    if (h.indexOf('=') < 0) return;
+    h.split('&').forEach(function (kv) {
+      var i = kv.indexOf('='), k = kv.slice(0, i), v = kv.slice(i + 1);
+      if (k.indexOf('slo.') === 0 && $('lg-slo-' + k.slice(4))) $('lg-slo-' + k.slice(4)).value = v;
+      else if (k === 'pct' && v in D.percentiles) $('lg-pct').value = v;
+      else if (k === 'load' && $('lg-load') && isFinite(+v) && v !== '') state.load = +v;
+    });
+  }
+  function writeHash() {
+    var parts = D.slos.map(function (s) { return 'slo.' + s.name + '=' + $('lg-slo-' + s.name).value.trim(); });
+    parts.push('pct=' + $('lg-pct').value);
+    if (state.load !== null) parts.push('load=' + state.load);
+    try { history.replaceState(null, '', '#' + parts.join('&')); } catch (e) { /* file:// may refuse */ }
+  }
+
+  // ---- plots: uPlot, a live legend gives every plot its hover values ----
+  function width(el) { return Math.max(320, Math.min(el.parentNode.clientWidth || 560, 560)); }
+
+  function vline(u, x, color) {
+    if (x === null || x === undefined || x < u.scales.x.min || x > u.scales.x.max) return;
+    var ctx = u.ctx, px = u.valToPos(x, 'x', true);
+    ctx.save(); ctx.strokeStyle = color; ctx.setLineDash([6, 4]); ctx.lineWidth = 1.5 * devicePixelRatio;
+    ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
+    ctx.restore();
+  }
+
+  function cdfPlots() {
+    var box = $('lg-cdfs');
+    D.slos.forEach(function (s) {
+      var pairs = sortedValues(s), xs = [], ys = [], total = 0, cum = 0, i;
+      for (i = 0; i < pairs.length; i++) total += pairs[i][1];
+      var step = Math.max(1, Math.floor(pairs.length / 4000));  // a curve of at most ~4,000 points
+      for (i = 0; i < pairs.length; i++) {
+        cum += pairs[i][1];
+        if (i % step === 0 || i === pairs.length - 1) { xs.push(pairs[i][0]); ys.push(cum / total); }
+      }
+      var el = document.createElement('div');
+      box.appendChild(el);
+      if (!xs.length) { el.textContent = s.label + ': no data'; return; }
+      plots.push(new uPlot({
+        title: s.label + ' of ok requests: share at or below', width: width(box), height: 220,
+        scales: { x: { time: false } },
+        series: [{ label: s.label + ' (ms)', value: function (u, v) { return fmt(v, 2); } },
+          { label: 'share', stroke: COL.none, width: 1.5, value: function (u, v) { return v === null ? '-' : (100 * v).toFixed(2) + ' %'; } }],
+        axes: [{ label: 'ms' }, { values: function (u, t) { return t.map(function (v) { return (100 * v).toFixed(0) + '%'; }); } }],
+        hooks: { draw: [function (u) {
+          var inp = state.inp || readInputs();
+          vline(u, inp.slos[s.name], COL.slo);
+          vline(u, percentile(s, D.percentiles[inp.pct]), COL.pct);
+        }] },
+      }, [xs, ys], el));
+    });
+  }
+
+  // ---- the load slider over a multi-stage run's curves (interpolated between stages) ----
+  function curvePlots() {
+    var cv = D.curve;
+    if (!cv || !$('lg-load')) return;
+    var x = cv.x, slider = $('lg-load'), lo = x[0], hi = x[x.length - 1];
+    slider.min = lo; slider.max = hi; slider.step = (hi - lo) / 400 || 1;
+    if (state.load === null || state.load < lo || state.load > hi) state.load = lo;
+    slider.value = state.load;
+    var palette = ['#1f77b4', '#9467bd', '#2ca02c', '#d62728', '#8c564b', '#e377c2'];
+    function plot(groupKey, into, ylabel) {
+      var group = cv[groupKey], names = Object.keys(group);
+      var series = [{ label: cv.x_label, value: function (u, v) { return fmt(v, 2); } }].concat(names.map(function (n, i) {
+        return { label: n, stroke: palette[i % palette.length], width: 1.5, points: { show: true, size: 6 },
+          value: function (u, v) { return fmt(v, 2); } };
+      }));
+      plots.push(new uPlot({
+        title: ylabel + ' by ' + cv.x_label, width: width($(into)), height: 260, scales: { x: { time: false } },
+        series: series, axes: [{ label: cv.x_label }, { label: ylabel }],
+        hooks: { draw: [function (u) { vline(u, state.load, COL.mark); }] },
+      }, [x].concat(names.map(function (n) { return group[n]; })), $(into)));
+    }
+    plot('latency', 'lg-curve-latency', 'latency (ms)');
+    plot('throughput', 'lg-curve-throughput', 'per second');
+    slider.addEventListener('input', function () { state.load = +slider.value; readLoad(); });
+    readLoad();
+  }
+
+  function readLoad() {
+    var cv = D.curve, x = cv.x, at = state.load, j = 0;
+    while (j < x.length - 2 && at > x[j + 1]) j++;
+    var exact = -1;
+    x.forEach(function (v, i) { if (v === at) exact = i; });
+    var t = exact >= 0 ? 0 : (at - x[j]) / ((x[j + 1] - x[j]) || 1);
+    var a = exact >= 0 ? exact : j, b = exact >= 0 ? exact : j + 1;
+    var where = exact >= 0 ? 'measured: ' + cv.names[a] :
+      'interpolated (linear) between ' + cv.names[a] + ' and ' + cv.names[b];
+    $('lg-load-value').textContent = cv.x_label + ' ' + fmt(at, 2) + ': ' + where;
+    $('lg-load-value').dataset.value = String(at);
+    var rows = ['<tr><th>figure</th><th class="r">value</th><th></th></tr>'];
+    ['latency', 'throughput'].forEach(function (g) {
+      Object.keys(cv[g]).forEach(function (n) {
+        var ya = cv[g][n][a], yb = cv[g][n][b];
+        var v = ya === null || yb === null ? null : ya + (yb - ya) * t;
+        rows.push('<tr data-figure="' + esc(n) + '" data-value="' + (v === null ? '' : v) + '"><td>' + esc(n) +
+          '</td><td class="r">' + fmt(v, 2) + '</td><td>' + (exact >= 0 ? 'measured' : 'interpolated') + '</td></tr>');
+      });
+    });
+    $('lg-load-read').innerHTML = rows.join('');
+    plots.forEach(function (u) { u.redraw(false); });
+    writeHash();
+  }
+
+  // ---- the per-request timeline ----
+  var slowest = [];  // embedded rows, slowest first (send to end)
+  (function () {
+    var idx = [];
+    for (var i = 0; i < N; i++) idx.push(i);
+    function dur(i) { return C.end[i] === null ? Infinity : C.end[i] - C.send[i]; }
+    idx.sort(function (a, b) { return dur(b) - dur(a); });
+    slowest = idx.slice(0, 200);
+  })();
+
+  function timeline() {
+    var el = $('lg-timeline');
+    if (!N) { el.textContent = 'no measured request'; return; }
+    var x0 = Infinity, x1 = -Infinity;
+    for (var i = 0; i < N; i++) {
+      x0 = Math.min(x0, C.send[i]);
+      x1 = Math.max(x1, C.end[i] === null ? C.send[i] : C.end[i]);
+    }
+    var full = { x0: x0, x1: x1 + 1e-3, y0: -0.5, y1: N - 0.5 };
+    var view = Object.assign({}, full), focus = -1, next = 0;
+    function setView(v) {
+      view = v;
+      u.setScale('x', { min: v.x0, max: v.x1 });
+      u.setScale('y', { min: v.y0, max: v.y1 });
+    }
+    function color(i, slos) {
+      if (C.status[i] !== 0) return COL.fail;
+      if (!('tpot_ms' in slos) || C.tpot_ms[i] === null) return COL.none;
+      return C.tpot_ms[i] <= slos.tpot_ms ? COL.ok : COL.over;
+    }
+    function draw(u) {
+      var ctx = u.ctx, slos = (state.inp || readInputs()).slos, dpr = devicePixelRatio;
+      var lo = Math.max(0, Math.floor(view.y0)), hi = Math.min(N - 1, Math.ceil(view.y1));
+      var rowPx = u.bbox.height / Math.max(1, view.y1 - view.y0);
+      var lw = Math.max(1, Math.min(6 * dpr, rowPx * 0.7));
+      ctx.save();
+      ctx.beginPath(); ctx.rect(u.bbox.left, u.bbox.top, u.bbox.width, u.bbox.height); ctx.clip();
+      ctx.lineWidth = lw;
+      function seg(a, b, y, c) {
+        if (a === null || b === null || b < view.x0 || a > view.x1) return;
+        ctx.strokeStyle = c; ctx.beginPath();
+        ctx.moveTo(u.valToPos(a, 'x', true), y); ctx.lineTo(Math.max(u.valToPos(b, 'x', true), u.valToPos(a, 'x', true) + 1), y);
+        ctx.stroke();
+      }
+      for (var i = lo; i <= hi; i++) {
+        var y = u.valToPos(i, 'y', true), first = C.first[i], last = C.last[i] === null ? first : C.last[i];
+        if (C.status[i] !== 0) { seg(C.send[i], C.end[i] === null ? C.send[i] : C.end[i], y, COL.fail); continue; }
+        seg(C.send[i], first, y, COL.wait);
+        seg(first, last, y, color(i, slos));
+        seg(last, C.end[i], y, COL.wait);
+      }
+      if (focus >= 0) {
+        var fy = u.valToPos(focus, 'y', true);
+        ctx.strokeStyle = COL.mark; ctx.lineWidth = 1.5 * dpr; ctx.setLineDash([4, 3]);
+        ctx.strokeRect(u.valToPos(C.send[focus], 'x', true) - 3 * dpr, fy - lw - 2 * dpr,
+          u.valToPos(C.end[focus] === null ? C.send[focus] : C.end[focus], 'x', true) - u.valToPos(C.send[focus], 'x', true) + 6 * dpr,
+          2 * lw + 4 * dpr);
+      }
+      ctx.restore();
+    }
+    function describe(i) {
+      var st = D.stages[String(C.stage[i])];
+      return 'request ' + C.id[i] + (st ? ' (stage ' + C.stage[i] + ', ' + st + ')' : '') + ': sent at ' +
+        fmt(C.send[i], 1) + ' ms, TTFT ' + fmt(C.ttft_ms[i], 2) + ', TPOT ' + fmt(C.tpot_ms[i], 2) +
+        ', E2E ' + fmt(C.e2e_ms[i], 2) + ' ms, ' + (C.prompt[i] === null ? '-' : C.prompt[i]) + ' prompt / ' +
+        (C.output[i] === null ? '-' : C.output[i]) + ' output tokens, ' + (C.status[i] === 0 ? 'ok' : (C.error[i] || 'failed'));
+    }
+    var u = new uPlot({
+      width: Math.max(640, Math.min(el.parentNode.clientWidth || 1100, 1140)), height: 360,
+      scales: { x: { time: false, auto: false, range: function () { return [view.x0, view.x1]; } },
+        y: { auto: false, dir: -1, range: function () { return [view.y0, view.y1]; } } },
+      series: [{ label: 'ms from the window start', value: function (u, v) { return fmt(v, 1); } },
+        { label: 'request (by send time)', scale: 'y', stroke: 'transparent', points: { show: false },
+          value: function (u, v) { return fmt(v, 0); } }],
+      axes: [{ label: 'ms from the start of the measured window' }, { scale: 'y', label: 'request, by send time' }],
+      legend: { show: false },
+      cursor: { drag: { x: true, y: true, uni: 20, setScale: false }, points: { show: false },
+        bind: { dblclick: function () { return function () { focus = -1; setView(Object.assign({}, full)); return null; }; } } },
+      hooks: {
+        draw: [draw],
+        setSelect: [function (u) {
+          var s = u.select;
+          if (s.width < 3 && s.height < 3) return;
+          var nx0 = s.width >= 3 ? u.posToVal(s.left, 'x') : view.x0, nx1 = s.width >= 3 ? u.posToVal(s.left + s.width, 'x') : view.x1;
+          var ya = u.posToVal(s.top, 'y'), yb = u.posToVal(s.top + s.height, 'y');
+          var ny0 = s.height >= 3 ? Math.min(ya, yb) : view.y0, ny1 = s.height >= 3 ? Math.max(ya, yb) : view.y1;
+          u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+          setView({ x0: nx0, x1: nx1, y0: ny0, y1: ny1 });
+        }],
+        setCursor: [function (u) {
+          var c = u.cursor;
+          if (c.left === null || c.left < 0) return;
+          var row = Math.round(u.posToVal(c.top, 'y'));
+          var hover = $('lg-hover');
+          if (row < 0 || row >= N) { hover.textContent = '\u00a0'; return; }
+          hover.textContent = fmt(u.posToVal(c.left, 'x'), 1) + ' ms; ' + describe(row);
+          hover.dataset.row = String(row);
+        }],
+      },
+    }, [[full.x0, full.x1], [full.y0, full.y1]], el);
+    plots.push(u);
+    u.over.addEventListener('wheel', function (e) {
+      e.preventDefault();
+      var k = e.deltaY > 0 ? 1.25 : 0.8, r = u.over.getBoundingClientRect();
+      var cx = u.posToVal(e.clientX - r.left, 'x'), cy = u.posToVal(e.clientY - r.top, 'y');
+      setView({ x0: cx - (cx - view.x0) * k, x1: cx + (view.x1 - cx) * k,
+        y0: cy - (cy - view.y0) * k, y1: cy + (view.y1 - cy) * k });
+    }, { passive: false });
+    $('lg-reset').addEventListener('click', function () { focus = -1; setView(Object.assign({}, full)); });
+    $('lg-slowest').addEventListener('click', function () {
+      var i = slowest[next % slowest.length], end = C.end[i] === null ? C.send[i] : C.end[i], pad = (end - C.send[i]) * 0.15 + 1;
+      focus = i;
+      setView({ x0: C.send[i] - pad, x1: end + pad, y0: Math.max(-0.5, i - 15), y1: Math.min(N - 0.5, i + 15) });
+      $('lg-hover').textContent = 'slowest ' + (next % slowest.length + 1) + ' of ' + slowest.length + ': ' + describe(i);
+      $('lg-hover').dataset.row = String(i);
+      $('lg-slowest').dataset.shown = String(C.id[i]);
+      next++;
+    });
+  }
+
+  readHash();
+  render();
+  cdfPlots();
+  curvePlots();
+  timeline();
+  D.slos.forEach(function (s) { $('lg-slo-' + s.name).addEventListener('input', render); });
+  $('lg-pct').addEventListener('change', render);
+  window.addEventListener('hashchange', function () { readHash(); render(); if (D.curve) { $('lg-load').value = state.load; readLoad(); } });
+  $('lg-interactive').dataset.ready = '1';
+})();

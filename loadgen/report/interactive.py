@@ -1,0 +1,163 @@
+"""The "Interactive" section of report.html: SLO inputs and a percentile picker that recompute
+the verdict and goodput from the embedded per-request data, a load slider over a multi-stage
+run's curves, a zoomable per-request timeline, and the slowest requests.
+
+The page stays one file that opens offline: the data is JSON in a ``<script
+type="application/json">`` tag (``interactive_data``), the chart library (uPlot, MIT, its
+licence in ``assets/uPlot.LICENSE``) and the page's own script (``assets/interactive.js``)
+are inlined from this package's ``assets``. report.md gets the slowest-requests table and a
+sentence pointing at report.html.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from html import escape
+from importlib import resources
+
+import numpy as np
+import orjson
+
+from loadgen.analysis.metrics import derived_columns
+from loadgen.analysis.table import RecordTable
+from loadgen.report.blocks import Markup, Section, Table, Text, num
+from loadgen.report.interactive_data import KEEP_SLOWEST, SEED, SLOWEST_ROWS, embedded_data, slowest_order
+from loadgen.summary import Summary
+
+__all__ = ["TITLE", "interactive_section", "sample_text", "slowest_table", "with_interactive"]
+
+TITLE = "Interactive"
+_ASSETS = ("uPlot.min.css", "interactive.css", "uPlot.iife.min.js", "interactive.js")
+
+
+def with_interactive(sections: Sequence[Section], section: Section) -> list[Section]:
+    """``sections`` with ``section`` placed before the last ("Plots"), or at the end."""
+    out = list(sections)
+    at = next((i for i, s in enumerate(out) if s.title == "Plots"), len(out))
+    out.insert(at, section)
+    return out
+
+
+def interactive_section(summary: Summary, table: RecordTable) -> Section:
+    data = embedded_data(summary, table)
+    note = sample_text(data["sample"])
+    return Section(
+        TITLE,
+        (
+            Markup(_page(data, note), "report.html has this section interactive: " + note),
+            Text(
+                f"The {SLOWEST_ROWS} slowest measured requests of the run (send to end of stream or "
+                "failure; latencies in ms):"
+            ),
+            slowest_table(table),
+        ),
+    )
+
+
+def sample_text(sample: dict) -> str:
+    """What the page embeds, in words: every request, or a down-sample with its counts."""
+    if not sample["sampled"]:
+        return f"All {sample['measured']:,} measured requests are embedded (warm-up excluded)."
+    return (
+        f"Down-sampled: {sample['embedded']:,} of {sample['measured']:,} measured requests are "
+        f"embedded (the {sample['slowest_kept']:,} slowest, always, and "
+        f"{sample['embedded'] - sample['slowest_kept']:,} of the others drawn uniformly with seed "
+        f"{sample['seed']}, each standing for {sample['weight']:.3g} requests); the verdict, goodput "
+        "and percentiles below are estimated from the sample."
+    )
+
+
+def slowest_table(table: RecordTable) -> Table:
+    """The ``SLOWEST_ROWS`` slowest measured requests (send to end of stream or failure), of
+    every request, sampled or not."""
+    rows = slowest_order(table)[:SLOWEST_ROWS]
+    derived = derived_columns(table)
+    send = table.column("t_send_ns")
+    end, has_end = table.ints("t_end_ns")
+
+    def count(name: str, r: int) -> str:
+        values, present = table.ints(name)
+        return str(int(values[r])) if present[r] else "-"
+
+    def ms(name: str, r: int) -> str:
+        v = derived[name][r]
+        return "-" if np.isnan(v) else num(float(v))
+
+    out = tuple(
+        (
+            str(int(table.column("id")[r])),
+            str(int(table.column("stage")[r])),
+            count("prompt_tokens", r),
+            count("output_tokens", r),
+            ms("ttft_ms", r),
+            ms("tpot_ms", r),
+            ms("e2e_ms", r),
+            num((int(end[r]) - int(send[r])) / 1e6) if has_end[r] else "-",
+            "ok" if table.column("ok")[r] else str(table.column("error_class")[r] or "unknown"),
+        )
+        for r in (int(x) for x in rows)
+    )
+    header = ("id", "stage", "prompt tokens", "output tokens", "TTFT", "TPOT", "E2E", "send to end", "result")
+    return Table(header, out, "lrrrrrrrl")
+
+
+def _page(data: dict, note: str) -> str:
+    """The section's markup: the controls, the places the script draws into, the data, the
+    script. Every value shown before the script runs is escaped; the JSON cannot close its tag."""
+    payload = orjson.dumps(data).decode().replace("</", "<\\/")
+    css, lib_css = _asset("interactive.css"), _asset("uPlot.min.css")
+    slo_inputs = "".join(
+        f'<label>{escape(s["label"])} &le; <input type="number" min="0" step="any" '
+        f'id="lg-slo-{escape(s["name"])}" data-slo="{escape(s["name"])}" '
+        f'value="{"" if s["value"] is None else s["value"]:}"> ms</label> '
+        for s in data["slos"]
+    )
+    pcts = "".join(
+        f'<option value="{escape(k)}"{" selected" if k == "p99" else ""}>{escape(k.replace("_", "."))}</option>'
+        for k in data["percentiles"]
+    )
+    curve = ""
+    if data["curve"] is not None:
+        curve = (
+            '<h3>Load curves</h3><div class="lg-row"><label>load <input type="range" id="lg-load"></label> '
+            '<output id="lg-load-value"></output></div><table id="lg-load-read"></table>'
+            '<div class="lg-plots"><div id="lg-curve-latency"></div><div id="lg-curve-throughput"></div></div>'
+        )
+    return f"""<div id="lg-interactive" class="lg-i">
+<style>{lib_css}
+{css}</style>
+<p id="lg-sample" data-sampled="{str(data["sample"]["sampled"]).lower()}" data-measured="{data["sample"]["measured"]}" data-embedded="{data["sample"]["embedded"]}">{escape(note)}</p>
+<noscript><p>This section needs JavaScript; the tables above hold the run's own figures.</p></noscript>
+<div class="lg-row">SLOs: {slo_inputs}<label>percentile <select id="lg-pct">{pcts}</select></label>
+<span class="lg-hint">error rate &le; {data["run"]["max_error_rate"]:g} (the run's sla.max_error_rate)</span></div>
+<div class="lg-row">verdict <output id="lg-verdict" data-verdict=""></output>
+goodput <output id="lg-goodput" data-value=""></output> req/s,
+<output id="lg-goodput-tokens" data-value=""></output> output tokens/s,
+attained <output id="lg-attained" data-value=""></output></div>
+<table id="lg-rules"></table>
+<p class="lg-hint">Here the verdict is the run's error-rate rule and, for each SLO set, its chosen
+percentile &le; the SLO; the run's own rules are judged in "SLA and goodput" above. Goodput:
+requests (ok, within every SLO set) per second of the measured window ({num(data["run"]["seconds"], 3)} s);
+failed requests count against the attained fraction. The URL keeps the inputs
+(e.g. #slo.ttft_ms=200&amp;pct=p90).</p>
+<h3>Distributions</h3><div class="lg-plots" id="lg-cdfs"></div>
+{curve}
+<h3>Requests over time</h3>
+<div class="lg-row"><button type="button" id="lg-slowest">slowest</button>
+<button type="button" id="lg-reset">reset zoom</button>
+<span class="lg-hint">a line per request, by send time: send to first token (grey), first to last token
+(green: its TPOT, the mean ITL, within the TPOT SLO; red: over it; blue: no TPOT SLO or one token),
+to the end; failures in black. Drag to zoom, wheel to zoom around the pointer, double-click to reset;
+"slowest" zooms to the next slowest request ({KEEP_SLOWEST} kept even when down-sampled, seed {SEED}).</span></div>
+<div id="lg-timeline"></div><div id="lg-hover" class="lg-hint">&nbsp;</div>
+<script type="application/json" id="lg-data">{payload}</script>
+<script>{_asset("uPlot.iife.min.js")}</script>
+<script>{_asset("interactive.js")}</script>
+</div>"""
+
+
+@cache
+def _asset(name: str) -> str:
+    return (resources.files("loadgen.report") / "assets" / name).read_text(encoding="utf-8")
+
