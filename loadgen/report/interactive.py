@@ -122,7 +122,7 @@ def _page(data: dict, note: str) -> str:
         curve = (
             '<h3>Load curves</h3><div class="lg-row"><label>load <input type="range" id="lg-load"></label> '
             '<output id="lg-load-value"></output></div><table id="lg-load-read"></table>'
-            '<div class="lg-plots"><div id="lg-curve-latency"></div><div id="lg-curve-throughput"></div></div>'
+            '<div class="lg-plots" id="lg-curves"></div>'
         )
     return f"""<div id="lg-interactive" class="lg-i">
 <style>{lib_css}

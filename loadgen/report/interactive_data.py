@@ -165,24 +165,27 @@ def _columns(table: RecordTable, rows: np.ndarray, derived: Mapping[str, np.ndar
 
 def _curve(summary: Summary) -> dict[str, Any]:
     """The curve points the load slider reads: x (the offered load, or the stage index when a
-    stage offered none), each plotted latency's p50 and p99, and the throughputs."""
+    stage offered none), and a group per plot: each plotted latency's p50 and p99, the output
+    tokens/s, the requests/s and goodput."""
     points = (summary.get("curve") or {}).get("points") or []
     by_offered = all(p.get("offered") is not None for p in points)
     kind = points[0].get("offered_kind") if by_offered and points else None
     pts = sorted(points, key=lambda p: p["offered"] if by_offered else p["stage"])
-    series: dict[str, list[float | None]] = {}
+    latency: dict[str, list[float | None]] = {}
     for d in metric_defs.CURVE_PLOTS:
         for stat in ("p50", "p99"):
-            series[f"{d.label} {stat.replace('_', '.')} (ms)"] = [(p.get(d.name) or {}).get(stat) for p in pts]
-    throughputs = {
-        "output tokens/s": "output_tokens_per_s",
-        "requests/s": "throughput_rps",
-        "goodput requests/s": "goodput_rps",
-    }
+            latency[f"{d.label} {stat.replace('_', '.')} (ms)"] = [(p.get(d.name) or {}).get(stat) for p in pts]
+
+    def series(keys: dict[str, str]) -> dict[str, list[float | None]]:
+        return {label: [p.get(key) for p in pts] for label, key in keys.items()}
+
     return {
         "x_label": {"concurrency": "concurrency", "rate": "offered rate (req/s)"}.get(str(kind), "stage"),
         "x": [p["offered"] if by_offered else p["stage"] for p in pts],
         "names": [f"stage {p.get('stage')} ({p.get('name')})" for p in pts],
-        "latency": series,
-        "throughput": {label: [p.get(key) for p in pts] for label, key in throughputs.items()},
+        "groups": [
+            {"title": "latency (ms)", "series": latency},
+            {"title": "output tokens/s", "series": series({"output tokens/s": "output_tokens_per_s"})},
+            {"title": "requests/s", "series": series({"requests/s": "throughput_rps", "goodput req/s": "goodput_rps"})},
+        ],
     }

@@ -169,7 +169,11 @@
   }
 
   // ---- plots: uPlot, a live legend gives every plot its hover values ----
-  function width(el) { return Math.max(320, Math.min(el.parentNode.clientWidth || 560, 560)); }
+  // A plot's width: ``perRow`` side by side in ``box`` (the section's width when box has none yet).
+  function width(box, perRow) {
+    var w = box.clientWidth || $('lg-interactive').clientWidth || 1100;
+    return Math.max(300, Math.min(Math.floor((w - 12 * (perRow - 1)) / perRow) - 4, 560));
+  }
 
   function vline(u, x, color) {
     if (x === null || x === undefined || x < u.scales.x.min || x > u.scales.x.max) return;
@@ -193,7 +197,7 @@
       box.appendChild(el);
       if (!xs.length) { el.textContent = s.label + ': no data'; return; }
       plots.push(new uPlot({
-        title: s.label + ' of ok requests: share at or below', width: width(box), height: 220,
+        title: s.label + ' of ok requests: share at or below', width: width(box, D.slos.length), height: 220,
         scales: { x: { time: false } },
         series: [{ label: s.label + ' (ms)', value: function (u, v) { return fmt(v, 2); } },
           { label: 'share', stroke: COL.none, width: 1.5, value: function (u, v) { return v === null ? '-' : (100 * v).toFixed(2) + ' %'; } }],
@@ -216,20 +220,20 @@
     if (state.load === null || state.load < lo || state.load > hi) state.load = lo;
     slider.value = state.load;
     var palette = ['#1f77b4', '#9467bd', '#2ca02c', '#d62728', '#8c564b', '#e377c2'];
-    function plot(groupKey, into, ylabel) {
-      var group = cv[groupKey], names = Object.keys(group);
+    var box = $('lg-curves');
+    cv.groups.forEach(function (g) {
+      var names = Object.keys(g.series), el = document.createElement('div');
+      box.appendChild(el);
       var series = [{ label: cv.x_label, value: function (u, v) { return fmt(v, 2); } }].concat(names.map(function (n, i) {
         return { label: n, stroke: palette[i % palette.length], width: 1.5, points: { show: true, size: 6 },
           value: function (u, v) { return fmt(v, 2); } };
       }));
       plots.push(new uPlot({
-        title: ylabel + ' by ' + cv.x_label, width: width($(into)), height: 260, scales: { x: { time: false } },
-        series: series, axes: [{ label: cv.x_label }, { label: ylabel }],
+        title: g.title + ' by ' + cv.x_label, width: width(box, cv.groups.length), height: 240,
+        scales: { x: { time: false } }, series: series, axes: [{ label: cv.x_label }, { label: g.title }],
         hooks: { draw: [function (u) { vline(u, state.load, COL.mark); }] },
-      }, [x].concat(names.map(function (n) { return group[n]; })), $(into)));
-    }
-    plot('latency', 'lg-curve-latency', 'latency (ms)');
-    plot('throughput', 'lg-curve-throughput', 'per second');
+      }, [x].concat(names.map(function (n) { return g.series[n]; })), el));
+    });
     slider.addEventListener('input', function () { state.load = +slider.value; readLoad(); });
     readLoad();
   }
@@ -246,9 +250,9 @@
     $('lg-load-value').textContent = cv.x_label + ' ' + fmt(at, 2) + ': ' + where;
     $('lg-load-value').dataset.value = String(at);
     var rows = ['<tr><th>figure</th><th class="r">value</th><th></th></tr>'];
-    ['latency', 'throughput'].forEach(function (g) {
-      Object.keys(cv[g]).forEach(function (n) {
-        var ya = cv[g][n][a], yb = cv[g][n][b];
+    cv.groups.forEach(function (g) {
+      Object.keys(g.series).forEach(function (n) {
+        var ya = g.series[n][a], yb = g.series[n][b];
         var v = ya === null || yb === null ? null : ya + (yb - ya) * t;
         rows.push('<tr data-figure="' + esc(n) + '" data-value="' + (v === null ? '' : v) + '"><td>' + esc(n) +
           '</td><td class="r">' + fmt(v, 2) + '</td><td>' + (exact >= 0 ? 'measured' : 'interpolated') + '</td></tr>');
@@ -387,5 +391,7 @@
   D.slos.forEach(function (s) { $('lg-slo-' + s.name).addEventListener('input', render); });
   $('lg-pct').addEventListener('change', render);
   window.addEventListener('hashchange', function () { readHash(); render(); if (D.curve) { $('lg-load').value = state.load; readLoad(); } });
-  $('lg-interactive').dataset.ready = '1';
+  var box = $('lg-interactive');
+  box.dataset.top = String(Math.round(box.getBoundingClientRect().top + window.scrollY));  // for screenshots
+  box.dataset.ready = '1';
 })();
