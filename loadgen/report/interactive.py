@@ -22,7 +22,7 @@ import orjson
 from loadgen.analysis.metrics import derived_columns
 from loadgen.analysis.table import RecordTable
 from loadgen.report.blocks import Markup, Section, Table, Text, num
-from loadgen.report.interactive_data import KEEP_SLOWEST, SEED, SLOWEST_ROWS, embedded_data, slowest_order
+from loadgen.report.interactive_data import KEEP_SLOWEST, SLOWEST_ROWS, embedded_data, slowest_order
 from loadgen.summary import Summary
 
 __all__ = ["TITLE", "interactive_section", "sample_text", "slowest_table", "with_interactive"]
@@ -114,8 +114,14 @@ def _page(data: dict, note: str) -> str:
         for s in data["slos"]
     )
     pcts = "".join(
-        f'<option value="{escape(k)}"{" selected" if k == "p99" else ""}>{escape(k.replace("_", "."))}</option>'
+        f'<option value="{escape(k)}"{" selected" if k == "p99" else ""}>{escape(k.replace("_", "."))}'
+        "</option>"
         for k in data["percentiles"]
+    )
+    sample = data["sample"]
+    sample_attrs = (
+        f'data-sampled="{str(sample["sampled"]).lower()}" data-measured="{sample["measured"]}" '
+        f'data-embedded="{sample["embedded"]}"'
     )
     curve = ""
     if data["curve"] is not None:
@@ -127,10 +133,11 @@ def _page(data: dict, note: str) -> str:
     return f"""<div id="lg-interactive" class="lg-i">
 <style>{lib_css}
 {css}</style>
-<p id="lg-sample" data-sampled="{str(data["sample"]["sampled"]).lower()}" data-measured="{data["sample"]["measured"]}" data-embedded="{data["sample"]["embedded"]}">{escape(note)}</p>
+<p id="lg-sample" {sample_attrs}>{escape(note)}</p>
 <noscript><p>This section needs JavaScript; the tables above hold the run's own figures.</p></noscript>
 <div class="lg-row">SLOs: {slo_inputs}<label>percentile <select id="lg-pct">{pcts}</select></label>
-<span class="lg-hint">error rate &le; {data["run"]["max_error_rate"]:g} (the run's sla.max_error_rate)</span></div>
+<span class="lg-hint">error rate &le; {data["run"]["max_error_rate"]:g}
+(the run's sla.max_error_rate)</span></div>
 <div class="lg-row">verdict <output id="lg-verdict" data-verdict=""></output>
 goodput <output id="lg-goodput" data-value=""></output> req/s,
 <output id="lg-goodput-tokens" data-value=""></output> output tokens/s,
@@ -149,7 +156,8 @@ failed requests count against the attained fraction. The URL keeps the inputs
 <span class="lg-hint">a line per request, by send time: send to first token (grey), first to last token
 (green: its TPOT, the mean ITL, within the TPOT SLO; red: over it; blue: no TPOT SLO or one token),
 to the end; failures in black. Drag to zoom, wheel to zoom around the pointer, double-click to reset;
-"slowest" zooms to the next slowest request ({KEEP_SLOWEST} kept even when down-sampled, seed {SEED}).</span></div>
+"slowest" zooms to the next slowest request (the {KEEP_SLOWEST} slowest are kept even when
+down-sampled).</span></div>
 <div id="lg-timeline"></div><div id="lg-hover" class="lg-hint">&nbsp;</div>
 <script type="application/json" id="lg-data">{payload}</script>
 <script>{_asset("uPlot.iife.min.js")}</script>
@@ -160,4 +168,3 @@ to the end; failures in black. Drag to zoom, wheel to zoom around the pointer, d
 @cache
 def _asset(name: str) -> str:
     return (resources.files("loadgen.report") / "assets" / name).read_text(encoding="utf-8")
-

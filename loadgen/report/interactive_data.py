@@ -61,7 +61,7 @@ def slowest_order(table: RecordTable) -> np.ndarray:
 def sample_rows(order: np.ndarray) -> tuple[np.ndarray, float]:
     """(rows to embed, in record order; the weight of each uniformly sampled row) from
     ``order`` (``slowest_order``): every row when there are at most ``MAX_REQUESTS``, else the
-    ``KEEP_SLOWEST`` first plus ``MAX_REQUESTS - KEEP_SLOWEST`` of the others drawn uniformly
+    ``KEEP_SLOWEST`` first (of weight 1) plus ``MAX_REQUESTS - KEEP_SLOWEST`` of the others drawn uniformly
     with ``SEED``, each standing for ``len(others) / drawn`` requests."""
     if len(order) <= MAX_REQUESTS:
         return np.sort(order), 1.0
@@ -84,7 +84,6 @@ def embedded_data(summary: Summary, table: RecordTable) -> dict[str, Any]:
     window = summary.get("window") or {}
     t0 = window.get("start_ns") or (int(send[rows].min()) if len(rows) else 0)
     sampled = weight != 1.0
-    slowest = order[:KEEP_SLOWEST] if sampled else order[:0]
     in_rows = {int(r): i for i, r in enumerate(rows)}
     return {
         "run": {
@@ -105,8 +104,9 @@ def embedded_data(summary: Summary, table: RecordTable) -> dict[str, Any]:
             "sampled": sampled,
             "weight": weight,
             "seed": SEED,
-            "slowest_kept": len(slowest),
-            "slowest_rows": sorted(in_rows[int(r)] for r in slowest),
+            "slowest_kept": KEEP_SLOWEST if sampled else 0,
+            # embedded rows of the slowest requests, slowest first (every one is embedded)
+            "slowest_rows": [in_rows[int(r)] for r in order[:KEEP_SLOWEST]],
         },
         "cols": _columns(table, rows, derived, t0),
         "stages": {str(s.get("index")): str(s.get("name")) for s in summary.get("stages") or []},
@@ -174,7 +174,9 @@ def _curve(summary: Summary) -> dict[str, Any]:
     latency: dict[str, list[float | None]] = {}
     for d in metric_defs.CURVE_PLOTS:
         for stat in ("p50", "p99"):
-            latency[f"{d.label} {stat.replace('_', '.')} (ms)"] = [(p.get(d.name) or {}).get(stat) for p in pts]
+            latency[f"{d.label} {stat.replace('_', '.')} (ms)"] = [
+                (p.get(d.name) or {}).get(stat) for p in pts
+            ]
 
     def series(keys: dict[str, str]) -> dict[str, list[float | None]]:
         return {label: [p.get(key) for p in pts] for label, key in keys.items()}
@@ -186,6 +188,9 @@ def _curve(summary: Summary) -> dict[str, Any]:
         "groups": [
             {"title": "latency (ms)", "series": latency},
             {"title": "output tokens/s", "series": series({"output tokens/s": "output_tokens_per_s"})},
-            {"title": "requests/s", "series": series({"requests/s": "throughput_rps", "goodput req/s": "goodput_rps"})},
+            {
+                "title": "requests/s",
+                "series": series({"requests/s": "throughput_rps", "goodput req/s": "goodput_rps"}),
+            },
         ],
     }

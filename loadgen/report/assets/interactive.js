@@ -10,7 +10,8 @@
  * row by the requests it stands for, so its figures are estimates (the page says so).
  *
  * Results are also written as data-* attributes (full precision) so a headless browser can read
- * them; the URL hash (#slo.ttft_ms=200&pct=p90&load=12) sets the inputs at load and follows them.
+ * them; the URL hash (#slo.ttft_ms=200&pct=p90&load=12) sets the inputs at load and follows them
+ * (and slowest=N presses the timeline's "slowest" button N times at load).
  */
 (function () {
   'use strict';
@@ -18,7 +19,7 @@
   var D = JSON.parse($('lg-data').textContent);
   var C = D.cols, N = C.id.length, R = D.run, S = D.sample;
   var W = new Float64Array(N).fill(S.sampled ? S.weight : 1);
-  S.slowest_rows.forEach(function (i) { W[i] = 1; });
+  S.slowest_rows.forEach(function (i) { W[i] = 1; });  // kept apart from the uniform sample
   var COL = { ok: '#2e7d32', over: '#d62728', none: '#1f77b4', wait: '#a0a0a0', fail: '#111111',
     slo: '#ff7f0e', pct: '#9467bd', mark: '#ff7f0e' };
   var plots = [];
@@ -150,7 +151,7 @@
   }
 
   // ---- the URL hash: the inputs at load, kept as they change ----
-  var state = { inp: null, load: null };
+  var state = { inp: null, load: null, slowest: 0 };
   function readHash() {
     var h = decodeURIComponent(location.hash.replace(/^#/, ''));
     if (h.indexOf('=') < 0) return;
@@ -159,6 +160,7 @@
       if (k.indexOf('slo.') === 0 && $('lg-slo-' + k.slice(4))) $('lg-slo-' + k.slice(4)).value = v;
       else if (k === 'pct' && v in D.percentiles) $('lg-pct').value = v;
       else if (k === 'load' && $('lg-load') && isFinite(+v) && v !== '') state.load = +v;
+      else if (k === 'slowest' && /^[0-9]+$/.test(v)) state.slowest = +v;  // press "slowest" v times
     });
   }
   function writeHash() {
@@ -264,14 +266,7 @@
   }
 
   // ---- the per-request timeline ----
-  var slowest = [];  // embedded rows, slowest first (send to end)
-  (function () {
-    var idx = [];
-    for (var i = 0; i < N; i++) idx.push(i);
-    function dur(i) { return C.end[i] === null ? Infinity : C.end[i] - C.send[i]; }
-    idx.sort(function (a, b) { return dur(b) - dur(a); });
-    slowest = idx.slice(0, 200);
-  })();
+  var slowest = S.slowest_rows;  // embedded rows, slowest first (send to end), as loadgen ranks them
 
   function timeline() {
     var el = $('lg-timeline');
@@ -388,6 +383,7 @@
   cdfPlots();
   curvePlots();
   timeline();
+  for (var press = 0; press < state.slowest && N; press++) $('lg-slowest').click();
   D.slos.forEach(function (s) { $('lg-slo-' + s.name).addEventListener('input', render); });
   $('lg-pct').addEventListener('change', render);
   window.addEventListener('hashchange', function () { readHash(); render(); if (D.curve) { $('lg-load').value = state.load; readLoad(); } });
