@@ -4,9 +4,9 @@ run's curves, a zoomable per-request timeline, and the slowest requests.
 
 The page stays one file that opens offline: the data is JSON in a ``<script
 type="application/json">`` tag (``interactive_data``), the chart library (uPlot, MIT, its
-licence in ``assets/uPlot.LICENSE``) and the page's own script (``assets/interactive.js``)
-are inlined from this package's ``assets``. report.md gets the slowest-requests table and a
-sentence pointing at report.html.
+licence in ``assets/uPlot.LICENSE``) and the page's own scripts (``assets/interactive.js``,
+``assets/timeline.js``) are inlined from this package's ``assets``. report.md gets the
+slowest-requests table and a sentence pointing at report.html.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from loadgen.summary import Summary
 __all__ = ["TITLE", "interactive_section", "sample_text", "slowest_table", "with_interactive"]
 
 TITLE = "Interactive"
-_ASSETS = ("uPlot.min.css", "interactive.css", "uPlot.iife.min.js", "interactive.js")
 
 
 def with_interactive(sections: Sequence[Section], section: Section) -> list[Section]:
@@ -161,6 +160,7 @@ down-sampled).</span></div>
 <div id="lg-timeline"></div><div id="lg-hover" class="lg-hint">&nbsp;</div>
 <script type="application/json" id="lg-data">{payload}</script>
 <script>{_asset("uPlot.iife.min.js")}</script>
+<script>{_asset("timeline.js")}</script>
 <script>{_asset("interactive.js")}</script>
 </div>"""
 

@@ -98,6 +98,8 @@ def embedded_data(summary: Summary, table: RecordTable) -> dict[str, Any]:
         },
         "percentiles": dict(metric_defs.PERCENTILES),
         "slos": [_slo(summary, name) for name in metric_defs.SLOS],
+        # the SLO the timeline colours each request's decode by: the per-token one (TPOT)
+        "itl_slo": next(s for s in metric_defs.SLOS if _slo(summary, s)["nan_passes"]),
         "sample": {
             "measured": len(order),
             "embedded": len(rows),
@@ -163,20 +165,21 @@ def _columns(table: RecordTable, rows: np.ndarray, derived: Mapping[str, np.ndar
     }
 
 
+_STATS = ("p50", "p99")  # the percentiles of each latency the curves show
+
+
+def _stat(points: list[dict[str, Any]], name: str, stat: str) -> list[float | None]:
+    return [(p.get(name) or {}).get(stat) for p in points]
+
+
 def _curve(summary: Summary) -> dict[str, Any]:
     """The curve points the load slider reads: x (the offered load, or the stage index when a
-    stage offered none), and a group per plot: each plotted latency's p50 and p99, the output
-    tokens/s, the requests/s and goodput."""
+    stage offered none), and a group per plot: each plotted latency's p50 and p99 (one plot
+    each), the output tokens/s, the requests/s and goodput."""
     points = (summary.get("curve") or {}).get("points") or []
     by_offered = all(p.get("offered") is not None for p in points)
     kind = points[0].get("offered_kind") if by_offered and points else None
     pts = sorted(points, key=lambda p: p["offered"] if by_offered else p["stage"])
-    latency: dict[str, list[float | None]] = {}
-    for d in metric_defs.CURVE_PLOTS:
-        for stat in ("p50", "p99"):
-            latency[f"{d.label} {stat.replace('_', '.')} (ms)"] = [
-                (p.get(d.name) or {}).get(stat) for p in pts
-            ]
 
     def series(keys: dict[str, str]) -> dict[str, list[float | None]]:
         return {label: [p.get(key) for p in pts] for label, key in keys.items()}
@@ -186,7 +189,13 @@ def _curve(summary: Summary) -> dict[str, Any]:
         "x": [p["offered"] if by_offered else p["stage"] for p in pts],
         "names": [f"stage {p.get('stage')} ({p.get('name')})" for p in pts],
         "groups": [
-            {"title": "latency (ms)", "series": latency},
+            *(
+                {
+                    "title": f"{d.label} (ms)",
+                    "series": {f"{d.label} {stat}": _stat(pts, d.name, stat) for stat in _STATS},
+                }
+                for d in metric_defs.CURVE_PLOTS
+            ),
             {"title": "output tokens/s", "series": series({"output tokens/s": "output_tokens_per_s"})},
             {
                 "title": "requests/s",
