@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from stage_runs import Stage, make_run
 
-from loadgen.analysis.metrics import summarize
+from loadgen.analysis.metrics import request_frame, summarize
 from loadgen.analysis.sla import DEFAULT_MAX_ERROR_RATE
 from loadgen.config import SlaConfig
 from loadgen.report import write_report
@@ -157,10 +157,35 @@ def expected(run: Path, slos: dict[str, float], pct: str) -> dict:
     return summarize(load_table(run), sla=sla)
 
 
-def page_state(run: Path, tmp: Path, fragment: str) -> tuple[dict, str]:
+# Appended to a copy of a report: wheel, then drag, over the timeline, as a user would; records
+# the view after each. uPlot ignores a move of no movement (a stray event), hence movementX/Y;
+# it reads a drag's end after the move has been handled, hence the timeout.
+USER = """<script>
+window.addEventListener('load', function () {
+  var tl = document.getElementById('lg-timeline'), over = tl.querySelector('.u-over');
+  var r = over.getBoundingClientRect(), out = { before: JSON.parse(tl.dataset.view) };
+  function at(fx, fy, more) {
+    return Object.assign({ clientX: r.left + r.width * fx, clientY: r.top + r.height * fy, button: 0,
+      bubbles: true, cancelable: true, view: window }, more || {});
+  }
+  over.dispatchEvent(new WheelEvent('wheel', at(0.5, 0.5, { deltaY: -100 })));
+  out.wheeled = JSON.parse(tl.dataset.view);
+  document.getElementById('lg-reset').click();
+  over.dispatchEvent(new MouseEvent('mousedown', at(0.25, 0.25)));
+  over.dispatchEvent(new MouseEvent('mousemove', at(0.75, 0.75, { movementX: 50, movementY: 50 })));
+  setTimeout(function () {
+    document.dispatchEvent(new MouseEvent('mouseup', at(0.75, 0.75)));
+    out.dragged = JSON.parse(tl.dataset.view);
+    document.body.dataset.user = JSON.stringify(out);
+  }, 100);
+});
+</script>"""
+
+
+def page_state(run: Path, tmp: Path, fragment: str, page: str = "report.html") -> tuple[dict, str]:
     """Chromium's DOM of the report after its script ran, with ``fragment`` as the URL hash:
     the attributes of <body> and every element with an id, and the DOM."""
-    url = (run / "report.html").as_uri() + "#" + fragment
+    url = (run / page).as_uri() + "#" + fragment
     profile = tmp / f"chromium-profile-{len(list(tmp.glob('chromium-profile-*')))}"
     cmd = [
         str(CHROMIUM),
@@ -229,6 +254,39 @@ class TestInChromium:
         state, _ = page_state(run, tmp_path, "slowest=2")
         assert state["lg-slowest"]["data-shown"] == str(second)
         assert state["lg-hover"]["data-row"] == str(embedded(run)["cols"]["id"].index(second))
+
+    def test_timeline_colours_each_request_by_its_tpot_against_the_slo(self, runs, tmp_path):
+        """Green within the TPOT SLO, red over it, black failed: as many of each as the
+        request frame has ok requests within, over, and failed requests."""
+        run = runs / "with-errors"
+        frame = request_frame(load_table(run))
+        frame = frame[~frame["warmup"]]
+        ok, tpot = frame["ok"].astype(bool), frame["tpot_ms"]
+        state, _ = page_state(run, tmp_path, "slo.tpot_ms=10.03")
+        timeline = state["lg-timeline"]
+        counts = {k: int(timeline[f"data-{k}"]) for k in ("within", "over", "none", "failed")}
+        assert counts == {
+            "within": int((ok & (tpot <= 10.03)).sum()),
+            "over": int((ok & (tpot > 10.03)).sum()),
+            "none": int((ok & tpot.isna()).sum()),
+            "failed": int((~ok).sum()),
+        }
+        assert counts["within"] and counts["over"] and counts["failed"] == 10
+
+    def test_timeline_zooms_by_wheel_and_by_drag(self, runs, tmp_path):
+        """A wheel step up zooms to 0.8 of the span around the pointer; a drag from a quarter to
+        three quarters of the plot shows that middle half, in time and in requests."""
+        run = runs / "with-errors"
+        page = (run / "report.html").read_text().replace("</body>", USER + "</body>")
+        (tmp_path / "user.html").write_text(page)
+        state, _ = page_state(tmp_path, tmp_path, "", page="user.html")
+        views = json.loads(state["body"]["data-user"])
+        full, wheeled, dragged = views["before"], views["wheeled"], views["dragged"]
+        for lo, hi in (("x0", "x1"), ("y0", "y1")):
+            span = full[hi] - full[lo]
+            assert wheeled[hi] - wheeled[lo] == pytest.approx(0.8 * span, rel=1e-9)
+            assert dragged[lo] == pytest.approx(full[lo] + 0.25 * span, abs=0.01 * span)
+            assert dragged[hi] == pytest.approx(full[lo] + 0.75 * span, abs=0.01 * span)
 
     def test_load_slider_reads_the_curves_between_stages(self, sweep, tmp_path):
         """At c=6, halfway between the stages at c=4 and c=8, each figure is the mean of theirs

@@ -21,6 +21,7 @@ window.lgTimeline = function (lg) {
   var view = Object.assign({}, full), focus = -1, next = 0;
   function setView(v) {
     view = v;
+    el.dataset.view = JSON.stringify(v);  // what is shown, for a headless browser to read
     u.setScale('x', { min: v.x0, max: v.x1 });
     u.setScale('y', { min: v.y0, max: v.y1 });
   }
@@ -30,8 +31,16 @@ window.lgTimeline = function (lg) {
     if (!(itl in slos) || C[itl][i] === null) return COL.none;
     return C[itl][i] <= slos[itl] ? COL.ok : COL.over;
   }
+  // How many requests each colour marks, on the element (data-within, -over, -none, -failed).
+  function tally(slos) {
+    var n = { within: 0, over: 0, none: 0, failed: 0 }, name = {};
+    name[COL.ok] = 'within'; name[COL.over] = 'over'; name[COL.none] = 'none'; name[COL.fail] = 'failed';
+    for (var i = 0; i < N; i++) n[name[color(i, slos)]]++;
+    Object.keys(n).forEach(function (k) { el.dataset[k] = String(n[k]); });
+  }
   function draw(u) {
     var ctx = u.ctx, slos = lg.slos(), dpr = devicePixelRatio;
+    tally(slos);
     var lo = Math.max(0, Math.floor(view.y0)), hi = Math.min(N - 1, Math.ceil(view.y1));
     var rowPx = u.bbox.height / Math.max(1, view.y1 - view.y0);
     var lw = Math.max(1, Math.min(6 * dpr, rowPx * 0.7));
@@ -101,6 +110,7 @@ window.lgTimeline = function (lg) {
     },
   }, [[full.x0, full.x1], [full.y0, full.y1]], el);
   lg.plots.push(u);
+  el.dataset.view = JSON.stringify(view);
   u.over.addEventListener('wheel', function (e) {
     e.preventDefault();
     var k = e.deltaY > 0 ? 1.25 : 0.8, r = u.over.getBoundingClientRect();
