@@ -182,6 +182,30 @@ window.addEventListener('load', function () {
 </script>"""
 
 
+# Appended to a copy of a report: the pointer over the middle of each plot in turn; records each
+# plot's legend values (the timeline has none: its readout below it) while the pointer is there.
+HOVER = """<script>
+window.addEventListener('load', function () {
+  var plots = document.querySelectorAll('#lg-interactive .uplot'), out = [], i = 0;
+  function next() {
+    if (i === plots.length) { document.body.dataset.hover = JSON.stringify(out); return; }
+    var p = plots[i], over = p.querySelector('.u-over'), r = over.getBoundingClientRect();
+    over.dispatchEvent(new MouseEvent('mouseenter', { bubbles: false }));
+    over.dispatchEvent(new MouseEvent('mousemove', { clientX: r.left + r.width * 0.5,
+      clientY: r.top + r.height * 0.5, movementX: 5, movementY: 5, bubbles: true, view: window }));
+    setTimeout(function () {
+      var cells = p.querySelectorAll('.u-value');
+      var values = Array.prototype.map.call(cells, function (v) { return v.textContent; });
+      var inTimeline = p.parentNode.id === 'lg-timeline';
+      out.push(inTimeline ? [document.getElementById('lg-hover').textContent] : values);
+      i++; next();
+    }, 50);
+  }
+  next();
+});
+</script>"""
+
+
 def page_state(run: Path, tmp: Path, fragment: str, page: str = "report.html") -> tuple[dict, str]:
     """Chromium's DOM of the report after its script ran, with ``fragment`` as the URL hash:
     the attributes of <body> and every element with an id, and the DOM."""
@@ -287,6 +311,18 @@ class TestInChromium:
             assert wheeled[hi] - wheeled[lo] == pytest.approx(0.8 * span, rel=1e-9)
             assert dragged[lo] == pytest.approx(full[lo] + 0.25 * span, abs=0.01 * span)
             assert dragged[hi] == pytest.approx(full[lo] + 0.75 * span, abs=0.01 * span)
+
+    def test_every_plot_shows_the_values_under_the_pointer(self, sweep, tmp_path):
+        """Each CDF and load curve fills its legend with the values at the pointer; the timeline
+        names the request under it."""
+        page = (sweep / "report.html").read_text().replace("</body>", HOVER + "</body>")
+        (tmp_path / "hover.html").write_text(page)
+        state, _ = page_state(tmp_path, tmp_path, "", page="hover.html")
+        shown = json.loads(state["body"]["data-hover"])
+        assert len(shown) == 3 + 5 + 1  # the CDFs, the load curves, the timeline
+        for values in shown[:-1]:
+            assert values and all(v != "-" for v in values), values
+        assert re.fullmatch(r"[\d,.]+ ms; request \d+ \(stage \d, c=\d+\): sent at .*", shown[-1][0])
 
     def test_load_slider_reads_the_curves_between_stages(self, sweep, tmp_path):
         """At c=6, halfway between the stages at c=4 and c=8, each figure is the mean of theirs
