@@ -19,10 +19,10 @@ from importlib import resources
 import numpy as np
 import orjson
 
-from loadgen.analysis.metrics import derived_columns
+from loadgen import metric_defs
 from loadgen.analysis.table import RecordTable
 from loadgen.report.blocks import Markup, Section, Table, Text, num
-from loadgen.report.interactive_data import KEEP_SLOWEST, SLOWEST_ROWS, embedded_data, slowest_order
+from loadgen.report.interactive_data import KEEP_SLOWEST, SLOWEST_ROWS, Ranked, embedded_data, ranked
 from loadgen.summary import Summary
 
 __all__ = ["TITLE", "interactive_section", "sample_text", "slowest_table", "with_interactive"]
@@ -39,7 +39,8 @@ def with_interactive(sections: Sequence[Section], section: Section) -> list[Sect
 
 
 def interactive_section(summary: Summary, table: RecordTable) -> Section:
-    data = embedded_data(summary, table)
+    runs = ranked(table)
+    data = embedded_data(summary, runs)
     note = sample_text(data["sample"])
     return Section(
         TITLE,
@@ -49,7 +50,7 @@ def interactive_section(summary: Summary, table: RecordTable) -> Section:
                 f"The {SLOWEST_ROWS} slowest measured requests of the run (send to end of stream or "
                 "failure; latencies in ms):"
             ),
-            slowest_table(table),
+            slowest_table(runs),
         ),
     )
 
@@ -67,38 +68,35 @@ def sample_text(sample: dict) -> str:
     )
 
 
-def slowest_table(table: RecordTable) -> Table:
+def slowest_table(runs: Ranked) -> Table:
     """The ``SLOWEST_ROWS`` slowest measured requests (send to end of stream or failure), of
-    every request, sampled or not."""
-    rows = slowest_order(table)[:SLOWEST_ROWS]
-    derived = derived_columns(table)
-    send = table.column("t_send_ns")
-    end, has_end = table.ints("t_end_ns")
+    every request, sampled or not: their record fields and SLO latencies (ms)."""
+    t = runs.table
+    send = t.column("t_send_ns")
+    end, has_end = t.ints("t_end_ns")
 
     def count(name: str, r: int) -> str:
-        values, present = table.ints(name)
+        values, present = t.ints(name)
         return str(int(values[r])) if present[r] else "-"
 
-    def ms(name: str, r: int) -> str:
-        v = derived[name][r]
-        return "-" if np.isnan(v) else num(float(v))
+    def ms(values: np.ndarray, r: int) -> str:
+        return "-" if np.isnan(values[r]) else num(float(values[r]))
 
     out = tuple(
         (
-            str(int(table.column("id")[r])),
-            str(int(table.column("stage")[r])),
+            str(int(t.column("id")[r])),
+            str(int(t.column("stage")[r])),
             count("prompt_tokens", r),
             count("output_tokens", r),
-            ms("ttft_ms", r),
-            ms("tpot_ms", r),
-            ms("e2e_ms", r),
+            *(ms(values, r) for values in runs.latency.values()),
             num((int(end[r]) - int(send[r])) / 1e6) if has_end[r] else "-",
-            "ok" if table.column("ok")[r] else str(table.column("error_class")[r] or "unknown"),
+            "ok" if t.column("ok")[r] else str(t.column("error_class")[r] or "unknown"),
         )
-        for r in (int(x) for x in rows)
+        for r in (int(x) for x in runs.order[:SLOWEST_ROWS])
     )
-    header = ("id", "stage", "prompt tokens", "output tokens", "TTFT", "TPOT", "E2E", "send to end", "result")
-    return Table(header, out, "lrrrrrrrl")
+    labels = tuple(metric_defs.get(name).label for name in runs.latency)
+    header = ("id", "stage", "prompt tokens", "output tokens", *labels, "send to end", "result")
+    return Table(header, out, "lrrrr" + "r" * len(labels) + "l")
 
 
 def _page(data: dict, note: str) -> str:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from loadgen import metric_defs
-from loadgen.analysis.metrics import derived_columns
 from loadgen.analysis.sla import DEFAULT_MAX_ERROR_RATE
 from loadgen.analysis.table import RecordTable
 from loadgen.metric_defs.model import ALWAYS_PRESENT
@@ -35,7 +35,9 @@ __all__ = [
     "SEED",
     "SLOWEST_ROWS",
     "STATUS",
+    "Ranked",
     "embedded_data",
+    "ranked",
     "sample_rows",
     "slowest_order",
 ]
@@ -46,6 +48,27 @@ SEED = 0  # the sample is the same every time the report is written
 SLOWEST_ROWS = 20  # rows of the slowest-requests table
 STATUS = {"ok": 0, "failed": 1, "cancelled": 2}  # the ``status`` column's codes
 _MS = 1e6
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A run's records with what the section reads of every one: the measured requests slowest
+    first (``slowest_order``) and each SLO's per-request latency in ms (``metric_defs.SLOS``:
+    their registry formulas, the columns the summary's goodput reads; NaN where undefined)."""
+
+    table: RecordTable
+    order: np.ndarray
+    latency: dict[str, np.ndarray]
+
+
+def ranked(table: RecordTable) -> Ranked:
+    """Only the SLOs' columns, not every derived one: a long run's report holds enough already."""
+    latency = {}
+    for name in metric_defs.SLOS:
+        formula = metric_defs.get(name).formula
+        assert formula is not None, f"SLO {name} has no formula"  # every SLO is a per-request latency
+        latency[name] = formula(table)
+    return Ranked(table, slowest_order(table), latency)
 
 
 def slowest_order(table: RecordTable) -> np.ndarray:
@@ -70,16 +93,16 @@ def sample_rows(order: np.ndarray) -> tuple[np.ndarray, float]:
     return np.sort(np.concatenate([order[:KEEP_SLOWEST], drawn])), len(rest) / len(drawn)
 
 
-def embedded_data(summary: Summary, table: RecordTable) -> dict[str, Any]:
+def embedded_data(summary: Summary, runs: Ranked) -> dict[str, Any]:
     """The JSON the page reads: ``run`` (its fixed figures), ``slos`` (the registry's, each with
     the run's value), ``sample`` (how many were embedded, and how), ``cols`` (a list per column,
     a row per embedded request, sorted by send time), ``stages`` and, for a multi-stage run,
     ``curve``."""
-    order = slowest_order(table)
+    table, order = runs.table, runs.order
     rows, weight = sample_rows(order)
     send = table.column("t_send_ns")
     rows = rows[np.argsort(send[rows], kind="stable")]
-    derived = {k: v[rows] for k, v in derived_columns(table).items()}
+    latency = {k: v[rows] for k, v in runs.latency.items()}
     counts = summary.get("counts") or {}
     window = summary.get("window") or {}
     t0 = window.get("start_ns") or (int(send[rows].min()) if len(rows) else 0)
@@ -110,7 +133,7 @@ def embedded_data(summary: Summary, table: RecordTable) -> dict[str, Any]:
             # embedded rows of the slowest requests, slowest first (every one is embedded)
             "slowest_rows": [in_rows[int(r)] for r in order[:KEEP_SLOWEST]],
         },
-        "cols": _columns(table, rows, derived, t0),
+        "cols": _columns(table, rows, latency, t0),
         "stages": {str(s.get("index")): str(s.get("name")) for s in summary.get("stages") or []},
         "curve": _curve(summary) if is_multi_stage(summary) else None,
     }
@@ -134,7 +157,7 @@ def _slo(summary: Summary, name: str) -> dict[str, Any]:
     }
 
 
-def _columns(table: RecordTable, rows: np.ndarray, derived: Mapping[str, np.ndarray], t0: int) -> dict:
+def _columns(table: RecordTable, rows: np.ndarray, latency: Mapping[str, np.ndarray], t0: int) -> dict:
     """The embedded columns: times in ms from the window's start (to the microsecond), the
     SLO latencies exactly as the summary computed them (so the page's verdict is the summary's)."""
     ok = table.column("ok")[rows]
@@ -161,7 +184,7 @@ def _columns(table: RecordTable, rows: np.ndarray, derived: Mapping[str, np.ndar
         "first": times("t_first_token_ns"),
         "last": times("t_last_chunk_ns"),
         "end": times("t_end_ns"),
-        **{name: [None if math.isnan(v) else float(v) for v in derived[name]] for name in metric_defs.SLOS},
+        **{name: [None if math.isnan(v) else float(v) for v in values] for name, values in latency.items()},
     }
 
 
