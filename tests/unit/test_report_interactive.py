@@ -206,6 +206,20 @@ window.addEventListener('load', function () {
 </script>"""
 
 
+# Appended to a copy of a report opened at a section's anchor: types a TTFT SLO as a user would.
+TYPE = """<script>
+window.addEventListener('load', function () {
+  var out = { at_load: location.hash }, box = document.getElementById('lg-slo-ttft_ms');
+  box.value = '45';
+  box.dispatchEvent(new Event('input', { bubbles: true }));
+  out.after = location.hash;
+  out.verdict = document.getElementById('lg-verdict').dataset.verdict;
+  out.goodput = document.getElementById('lg-goodput').dataset.value;
+  document.body.dataset.typed = JSON.stringify(out);
+});
+</script>"""
+
+
 def page_state(run: Path, tmp: Path, fragment: str, page: str = "report.html") -> tuple[dict, str]:
     """Chromium's DOM of the report after its script ran, with ``fragment`` as the URL hash:
     the attributes of <body> and every element with an id, and the DOM."""
@@ -269,6 +283,21 @@ class TestInChromium:
         assert [html.unescape(r) for r, _, _ in shown] == [d["rule"] for d in details]
         assert [float(v) for _, v, _ in shown] == [d["value"] for d in details]
         assert [p == "true" for _, _, p in shown] == [d["passed"] for d in details]
+
+    def test_typing_an_slo_recomputes_and_the_url_follows(self, runs, tmp_path):
+        """Opened at a section's anchor, the page keeps it; typing 45 in the TTFT box gives
+        summarize's verdict and goodput for TTFT <= 45 ms (the run's TPOT SLO, 15 ms, kept) and
+        puts the inputs in the URL."""
+        run = runs / "with-errors"
+        page = (run / "report.html").read_text().replace("</body>", TYPE + "</body>")
+        (tmp_path / "typed.html").write_text(page)
+        state, _ = page_state(tmp_path, tmp_path, "latency", page="typed.html")
+        typed = json.loads(state["body"]["data-typed"])
+        want = expected(run, {"ttft_ms": 45.0, "tpot_ms": 15.0}, "p99")
+        assert typed["at_load"] == "#latency"
+        assert typed["after"] == "#slo.ttft_ms=45&slo.tpot_ms=15.0&slo.e2e_ms=&pct=p99"
+        assert typed["verdict"] == want["sla"]["verdict"] == "fail"
+        assert float(typed["goodput"]) == want["metrics"]["goodput"]["requests_per_s"]
 
     def test_slowest_button_zooms_to_the_slowest_request(self, runs, tmp_path):
         """Pressed twice (slowest=2 in the hash), it shows loadgen's second slowest request."""

@@ -147,7 +147,6 @@
       '<tr><td>no per-request SLO set: goodput equals request throughput, no verdict</td></tr>';
     state.inp = inp;
     plots.forEach(function (u) { u.redraw(false); });
-    writeHash();
   }
 
   // ---- the URL hash: the inputs at load, kept as they change ----
@@ -236,7 +235,7 @@
         hooks: { draw: [function (u) { vline(u, state.load, COL.mark); }] },
       }, [x].concat(names.map(function (n) { return g.series[n]; })), el));
     });
-    slider.addEventListener('input', function () { state.load = +slider.value; readLoad(); });
+    slider.addEventListener('input', function () { state.load = +slider.value; readLoad(); writeHash(); });
     readLoad();
   }
 
@@ -262,7 +261,6 @@
     });
     $('lg-load-read').innerHTML = rows.join('');
     plots.forEach(function (u) { u.redraw(false); });
-    writeHash();
   }
 
   // ---- the per-request timeline (timeline.js) ----
@@ -277,9 +275,15 @@
   curvePlots();
   timeline();
   for (var press = 0; press < state.slowest && N; press++) $('lg-slowest').click();
-  D.slos.forEach(function (s) { $('lg-slo-' + s.name).addEventListener('input', render); });
-  $('lg-pct').addEventListener('change', render);
-  window.addEventListener('hashchange', function () { readHash(); render(); if (D.curve) { $('lg-load').value = state.load; readLoad(); } });
+  // The hash follows what the user changes (never at load: a link to a section keeps its anchor).
+  function changed() { render(); writeHash(); }
+  D.slos.forEach(function (s) { $('lg-slo-' + s.name).addEventListener('input', changed); });
+  $('lg-pct').addEventListener('change', changed);
+  window.addEventListener('hashchange', function () {
+    if (location.hash.indexOf('=') < 0) return;  // a section's anchor, not inputs
+    readHash(); render();
+    if (D.curve) { $('lg-load').value = state.load; readLoad(); }
+  });
   var box = $('lg-interactive');
   box.dataset.top = String(Math.round(box.getBoundingClientRect().top + window.scrollY));  // for screenshots
   box.dataset.ready = '1';
