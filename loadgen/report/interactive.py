@@ -96,7 +96,7 @@ def slowest_table(runs: Ranked) -> Table:
     )
     labels = tuple(metric_defs.get(name).label for name in runs.latency)
     header = ("id", "stage", "prompt tokens", "output tokens", *labels, "send to end", "result")
-    return Table(header, out, "lrrrr" + "r" * len(labels) + "l")
+    return Table(header, out, "lrrr" + "r" * len(labels) + "rl")
 
 
 def _page(data: dict, note: str) -> str:
@@ -107,7 +107,7 @@ def _page(data: dict, note: str) -> str:
     slo_inputs = "".join(
         f'<label>{escape(s["label"])} &le; <input type="number" min="0" step="any" '
         f'id="lg-slo-{escape(s["name"])}" data-slo="{escape(s["name"])}" '
-        f'value="{"" if s["value"] is None else s["value"]:}"> ms</label> '
+        f'value="{_g(s["value"])}"> ms</label> '
         for s in data["slos"]
     )
     pcts = "".join(
@@ -161,6 +161,10 @@ down-sampled).</span></div>
 <script>{_asset("timeline.js")}</script>
 <script>{_asset("interactive.js")}</script>
 </div>"""
+
+
+def _g(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
 
 
 @cache

@@ -295,7 +295,7 @@ class TestInChromium:
         typed = json.loads(state["body"]["data-typed"])
         want = expected(run, {"ttft_ms": 45.0, "tpot_ms": 15.0}, "p99")
         assert typed["at_load"] == "#latency"
-        assert typed["after"] == "#slo.ttft_ms=45&slo.tpot_ms=15.0&slo.e2e_ms=&pct=p99"
+        assert typed["after"] == "#slo.ttft_ms=45&slo.tpot_ms=15&slo.e2e_ms=&pct=p99"
         assert typed["verdict"] == want["sla"]["verdict"] == "fail"
         assert float(typed["goodput"]) == want["metrics"]["goodput"]["requests_per_s"]
 
