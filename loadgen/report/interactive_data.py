@@ -84,8 +84,8 @@ def slowest_order(table: RecordTable) -> np.ndarray:
 def sample_rows(order: np.ndarray) -> tuple[np.ndarray, float]:
     """(rows to embed, in record order; the weight of each uniformly sampled row) from
     ``order`` (``slowest_order``): every row when there are at most ``MAX_REQUESTS``, else the
-    ``KEEP_SLOWEST`` first (of weight 1) plus ``MAX_REQUESTS - KEEP_SLOWEST`` of the others drawn uniformly
-    with ``SEED``, each standing for ``len(others) / drawn`` requests."""
+    ``KEEP_SLOWEST`` first (of weight 1) plus ``MAX_REQUESTS - KEEP_SLOWEST`` of the others
+    drawn uniformly with ``SEED``, each standing for ``len(others) / drawn`` requests."""
     if len(order) <= MAX_REQUESTS:
         return np.sort(order), 1.0
     rest = order[KEEP_SLOWEST:]
@@ -106,7 +106,8 @@ def embedded_data(summary: Summary, runs: Ranked) -> dict[str, Any]:
     counts = summary.get("counts") or {}
     window = summary.get("window") or {}
     t0 = window.get("start_ns") or (int(send[rows].min()) if len(rows) else 0)
-    sampled = weight != 1.0
+    sampled = len(rows) < len(order)
+    slos = [_slo(summary, name) for name in metric_defs.SLOS]
     in_rows = {int(r): i for i, r in enumerate(rows)}
     return {
         "run": {
@@ -120,9 +121,9 @@ def embedded_data(summary: Summary, runs: Ranked) -> dict[str, Any]:
             "all_warmup": not counts.get("sent") and bool(counts.get("warmup")),
         },
         "percentiles": dict(metric_defs.PERCENTILES),
-        "slos": [_slo(summary, name) for name in metric_defs.SLOS],
+        "slos": slos,
         # the SLO the timeline colours each request's decode by: the per-token one (TPOT)
-        "itl_slo": next(s for s in metric_defs.SLOS if _slo(summary, s)["nan_passes"]),
+        "itl_slo": next(s["name"] for s in slos if s["nan_passes"]),
         "sample": {
             "measured": len(order),
             "embedded": len(rows),
