@@ -152,7 +152,8 @@
   // ---- the URL hash: the inputs at load, kept as they change ----
   var state = { inp: null, load: null, slowest: 0 };
   function readHash() {
-    var h = decodeURIComponent(location.hash.replace(/^#/, ''));
+    var h = location.hash.replace(/^#/, '');
+    try { h = decodeURIComponent(h); } catch (e) { return; }  // a malformed hash: the run's own inputs
     if (h.indexOf('=') < 0) return;
     h.split('&').forEach(function (kv) {
       var i = kv.indexOf('='), k = kv.slice(0, i), v = kv.slice(i + 1);
