@@ -127,19 +127,33 @@ def predict(row: Row) -> float:
     return value
 
 
+def _covers(row: Row, model: str, gpu: str) -> bool:
+    p = parse_preset(row.preset)
+    return p.model.key == model and p.gpu.key == gpu
+
+
 def status(config: SimConfig) -> dict[str, Any]:
     """How far the table vouches for ``config``: the rows that cover its GPU and model (any
     precision), each with its error, or "uncalibrated" when none does. Rows were predicted with
     the default efficiencies; a config that overrides them is told so."""
     model, gpu = config.parsed.model.key, config.parsed.gpu.key
-    covering = [r for r in rows() if parse_preset(r.preset).model.key == model and parse_preset(r.preset).gpu.key == gpu]
+    covering = [r for r in rows() if _covers(r, model, gpu)]
     overridden = [
         f"{f}={getattr(config, f)}"
         for f in _EFFICIENCY_FIELDS
         if getattr(config, f) != SimConfig.model_fields[f].default
     ]
+    state = "calibrated" if covering and not overridden else "uncalibrated"
+    if covering:
+        errors = ", ".join(f"{r.id} {r.error_pct:+.1f} %" for r in covering)
+        summary = f"{state}: {len(covering)} row(s) of the calibration table cover {model} on {gpu}: {errors}"
+    else:
+        summary = f"{state}: no row of the calibration table covers {model} on {gpu}"
+    if overridden:
+        summary += f"; this run sets {', '.join(overridden)}, so the rows (predicted with the defaults) do not apply"
     out: dict[str, Any] = {
-        "status": "calibrated" if covering and not overridden else "uncalibrated",
+        "status": state,
+        "summary": summary,
         "table": "docs/simulator.md#calibration",
         "rows": [
             {
@@ -155,13 +169,4 @@ def status(config: SimConfig) -> dict[str, Any]:
             for r in covering
         ],
     }
-    if not covering:
-        out["summary"] = f"uncalibrated: no row of the calibration table covers {model} on {gpu}"
-    else:
-        errors = ", ".join(f"{r.metric} {r.error_pct:+.1f} %" for r in covering)
-        out["summary"] = f"{len(covering)} row(s) of the calibration table cover {model} on {gpu}: {errors}"
-    if overridden:
-        out["summary"] += (
-            f"; this run sets {', '.join(overridden)}, so the rows (predicted with the defaults) do not apply"
-        )
     return out

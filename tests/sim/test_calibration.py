@@ -63,7 +63,7 @@ def test_status_names_the_rows_that_cover_the_gpu_and_model():
     ]
     first = next(r for r in rows() if r.id == "trt-h100-llama31-8b-fp8-128-2048")
     assert got["rows"][0]["error_pct"] == round(first.error_pct, 1)
-    assert got["summary"].startswith("3 row(s) of the calibration table cover llama3-8b on h100: ")
+    assert got["summary"].startswith("calibrated: 3 row(s) of the calibration table cover llama3-8b on h100: ")
 
 
 def test_status_uncalibrated_without_a_row_or_with_other_efficiencies():
@@ -72,9 +72,9 @@ def test_status_uncalibrated_without_a_row_or_with_other_efficiencies():
     none = status(SimConfig.from_dict({"preset": "mistral-7b-fp8@l4"}))
     assert none == {
         "status": "uncalibrated",
+        "summary": "uncalibrated: no row of the calibration table covers mistral-7b on l4",
         "table": "docs/simulator.md#calibration",
         "rows": [],
-        "summary": "uncalibrated: no row of the calibration table covers mistral-7b on l4",
     }
     tuned = status(SimConfig.from_dict({"preset": "llama3-8b-fp8@h100", "flops_efficiency": 0.7}))
     assert tuned["status"] == "uncalibrated"
