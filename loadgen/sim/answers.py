@@ -31,16 +31,21 @@ import re
 from typing import Any
 
 from .config import SimConfig
+from .text import WORDS, WordStream
 
 # Each model's GSM8K score (fraction right) and where it is published.
+_CARD = "Llama 3 model card (github.com/meta-llama/llama3), instruction-tuned models, GSM-8K (8-shot, CoT)"
 BASE_ACCURACY: dict[str, tuple[float, str]] = {
-    "llama2-7b": (0.257, "Llama 3 model card, instruction-tuned table, Llama 2 7B: GSM-8K (8-shot, CoT) 25.7"),
-    "llama2-13b": (0.774, "Llama 3 model card, instruction-tuned table, Llama 2 13B: GSM-8K (8-shot, CoT) 77.4"),
-    "llama3-8b": (0.796, "Llama 3 model card, instruction-tuned table, Llama 3 8B: GSM-8K (8-shot, CoT) 79.6"),
-    "llama3-70b": (0.930, "Llama 3 model card, instruction-tuned table, Llama 3 70B: GSM-8K (8-shot, CoT) 93.0"),
-    "mistral-7b": (0.522, "Mistral 7B paper (arXiv 2310.06825), Table 2: GSM8K (maj@8) 52.2, base model"),
-    "qwen2.5-7b": (0.916, "Qwen2.5 technical report (arXiv 2412.15115), Table 8, Qwen2.5-7B-Instruct: GSM8K 91.6"),
-}  # fmt: skip
+    "llama2-7b": (0.257, f"{_CARD}, Llama 2 7B: 25.7"),
+    "llama2-13b": (0.774, f"{_CARD}, Llama 2 13B: 77.4"),
+    "llama3-8b": (0.796, f"{_CARD}, Llama 3 8B: 79.6"),
+    "llama3-70b": (0.930, f"{_CARD}, Llama 3 70B: 93.0"),
+    "mistral-7b": (0.522, "Mistral 7B paper (arXiv 2310.06825), Table 2, base model: GSM8K (maj@8) 52.2"),
+    "qwen2.5-7b": (
+        0.916,
+        "Qwen2.5 technical report (arXiv 2412.15115), Table 8, Qwen2.5-7B-Instruct: GSM8K 91.6",
+    ),
+}
 
 # The share of the FP16 score a lower precision keeps (1.0: no published loss).
 RETAINED: dict[str, tuple[float, str]] = {
@@ -143,3 +148,18 @@ def pieces(text: str) -> list[str]:
     """An answer's tokens: one a word, each after the first with its leading space."""
     words = text.split()
     return words[:1] + [" " + w for w in words[1:]]
+
+
+def task_answer(
+    body: dict[str, Any], chat: bool, config: SimConfig, words: WordStream, max_tokens: int, min_tokens: int
+) -> list[str] | None:
+    """The tokens the simulator streams for a built-in task's prompt (None: not a task): the
+    answer, then the end of text; with ``ignore_eos`` (exactly ``max_tokens``) or ``min_tokens``
+    the prompt's word stream carries on after it."""
+    text = answer(config, prompt_text(body, chat))
+    if text is None:
+        return None
+    out = pieces(text)
+    n = max_tokens if body.get("ignore_eos") else min(max(len(out), min_tokens), max_tokens)
+    out += [WORDS[words.index(i)] for i in range(len(out), n)]
+    return out[:n]

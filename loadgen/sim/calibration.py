@@ -150,7 +150,9 @@ def status(config: SimConfig) -> dict[str, Any]:
     else:
         summary = f"{state}: no row of the calibration table covers {model} on {gpu}"
     if overridden:
-        summary += f"; this run sets {', '.join(overridden)}, so the rows (predicted with the defaults) do not apply"
+        summary += (
+            f"; this run sets {', '.join(overridden)}, so the rows (predicted with the defaults) do not apply"
+        )
     out: dict[str, Any] = {
         "status": state,
         "summary": summary,

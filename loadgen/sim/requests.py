@@ -22,7 +22,7 @@ from .native_sse import SGLangEncoder, TritonEncoder
 from .prefix_cache import block_hashes
 from .sse import ChunkEncoder, ToolCallEncoder
 from .structured import asked_schema, broken, json_pieces, min_pieces, tool_to_call
-from .text import EMPTY_PROMPT_TOKENS, WORDS, WORDS_JSON, WordStream, chat_tokens, text_tokens
+from .text import EMPTY_PROMPT_TOKENS, WORDS_JSON, WordStream, chat_tokens, text_tokens
 
 if TYPE_CHECKING:
     import asyncio
@@ -334,8 +334,16 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         state.encoder.n_reason = min(config.reasoning_tokens, out)
     if chat:
         _agent_answer(state, body, config, continuous)
-    if state.pieces is None:
-        _task_answer(state, body, chat, config, min_tokens, bool(body.get("ignore_eos")))
+    task = (
+        None
+        if state.pieces is not None
+        else answers.task_answer(body, chat, config, words, max_tokens, min_tokens)
+    )
+    if task is not None:  # a built-in quality task's answer (answers.py), with no reasoning before it
+        state.output_tokens = len(task)
+        state.set_pieces(task, "length" if len(task) >= max_tokens else "stop")
+        if isinstance(state.encoder, ChunkEncoder):
+            state.encoder.n_reason = 0
     # Hashed here, in the handler, not in the engine loop that paces every stream.
     if config.prefix_caching:
         state.block_hashes = block_hashes(tokens, config.block_size)
@@ -371,23 +379,6 @@ def _agent_answer(state: RequestState, body: dict[str, Any], config: SimConfig, 
     if complete and config.json_invalid_rate and rng.random() < config.json_invalid_rate:
         pieces, state.json_valid = broken(pieces), False
     state.set_pieces(pieces, "stop" if complete else "length")
-    if isinstance(state.encoder, ChunkEncoder):
-        state.encoder.n_reason = 0
-
-
-def _task_answer(
-    state: RequestState, body: dict[str, Any], chat: bool, config: SimConfig, min_tokens: int, ignore_eos: bool
-) -> None:
-    """A built-in quality task's answer (answers.py), then the end of text; with ``ignore_eos``
-    or ``min_tokens`` the word stream carries on after it. No reasoning precedes it."""
-    text = answers.answer(config, answers.prompt_text(body, chat))
-    if text is None:
-        return
-    words = answers.pieces(text)
-    n = state.max_tokens if ignore_eos else min(max(len(words), min_tokens), state.max_tokens)
-    words += [WORDS[state.words.index(i)] for i in range(len(words), n)]
-    state.output_tokens = n
-    state.set_pieces(words[:n], "length" if n >= state.max_tokens else "stop")
     if isinstance(state.encoder, ChunkEncoder):
         state.encoder.n_reason = 0
 

@@ -63,7 +63,9 @@ def test_status_names_the_rows_that_cover_the_gpu_and_model():
     ]
     first = next(r for r in rows() if r.id == "trt-h100-llama31-8b-fp8-128-2048")
     assert got["rows"][0]["error_pct"] == round(first.error_pct, 1)
-    assert got["summary"].startswith("calibrated: 3 row(s) of the calibration table cover llama3-8b on h100: ")
+    assert got["summary"].startswith(
+        "calibrated: 3 row(s) of the calibration table cover llama3-8b on h100: "
+    )
 
 
 def test_status_uncalibrated_without_a_row_or_with_other_efficiencies():

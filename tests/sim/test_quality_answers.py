@@ -133,10 +133,30 @@ class TestQualityRun:
         res = runs["llama3-8b-fp8@h100"]
         sim = res.summary["conditions"]["target"]["builtin_simulator"]
         assert sim["calibration"]["status"] == "calibrated"
-        assert [r["id"] for r in sim["calibration"]["rows"]][0] == "trt-h100-llama31-8b-fp8-128-2048"
+        assert next(r["id"] for r in sim["calibration"]["rows"]) == "trt-h100-llama31-8b-fp8-128-2048"
         lines = (res.run_dir / "report.md").read_text().splitlines()
         at = next(i for i, ln in enumerate(lines) if ln.startswith("| backend | built-in simulator: "))
-        assert lines[at + 1].startswith(
-            "| simulator calibration | calibrated: 3 row(s) of the calibration table cover llama3-8b on h100: "
+        row = lines[at + 1]
+        assert row.startswith(
+            "| simulator calibration | calibrated: 3 row(s) of the calibration table "
+            "cover llama3-8b on h100: "
+            "trt-h100-llama31-8b-fp8-128-2048 +13.4 %"
         )
-        assert lines[at + 1].endswith("(the table: docs/simulator.md#calibration) |")
+        assert row.endswith("(the table: docs/simulator.md#calibration) |")
+
+
+class TestOverTheWire:
+    def test_answer_then_end_of_text_or_the_word_stream_with_ignore_eos(self, sim, client):
+        """A copy task: without ignore_eos the reply is the simulator's answer and stops after
+        it; with ignore_eos it is exactly max_tokens long and opens with the same answer."""
+        prompt = TaskSet(0).task(1).prompt
+        expected = answers.answer(SimConfig(time_scale=0.05, seed=7), prompt)
+        assert expected is not None
+        body = {"messages": [{"role": "user", "content": prompt}], "max_tokens": 20}
+        short = client.post("/v1/chat/completions", json=body).json()
+        assert short["choices"][0]["message"]["content"] == expected
+        assert short["choices"][0]["finish_reason"] == "stop"
+        assert short["usage"]["completion_tokens"] == len(expected.split())
+        full = client.post("/v1/chat/completions", json={**body, "ignore_eos": True}).json()
+        assert full["choices"][0]["message"]["content"].startswith(expected + " ")
+        assert (full["usage"]["completion_tokens"], full["choices"][0]["finish_reason"]) == (20, "length")
