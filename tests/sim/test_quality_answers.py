@@ -160,3 +160,17 @@ class TestOverTheWire:
         full = client.post("/v1/chat/completions", json={**body, "ignore_eos": True}).json()
         assert full["choices"][0]["message"]["content"].startswith(expected + " ")
         assert (full["usage"]["completion_tokens"], full["choices"][0]["finish_reason"]) == (20, "length")
+
+
+def test_console_line_says_modelled():
+    """The line `loadgen run` prints for the quality block names the simulator's model."""
+    from loadgen.cli.block_lines import traffic_lines
+
+    q = {"scored": 4, "correct": 3, "accuracy": 0.75, "answers_kept": 0, "answers_truncated": 0}
+    assert traffic_lines({"quality": {**q, "max_chars": None}}) == [
+        "quality     accuracy 75.0% (3 of 4 scored answers right)"
+    ]
+    modelled = {**q, "max_chars": None, "modelled": answers.accuracy_model(SimConfig())}
+    assert traffic_lines({"quality": modelled}) == [
+        "quality     accuracy 75.0% (3 of 4 scored answers right) (modelled by the simulator, not measured)"
+    ]
