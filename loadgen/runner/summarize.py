@@ -74,7 +74,7 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     )
     if quality is not None:
         sim = p.target.sim_info
-        if sim is not None and quality["scored"] and "answers" in sim:
+        if sim is not None and quality["scored"] and sim.get("answers"):
             quality["modelled"] = sim["answers"]  # the simulator's answers are a model, not a measurement
         summary["quality"] = quality
     if precision is not None:

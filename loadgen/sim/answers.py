@@ -103,10 +103,12 @@ def accuracy(config: SimConfig) -> float:
     return base * RETAINED[p.precision][0] * (KV_FP8_RETAINED[0] if kv == "fp8" else 1.0)
 
 
-def accuracy_model(config: SimConfig) -> dict[str, Any]:
+def accuracy_model(config: SimConfig) -> dict[str, Any] | None:
     """What the simulator's answers to the built-in tasks stand on, for the run's conditions and
-    the summary's quality block."""
+    the summary's quality block (None: no published score for this model, so it does not answer)."""
     p = config.parsed
+    if p.model.key not in BASE_ACCURACY:
+        return None
     kv = config.kv_precision or p.kv_precision or p.precision
     return {
         "note": MODELLED,
@@ -123,7 +125,7 @@ def accuracy_model(config: SimConfig) -> dict[str, Any]:
 def answer(config: SimConfig, text: str) -> str | None:
     """The simulator's answer to a built-in task's prompt (None: not a task)."""
     solved = solve(text)
-    if solved is None:
+    if solved is None or config.parsed.model.key not in BASE_ACCURACY:
         return None
     right, wrong = solved
     return right if draw(config.seed, text) < accuracy(config) else wrong

@@ -13,7 +13,7 @@ from loadgen.quality.score import score
 from loadgen.quality.tasks import TaskSet
 from loadgen.report import write_report
 from loadgen.result import REQUESTS
-from loadgen.sim import SimConfig, answers
+from loadgen.sim import MODELS, SimConfig, answers
 
 import helpers
 
@@ -71,6 +71,10 @@ class TestSolve:
         assert answers.draw(0, prompt) != answers.draw(1, prompt)
         a, b = SimConfig.from_dict({"seed": 3}), SimConfig.from_dict({"seed": 3})
         assert answers.answer(a, prompt) == answers.answer(b, prompt)
+
+    def test_every_shipped_model_has_a_stated_base_accuracy(self):
+        """A model added to the presets without a published score would answer nothing."""
+        assert set(answers.BASE_ACCURACY) == set(MODELS)
 
     def test_modelled_accuracy_per_preset(self):
         """Base accuracy x the precision's retained share: FP8 weights keep 73.99 / 75.96."""
