@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -26,6 +27,7 @@ from loadgen.live.stats import LiveStats
 __all__ = ["OtlpExporter", "PrometheusExporter"]
 
 _BY_FIELD = {i.field: i for i in INSTRUMENTS if i.kind == "histogram"}
+_OTEL_ATTRIBUTES = ("gen_ai.operation.name", "server.address")  # of the labels, on every point
 
 
 def _in_flight(stats: LiveStats) -> int:
@@ -81,25 +83,33 @@ class PrometheusExporter(Collector):
         if o.warmup:
             return
         attrs = self._attrs(o)
-        for value, inst in ((o.e2e_s, _BY_FIELD["e2e_s"]), (o.ttft_s, _BY_FIELD["ttft_s"])):
-            if value is not None:
-                self._observe(inst, attrs, value)
-        gaps = _BY_FIELD["gaps_s"]
-        for gap in o.gaps_s:
-            self._observe(gaps, attrs, gap)
-        tokens = _BY_FIELD["tokens"]
-        for kind, n in (("input", o.input_tokens), ("output", o.output_tokens)):
-            if n is not None:
-                self._observe(tokens, (*attrs, ("gen_ai_token_type", kind)), n)
+        if o.gaps_s.size:  # a long stream's every gap: counted into the buckets at once
+            self._observe_many(_BY_FIELD["gaps_s"], attrs, o.gaps_s)
+        for field, value, extra in o.points():
+            if field == "gaps_s":
+                continue
+            named = tuple((k.replace(".", "_"), v) for k, v in extra)
+            self._observe(_BY_FIELD[field], (*attrs, *named), value)
 
     def _attrs(self, o: Observation) -> tuple[tuple[str, str], ...]:
         return (("gen_ai_request_model", o.model or self.labels.get("model", "")),)
 
-    def _observe(self, inst: Instrument, attrs: tuple[tuple[str, str], ...], value: float) -> None:
+    def _observe_many(self, inst: Instrument, attrs: tuple[tuple[str, str], ...], values: np.ndarray) -> None:
+        b = self._buckets(inst, attrs)
+        counts = np.bincount(np.searchsorted(inst.buckets, values, side="left"), minlength=len(b.counts))
+        b.counts = [c + int(k) for c, k in zip(b.counts, counts)]
+        b.sum += float(values.sum())
+        b.n += len(values)
+
+    def _buckets(self, inst: Instrument, attrs: tuple[tuple[str, str], ...]) -> _Buckets:
         key = (inst.name, attrs)
         b = self._hist.get(key)
         if b is None:
             b = self._hist[key] = _Buckets(len(inst.buckets))
+        return b
+
+    def _observe(self, inst: Instrument, attrs: tuple[tuple[str, str], ...], value: float) -> None:
+        b = self._buckets(inst, attrs)
         b.counts[bisect.bisect_left(inst.buckets, value)] += 1
         b.sum += value
         b.n += 1
@@ -224,18 +234,9 @@ class OtlpExporter:
         if o.warmup:
             return
         attrs: dict[str, str] = {"gen_ai.request.model": o.model or self.labels.get("model", "")}
-        attrs.update(
-            {k: v for k, v in self.labels.items() if k in ("gen_ai.operation.name", "server.address")}
-        )
-        if o.e2e_s is not None:
-            self._hist["e2e_s"].record(o.e2e_s, attrs)
-        if o.ttft_s is not None:
-            self._hist["ttft_s"].record(o.ttft_s, attrs)
-        for gap in o.gaps_s:
-            self._hist["gaps_s"].record(gap, attrs)
-        for kind, n in (("input", o.input_tokens), ("output", o.output_tokens)):
-            if n is not None:
-                self._hist["tokens"].record(n, {**attrs, "gen_ai.token.type": kind})
+        attrs.update({k: v for k, v in self.labels.items() if k in _OTEL_ATTRIBUTES})
+        for field, value, extra in o.points():
+            self._hist[field].record(value, {**attrs, **dict(extra)})
 
     def close(self) -> None:
         self._provider.force_flush()

@@ -26,6 +26,7 @@ from loadgen.report.media import media_section
 from loadgen.report.models import models_section
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
+from loadgen.report.speculative import speculative_section
 from loadgen.report.stages import stages_sections
 from loadgen.report.telemetry import telemetry_section
 from loadgen.report.telemetry_plot import PLOT_NAME as GPU_PLOT
@@ -59,6 +60,7 @@ def build_sections(summary: Summary, cost: dict | None, plots: Sequence[Image]) 
         sla_section(summary),
         *stages_sections(summary, curve_plots),
         latency_section(summary),
+        *filter(None, [speculative_section(summary)]),
         *filter(None, [sessions_section(summary), models_section(summary), media_section(summary)]),
         throughput_section(summary),
         errors_section(summary),

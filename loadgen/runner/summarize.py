@@ -29,12 +29,14 @@ from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
 from loadgen.server import telemetry as gpu_telemetry
 from loadgen.server.scraper import server_view
+from loadgen.server.speculative import speculative_block
 from loadgen.summary import (
     ClientHealth,
     Conditions,
     Counts,
     EndedBy,
     Metrics,
+    Speculative,
     StageSummary,
     Summary,
     Telemetry,
@@ -84,6 +86,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         table, answers_kept=profile.output.answers.keep, max_chars=profile.output.answers.max_chars
     )
     if quality is not None:
+        sim = p.target.sim_info
+        if sim is not None and quality["scored"] and sim.get("answers"):
+            quality["modelled"] = sim["answers"]  # the simulator's answers are a model, not a measurement
         summary["quality"] = quality
     if precision is not None:
         summary["precision"] = precision
@@ -107,6 +112,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         summary["server"] = server_view(
             ex.server_series, measured["window"], bool(summary["counts"]["warmup"]), table
         )
+    spec = speculative_block(_rows(ex), _span(measured["window"]), table)
+    if spec is not None:
+        summary["speculative"] = cast(Speculative, spec)
     gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], bool(summary["counts"]["warmup"]))
     if gpus is not None:
         summary["telemetry"] = gpus
@@ -156,11 +164,29 @@ def _stages(profile: Any, ex: Executed, table: RecordTable) -> list[StageSummary
     """Every stage's own summary, each from its own records."""
     stage_of = table.column("stage")
     waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
-    return [_stage(o, profile, ex, table.select(stage_of == o.stage.index), waiting) for o in ex.stages]
+    return [
+        _stage(o, profile, ex, table.select(stage_of == o.stage.index), waiting, _rows(ex)) for o in ex.stages
+    ]
+
+
+def _rows(ex: Executed) -> list[dict] | None:
+    """The server's scrapes, when it was scraped."""
+    series = ex.server_series
+    return series.rows if series is not None and series.available else None
+
+
+def _span(window: Window) -> tuple[int, int] | None:
+    start, end = window["start_ns"], window["end_ns"]
+    return (start, end) if start is not None and end is not None else None
 
 
 def _stage(
-    o: StageOutcome, profile: Any, ex: Executed, table: RecordTable, waiting: list[tuple[int, float]]
+    o: StageOutcome,
+    profile: Any,
+    ex: Executed,
+    table: RecordTable,
+    waiting: list[tuple[int, float]],
+    rows: list[dict] | None = None,
 ) -> StageSummary:
     """One stage's own summary: on its own measured window (its warm-up and ramp excluded), with
     its over-saturation verdict (from its records and the server's waiting queue)."""
@@ -184,6 +210,9 @@ def _stage(
         block["sla"] = sla.evaluate(profile.sla, block, incomplete=o.result.interrupted)
     if s.until:
         block["precision"] = precision_block(table, s.until, o.result.precise, o.result.until_at_stop)
+    spec = speculative_block(rows, _span(measured["window"]), table)
+    if spec is not None:
+        block["speculative"] = cast(Speculative, spec)
     return block
 
 

@@ -22,7 +22,7 @@ from loadgen.summary.measures import Counts, EndedBy, Metrics, MetricsGoodput, S
 from loadgen.summary.media import Media
 from loadgen.summary.models import Models
 from loadgen.summary.repeats import RepeatFigure, RepeatRun, Repeats
-from loadgen.summary.server import GaugeStats, ServerView
+from loadgen.summary.server import GaugeStats, ServerView, Speculative
 from loadgen.summary.stages import Capacity, CapacityStages, Curve, PrecisionBlock, StageSummary
 from loadgen.summary.telemetry import (
     ConditionsTelemetry,
@@ -78,6 +78,7 @@ class Summary(TypedDict, total=True):
     sessions: NotRequired[Sessions]
     models: NotRequired[Models]
     media: NotRequired[Media]
+    speculative: NotRequired[Speculative]
     precision: NotRequired[PrecisionBlock]
     """a one-stage run with load.until: the precision its stage reached (a multi-stage run's
     stages carry their own)"""
@@ -115,6 +116,7 @@ __all__ = [
     "Sessions",
     "SlaBlock",
     "SlaDetails",
+    "Speculative",
     "StageSummary",
     "Summary",
     "Telemetry",

@@ -9,6 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from loadgen.summary.common import DOCS
 from loadgen.summary.measures import Counts, Metrics, SlaBlock, Window
+from loadgen.summary.server import Speculative
 from loadgen.summary.telemetry import Telemetry
 
 
@@ -98,6 +99,8 @@ class StageSummary(TypedDict, total=True):
     """the SLA evaluated on the stage alone"""
     saturation: NotRequired[Saturation]
     precision: NotRequired[PrecisionBlock]
+    speculative: NotRequired[Speculative]
+    """the stage's speculative decoding, from the scrapes around its window and its records"""
     telemetry: NotRequired[Telemetry]
     """the GPUs over this stage's measured window, when they were read"""
     steady_state: dict[str, Any]

@@ -120,7 +120,7 @@ class TestMarkdown:
 
     def test_sections_come_in_order_conditions_first(self, base_a):
         """The headline, then conditions, SLA, latency, throughput, errors, client, server,
-        Little's law, cost, plots."""
+        Little's law, cost, the interactive section (report.md: its slowest requests), plots."""
         heads = [ln for ln in (base_a / "report.md").read_text().splitlines() if ln.startswith("## ")]
         assert heads == [
             "## At a glance",
@@ -133,6 +133,7 @@ class TestMarkdown:
             "## Server view",
             "## Little's law",
             "## Cost",
+            "## Interactive",
             "## Plots",
         ]
 
