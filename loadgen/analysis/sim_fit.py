@@ -234,6 +234,15 @@ def predict(fields: dict[str, Any], stage: Stage) -> dict[str, float]:
     return {m: getattr(served, m) for m in METRICS}
 
 
+def _sensitivity(np: Any, jac: Any, i: int) -> float:
+    """How far the residuals move per unit of parameter ``i``'s log when every other column
+    re-adjusts: the part of its Jacobian column the others cannot reproduce (its norm is
+    ``1 / sqrt((J^T J)^-1_ii)`` when J has full rank, and 0 for a column of zeros)."""
+    col, others = jac[:, i], np.delete(jac, i, axis=1)
+    coef, *_ = np.linalg.lstsq(others, col, rcond=None)
+    return float(np.linalg.norm(col - others @ coef))
+
+
 def with_latency(predicted: dict[str, float], latency_ms: float) -> dict[str, float]:
     """``predicted`` as a client sees it: ``latency_ms`` more TTFT (see LATENCY)."""
     return {**predicted, "ttft_ms": predicted["ttft_ms"] + latency_ms}
@@ -278,13 +287,7 @@ def fit(source: FitInput) -> Fit:
     except ValueError as exc:  # a stage the preset cannot hold (its KV blocks)
         raise FitError(str(exc)) from None
     jac = np.asarray(res.jac)
-    info = jac.T @ jac
-    try:
-        inverse = np.linalg.inv(info)
-    except np.linalg.LinAlgError:
-        inverse = np.full_like(info, np.inf)
-    diag = np.diag(inverse)
-    sensitivity = [0.0 if not d > 0 or not np.isfinite(d) else 1.0 / math.sqrt(d) for d in diag]
+    sensitivity = [_sensitivity(np, jac, i) for i in range(len(PARAMS))]
     weak = [(p, s) for p, s in zip(PARAMS, sensitivity) if s < MIN_SENSITIVITY]
     if weak:
         p, s = min(weak, key=lambda w: w[1])
@@ -293,6 +296,10 @@ def fit(source: FitInput) -> Fit:
             f"predictions by {s * 10:.2f} % of the residual norm (at least {MIN_SENSITIVITY * 10:.1f} % "
             f"is needed); add {WHAT_PINS[p]}"
         )
+    try:
+        diag = np.diag(np.linalg.inv(jac.T @ jac))
+    except np.linalg.LinAlgError:  # pragma: no cover - the sensitivities refused it already
+        raise FitError("the sweep does not identify the parameters together") from None
     dof = max(1, res.fun.size - len(start))
     sigma2 = float(res.fun @ res.fun) / dof
     params = {p: float(math.exp(v)) for p, v in zip(PARAMS, res.x)}
