@@ -3,18 +3,18 @@
 A sweep (or multi-stage or capacity run) of a real server measures, per closed-loop stage, the
 mean TTFT, TPOT and output tokens/s at a known concurrency with known mean prompt and answer
 lengths. The simulator predicts the same three figures from its engine in virtual time, each
-stage sent as a client sends it (``sim_closed_loop.serve_stage``), given a preset (model x GPU x precision) and
-three efficiencies: achieved bandwidth and FLOP/s fractions and a fixed cost per step. The fit
-chooses the efficiencies that minimise the squared log residuals (a 10 % miss weighs the same on
-a 5 ms TPOT as on a 2 s TTFT) with ``scipy.optimize.least_squares``, in log parameters so each
-moves in relative steps. The KV capacity is not fitted: when the server's ``/metrics`` named its
-blocks (vLLM's ``cache_config_info``) they are copied, and the fit says so.
+stage sent as a client sends it (``sim_closed_loop.serve_stage``), given a preset (model x GPU
+x precision) and three efficiencies: achieved bandwidth and FLOP/s fractions and a fixed cost
+per step. The fit chooses the efficiencies that minimise the squared log residuals (a 10 % miss
+weighs the same on a 5 ms TPOT as on a 2 s TTFT) with ``scipy.optimize.least_squares``, in log
+parameters so each moves in relative steps. The KV capacity is not fitted: when the server's
+``/metrics`` named its blocks (vLLM's ``cache_config_info``) they are copied, and the fit says so.
 
 A fit that the sweep cannot support is refused, not returned: each parameter's sensitivity at
-the solution (how far the residuals move per unit of its log when the others re-adjust,
-``1 / sqrt((J^T J)^-1_ii)``) must clear ``MIN_SENSITIVITY``, or the refusal names the parameter
-and the stage that would pin it. Open-loop stages (a rate, not a concurrency) are left out with
-the reason: the closed-loop engine run cannot stand for them.
+the solution (how far the residuals move per unit of its log when the others re-adjust) must
+clear ``MIN_SENSITIVITY``, or the refusal names the parameter and the stage that would pin it.
+Open-loop stages (a rate, not a concurrency) are left out with the reason: the closed-loop
+engine run cannot stand for them.
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ PARAMS = ("bandwidth_efficiency", "flops_efficiency", "step_overhead_ms")
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 # Bounds of each parameter (the fit moves in their logs): efficiencies are fractions of peak,
 # the overhead a positive time a step (below a microsecond it no longer matters).
-BOUNDS = {"bandwidth_efficiency": (1e-3, 1.0), "flops_efficiency": (1e-3, 1.0), "step_overhead_ms": (1e-3, 1e3)}
+BOUNDS = {
+    "bandwidth_efficiency": (1e-3, 1.0),
+    "flops_efficiency": (1e-3, 1.0),
+    "step_overhead_ms": (1e-3, 1e3),
+}
 START = {"bandwidth_efficiency": 0.5, "flops_efficiency": 0.5, "step_overhead_ms": 1.0}
 # A parameter moved by 10 % (0.1 in its log) with the others re-fitted must move the residuals
 # by at least 0.4 % (0.004 in the log residuals' norm), else the sweep does not identify it: at
@@ -228,9 +232,7 @@ def _stage(st: dict[str, Any], index: int, scale: float) -> tuple[Stage | None, 
 def predict(fields: dict[str, Any], stage: Stage) -> dict[str, float]:
     """The simulator's mean TTFT, TPOT (ms) and output tokens/s for ``stage`` under ``fields``."""
     config = SimConfig.from_dict({**fields, "time_scale": 0})
-    served = serve_stage(
-        config, stage.input_tokens, stage.output_tokens, stage.concurrency, stage.requests
-    )
+    served = serve_stage(config, stage.input_tokens, stage.output_tokens, stage.concurrency, stage.requests)
     return {m: getattr(served, m) for m in METRICS}
 
 
@@ -281,9 +283,7 @@ def fit(source: FitInput) -> Fit:
 
     start = [*np.log([START[p] for p in PARAMS]), 1.0]
     try:
-        res = least_squares(
-            residuals, start, bounds=(lo, hi), diff_step=1e-4, x_scale=[1.0, 1.0, 1.0, 10.0]
-        )
+        res = least_squares(residuals, start, bounds=(lo, hi), diff_step=1e-4, x_scale=[1.0, 1.0, 1.0, 10.0])
     except ValueError as exc:  # a stage the preset cannot hold (its KV blocks)
         raise FitError(str(exc)) from None
     jac = np.asarray(res.jac)

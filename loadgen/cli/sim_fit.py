@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -13,7 +14,8 @@ from loadgen.analysis.sim_fit import LATENCY, METRICS, PARAMS, Fit, fit, read_ru
 _HEADERS = {"ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "output_tokens_per_s": "out tok/s"}
 
 
-def add_parser(sim_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_parser(sim_sub: Any) -> None:
+    """``loadgen sim fit``, under ``loadgen sim``'s subcommands."""
     f = sim_sub.add_parser(
         "fit",
         help="fit the simulator's efficiencies to a measured sweep and write a preset file",
@@ -43,9 +45,9 @@ def render(result: Fit) -> str:
     """The fitted parameters and, per stage, measured / predicted / residual of each metric."""
     src = result.source
     lines = [f"fit of {src.run_dir} on {src.base['preset']}"]
-    for p in PARAMS:
-        lo, hi = result.intervals[p]
-        lines.append(f"  {p:<21} {result.params[p]:.4g}   (95 % interval {lo:.4g} .. {hi:.4g})")
+    for name in PARAMS:
+        lo, hi = result.intervals[name]
+        lines.append(f"  {name:<21} {result.params[name]:.4g}   (95 % interval {lo:.4g} .. {hi:.4g})")
     lines.append(f"  {LATENCY:<21} {result.request_latency_ms:.3g}   (client-to-engine, not simulated)")
     lines.append(f"  kv capacity           {src.kv_source or 'not reported: from the preset memory'}")
     head = f"{'stage':<8}{'c':>5}{'isl':>6}{'osl':>6}"

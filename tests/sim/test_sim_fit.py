@@ -67,9 +67,7 @@ def test_cli_prints_the_residual_table_and_writes_the_preset_file(sweep, tmp_pat
     printed = capsys.readouterr().out
     assert "TTFT ms meas" in printed and "TPOT ms meas" in printed and "out tok/s meas" in printed
     rows = [line for line in printed.splitlines() if re.match(r"c=\d+ ", line)]
-    assert [r.split()[:4] for r in rows] == [
-        [f"c={c}", str(c), "2048", "128"] for c in (1, 8, 32, 64)
-    ]
+    assert [r.split()[:4] for r in rows] == [[f"c={c}", str(c), "2048", "128"] for c in (1, 8, 32, 64)]
     doc = yaml.safe_load(path.read_text())
     assert doc["preset"] == PRESET
     for name, truth in TRUTH.items():
@@ -118,15 +116,24 @@ def test_a_decode_bound_sweep_is_refused_naming_flops_efficiency():
     """16-token prompts: every step reads weights longer than it computes, so flops_efficiency
     never moves a prediction, and the refusal says what stage would pin it."""
     truth = {"preset": PRESET, **TRUTH}
-    stages = [
-        sim_fit.Stage(f"c={c}", c, 2 * c, 16, 64, {})
-        for c in (1, 4, 16)
-    ]
+    stages = [sim_fit.Stage(f"c={c}", c, 2 * c, 16, 64, {}) for c in (1, 4, 16)]
     stages = [
         sim_fit.Stage(s.name, s.concurrency, s.requests, 16, 64, sim_fit.predict(truth, s)) for s in stages
     ]
     source = sim_fit.FitInput("synthetic", None, {"preset": PRESET}, stages, [], None)
     with pytest.raises(sim_fit.FitError, match=r"does not identify flops_efficiency.*add a compute-bound"):
+        sim_fit.fit(source)
+
+
+def test_an_open_loop_run_is_left_out_with_the_reason(tmp_path):
+    """A rate, not a concurrency: the stage is left out, and with nothing left the fit says so."""
+    profile = helpers.profile(tmp_path, None, sim={"time_scale": 0.05}, load__concurrency=None, load__rate=20)
+    source = sim_fit.read_run(helpers.run(profile).run_dir)
+    assert (source.stages, source.skipped) == (
+        [],
+        ["run: open-loop (a rate, not a concurrency): the fit predicts closed-loop stages only"],
+    )
+    with pytest.raises(sim_fit.FitError, match=r"with 0 closed-loop stage\(s\).*; left out run: open-loop"):
         sim_fit.fit(source)
 
 
@@ -144,6 +151,8 @@ def test_a_missing_preset_file_is_a_clear_error(tmp_path):
 def test_a_preset_file_sets_defaults_under_the_sections_own_fields(tmp_path):
     """The file's fields are defaults: the section's own win; its fit: block is not a field."""
     path = tmp_path / "twin.yaml"
-    path.write_text("preset: llama3-8b-fp16@a100\nstep_overhead_ms: 2.5\nnum_gpu_blocks: 3000\nfit: {run: x}\n")
+    path.write_text(
+        "preset: llama3-8b-fp16@a100\nstep_overhead_ms: 2.5\nnum_gpu_blocks: 3000\nfit: {run: x}\n"
+    )
     config = SimConfig.from_dict({"preset_file": str(path), "step_overhead_ms": 4.0})
     assert (config.preset, config.step_overhead_ms, config.num_blocks) == ("llama3-8b-fp16@a100", 4.0, 3000)
