@@ -38,12 +38,12 @@ class SimConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # The model x GPU x precision whose sizes and peaks the engine is built from.
+    preset: str = "llama3-8b-fp16@h100"
     # A fitted twin of a measured server (``loadgen sim fit`` writes it): its fields are the
     # defaults under this section's own, so `{preset_file: f.yaml, max_num_seqs: 512}` asks a
     # what-if of the fitted server. Kept here (the path) so a run's conditions say where it came from.
     preset_file: str | None = Field(None, description="a preset file (YAML of these fields) to start from")
-    # The model x GPU x precision whose sizes and peaks the engine is built from.
-    preset: str = "llama3-8b-fp16@h100"
     kv_precision: Precision | None = Field(None, description="KV-cache precision; default: the preset's")
     model_name: str | None = Field(None, description="served model name; default: the preset's model")
     max_model_len: int | None = Field(None, gt=0, description="default: the model's context length")

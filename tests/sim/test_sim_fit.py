@@ -156,3 +156,23 @@ def test_a_preset_file_sets_defaults_under_the_sections_own_fields(tmp_path):
     )
     config = SimConfig.from_dict({"preset_file": str(path), "step_overhead_ms": 4.0})
     assert (config.preset, config.step_overhead_ms, config.num_blocks) == ("llama3-8b-fp16@a100", 4.0, 3000)
+
+
+def test_an_experiments_preset_file_is_read_beside_the_experiment_file(tmp_path):
+    """`sim: {preset_file: twin.yaml, max_num_seqs: 512}` in an experiment: the file beside the
+    experiment (as a profile's paths are beside the profile), the what-if on top."""
+    from loadgen.experiment.cell import profile_for
+    from loadgen.experiment.cells import configs
+    from loadgen.experiment.spec import parse
+
+    (tmp_path / "twin.yaml").write_text("preset: llama3-8b-fp16@a100\nstep_overhead_ms: 2.5\n")
+    exp = parse({
+        "name": "t",
+        "load": {"sweep": {"concurrency": [1, 2], "stage_duration_s": 1}},
+        "sla": {"ttft_ms": 700},
+        "backends": [{"name": "twin", "sim": {"preset_file": "twin.yaml", "max_num_seqs": 512}}],
+    })  # fmt: skip
+    profile = profile_for(exp, tmp_path / "exp.yaml", configs(exp)[0], 1, tmp_path / "out")
+    assert profile.sim == {"preset_file": str(tmp_path / "twin.yaml"), "max_num_seqs": 512}
+    config = SimConfig.from_dict(dict(profile.sim))
+    assert (config.preset, config.step_overhead_ms, config.max_num_seqs) == ("llama3-8b-fp16@a100", 2.5, 512)
