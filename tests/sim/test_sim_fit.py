@@ -176,3 +176,30 @@ def test_an_experiments_preset_file_is_read_beside_the_experiment_file(tmp_path)
     assert profile.sim == {"preset_file": str(tmp_path / "twin.yaml"), "max_num_seqs": 512}
     config = SimConfig.from_dict(dict(profile.sim))
     assert (config.preset, config.step_overhead_ms, config.max_num_seqs) == ("llama3-8b-fp16@a100", 2.5, 512)
+
+
+def test_without_scipy_the_fit_names_the_extra(monkeypatch):
+    """scipy is the fit extra's: without it, the error says what to install."""
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    source = sim_fit.FitInput("r", None, {"preset": PRESET}, [], [], None)
+    with pytest.raises(sim_fit.FitError, match=r"needs scipy: pip install 'loadgen\[fit\]'"):
+        sim_fit.fit(source)
+
+
+def test_a_real_servers_kv_blocks_are_read_not_fitted(tmp_path):
+    """A run of a real server (no builtin_simulator) whose /metrics carried vLLM's
+    cache_config_info: the base is --preset plus the reported blocks, and the fit says so."""
+    run_dir = helpers.run(helpers.profile(tmp_path, None, sim={"time_scale": 0.05})).run_dir
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["conditions"]["target"].pop("builtin_simulator")
+    summary["conditions"]["server"]["metrics_labels"]["info"] = {
+        "vllm:cache_config_info": {"num_gpu_blocks": "4096", "block_size": "16", "cache_dtype": "auto"}
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(sim_fit.FitError, match=r"a real server's run: name the simulator preset"):
+        sim_fit.read_run(run_dir)
+    source = sim_fit.read_run(run_dir, preset="llama3-8b-bf16@a100")
+    assert source.base == {"preset": "llama3-8b-bf16@a100", "num_gpu_blocks": 4096, "block_size": 16}
+    assert source.kv_source == (
+        "read, not fitted: 4096 blocks of 16 tokens from the server's vllm:cache_config_info"
+    )
