@@ -26,9 +26,14 @@ class Served:
     output_tokens_per_s: float
 
 
-def serve_stage(config: SimConfig, isl: int, osl: int, concurrency: int, requests: int) -> Served:
-    """``requests`` requests of (isl, osl) tokens, ``concurrency`` in flight, sent as a client
-    sends them: each joins the step after the one running when it was sent."""
+def serve_stage(
+    config: SimConfig, isl: int, osl: int, concurrency: int, requests: int, warmup: int = 0
+) -> Served:
+    """``warmup`` then ``requests`` requests of (isl, osl) tokens, ``concurrency`` in flight, sent
+    as a client sends them: each joins the step after the one running when it was sent. The
+    figures are the measured requests' (the warm-up left out, as a run's summary leaves it), the
+    throughput over their window: the first one's send to the last one's end."""
+    total = requests + warmup
     engine = Engine(config)
     seqs: list[Seq] = []
     sent: list[tuple[Seq, int]] = []  # sent, not yet in the engine, with their send times
@@ -45,7 +50,7 @@ def serve_stage(config: SimConfig, isl: int, osl: int, concurrency: int, request
             s.arrival_vns = at_ns
         sent.clear()
 
-    for _ in range(min(concurrency, requests)):
+    for _ in range(min(concurrency, total)):
         send(0)
     first, *rest = sent
     sent[:] = [first]
@@ -65,9 +70,11 @@ def serve_stage(config: SimConfig, isl: int, osl: int, concurrency: int, request
             assert s.token_vns is not None  # set by send()
             s.token_vns.append(engine.now_ns)
         for _ in step.finished:
-            if len(seqs) < requests:
+            if len(seqs) < total:
                 send(engine.now_ns)
-    times = [s.token_vns or [] for s in seqs]
-    ttft = sum(t[0] - s.arrival_vns for s, t in zip(seqs, times)) / len(seqs) / 1e6
-    tpot = sum(t[-1] - t[0] for t in times) / len(seqs) / 1e6 / (osl - 1) if osl > 1 else 0.0
-    return Served(ttft, tpot, requests * osl / (engine.now_ns / 1e9))
+    measured = seqs[warmup:]
+    times = [s.token_vns or [] for s in measured]
+    ttft = sum(t[0] - s.arrival_vns for s, t in zip(measured, times)) / len(measured) / 1e6
+    tpot = sum(t[-1] - t[0] for t in times) / len(measured) / 1e6 / (osl - 1) if osl > 1 else 0.0
+    window_ns = max(t[-1] for t in times) - min(s.arrival_vns for s in measured)
+    return Served(ttft, tpot, requests * osl / (window_ns / 1e9))

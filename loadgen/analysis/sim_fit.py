@@ -79,6 +79,7 @@ class Stage:
     input_tokens: int
     output_tokens: int
     measured: dict[str, float]
+    warmup: int = 0  # requests sent first and left out of the figures (load.warmup_requests)
 
 
 @dataclass(frozen=True)
@@ -226,13 +227,25 @@ def _stage(st: dict[str, Any], index: int, scale: float) -> tuple[Stage | None, 
     name = st.get("name") or f"stage {index}"
     isl = round(m["input_tokens_per_s"] / rps)
     osl = round(m["output_tokens_per_s"] / rps)
-    return Stage(name, int(load["concurrency"]), int(st["counts"]["sent"]), isl, osl, measured), ""
+    counts = st["counts"]
+    stage = Stage(
+        name,
+        int(load["concurrency"]),
+        int(counts["sent"]),
+        isl,
+        osl,
+        measured,
+        int(counts.get("warmup") or 0),
+    )
+    return stage, ""
 
 
 def predict(fields: dict[str, Any], stage: Stage) -> dict[str, float]:
     """The simulator's mean TTFT, TPOT (ms) and output tokens/s for ``stage`` under ``fields``."""
     config = SimConfig.from_dict({**fields, "time_scale": 0})
-    served = serve_stage(config, stage.input_tokens, stage.output_tokens, stage.concurrency, stage.requests)
+    served = serve_stage(
+        config, stage.input_tokens, stage.output_tokens, stage.concurrency, stage.requests, stage.warmup
+    )
     return {m: getattr(served, m) for m in METRICS}
 
 

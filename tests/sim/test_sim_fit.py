@@ -125,6 +125,23 @@ def test_a_decode_bound_sweep_is_refused_naming_flops_efficiency():
         sim_fit.fit(source)
 
 
+def test_warm_up_requests_are_served_and_left_out_as_a_run_leaves_them_out():
+    """A stage that began with 8 warm-up requests (load.warmup_requests) is predicted with them
+    sent first and left out of its figures, as the summary leaves them out: at c=32 its
+    throughput window starts after the cold start, 5 % and more from a stage without them; at
+    c=1 they change nothing (each request runs alone either way)."""
+    truth = {"preset": PRESET, **TRUTH}
+
+    def both(c: int, n: int) -> tuple[dict[str, float], dict[str, float]]:
+        warm = sim_fit.predict(truth, sim_fit.Stage("s", c, n, 2048, 128, {}, warmup=8))
+        return warm, sim_fit.predict(truth, sim_fit.Stage("s", c, n, 2048, 128, {}))
+
+    warm, cold = both(32, 96)
+    assert abs(warm["output_tokens_per_s"] / cold["output_tokens_per_s"] - 1) > 0.05
+    warm, cold = both(1, 3)
+    assert warm == pytest.approx(cold, rel=1e-9)
+
+
 def test_an_open_loop_run_is_left_out_with_the_reason(tmp_path):
     """A rate, not a concurrency: the stage is left out, and with nothing left the fit says so."""
     profile = helpers.profile(tmp_path, None, sim={"time_scale": 0.05}, load__concurrency=None, load__rate=20)
