@@ -50,6 +50,14 @@ class RequestSpec:
     session_id: int | None = None  # multi-turn: the conversation it belongs to
     turn: int | None = None  # multi-turn: its place in that conversation, from 1
     model: str | None = None  # a LoRA mix's pick for it; None: the run's target.model
+    # A batch protocol's items (embeddings: the inputs; rerank: the documents, ``prompt`` being
+    # the query); None for a protocol that sends one prompt.
+    inputs: tuple[str, ...] | None = None
+
+    @property
+    def items(self) -> int | None:
+        """How many items the request carries (None: one prompt, not a batch)."""
+        return None if self.inputs is None else len(self.inputs)
 
 
 @dataclass(slots=True)
@@ -96,6 +104,7 @@ class RequestRecord:
     session_id: int | None = None  # multi-turn: the conversation, and the request's turn in it
     turn: int | None = None
     model: str | None = None  # the model (adapter) it asked for, when the run mixes them
+    items: int | None = None  # a batch protocol's inputs (embeddings) or documents (rerank) sent
     # The quality axis, when the run keeps answers (output.answers) or scores them: a digest of
     # the exact prompt sent (runs compare answers only on identical prompts), the answer's
     # content as the streamed pieces (one a chunk, about one token each; cut to a budget),

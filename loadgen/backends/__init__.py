@@ -31,6 +31,7 @@ from loadgen.backends import triton  # triton_generate
 from loadgen.backends import sglang  # sglang_generate
 from loadgen.backends import responses  # responses (OpenAI's Responses API)
 from loadgen.backends import messages  # messages (Anthropic's Messages API)
+from loadgen.backends import pooling  # embeddings, rerank (answered whole, not streamed)
 # isort: on
 
-__all__ = ["messages", "openai", "registry", "responses", "sglang", "triton"]
+__all__ = ["messages", "openai", "pooling", "registry", "responses", "sglang", "triton"]

@@ -132,6 +132,10 @@ class StreamingBackend:
       the chat template, when ``messages``). ``needs_model``: ``target.model`` must be given.
       ``model_mix``: its body names the model each request asks for (``RequestSpec.model``),
       so ``workload.models`` can mix adapters over it.
+    - ``streamed``: its answer streams tokens, so TTFT, ITL, TPOT and output tokens/s describe
+      it; False for a protocol answered whole (embeddings, rerank: ``pooling.py``), whose runs
+      report request latency and items per second instead (``metric_defs``' ``applies``);
+      ``query``: such a request also carries a query its items are scored against (rerank).
     - ``engine``: the engine the protocol itself names in the server's identity (None: the
       server's ``/v1/models`` listing says). ``SOURCES``: the keys of ``conditions.server`` its
       probe fills with a server's answer, and the path each came from (the report's rows).
@@ -153,6 +157,8 @@ class StreamingBackend:
     server_tokenize: ClassVar[bool] = False
     needs_model: ClassVar[bool] = False
     model_mix: ClassVar[bool] = False
+    streamed: ClassVar[bool] = True
+    query: ClassVar[bool] = False
     engine: ClassVar[str | None] = None
     SOURCES: ClassVar[tuple[tuple[str, str], ...]] = (("version", "/version"), ("models", "/v1/models"))
     HEADERS: ClassVar[Mapping[str, str]] = {}

@@ -145,13 +145,18 @@ def latency_table(summary: Summary) -> Table:
 
 
 def scalar_rows(summary: Summary, table: str) -> tuple[tuple[str, str], ...]:
-    """(label, value) of each run scalar the registry shows in the report's ``table``."""
+    """(label, value) of each run scalar the registry shows in the report's ``table`` that the
+    summary has (a run without a token stream has no output tokens/s)."""
 
     def shown(d: metric_defs.MetricDef) -> str:
         value = metric_defs.lookup(summary, d.name)
         return pct(value) if d.unit == "fraction" else num(value)
 
-    return tuple((d.label, shown(d)) for d in metric_defs.RUN_SCALARS if d.report == table)
+    return tuple(
+        (d.label, shown(d))
+        for d in metric_defs.RUN_SCALARS
+        if d.report == table and metric_defs.present(summary, d.name)
+    )
 
 
 def latency_section(summary: Summary) -> Section:

@@ -20,6 +20,7 @@ from loadgen.records import RequestSpec
 from loadgen.summary import LengthStats
 from loadgen.summary.conditions import ConditionsTraffic
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
+from loadgen.workload.batches import Batches
 from loadgen.workload.datasets import word_count
 from loadgen.workload.lengths import describe, sample_lengths
 from loadgen.workload.models import ModelPicker
@@ -59,6 +60,7 @@ class Workload:
         # Chat, Responses, Messages: prompts go as messages (the protocol says so in the registry).
         backend = registry.get(endpoint)
         self.messages = backend is not None and backend.messages
+        pooling = backend is not None and not backend.streamed
         self.prompt_format = prompt_format
         path = tokenizer_path or cfg.prompt.tokenizer
         if tokenizer is None and path is not None:
@@ -90,6 +92,9 @@ class Workload:
             self._source = TaskSource(cfg.tasks, cfg.seed)
         self._groups = PrefixGroups(cfg.prefix, cfg.seed, self._prompts) if cfg.prefix else None
         self._models = ModelPicker(cfg.models, cfg.seed) if cfg.models is not None else None
+        # A pooling protocol (embeddings, rerank): a batch of items a request (config/pooling.py
+        # has ruled out every other source of prompts for it).
+        self._batches = Batches(cfg, self._prompts, backend.query) if pooling and backend else None
         self.sessions: SessionPlan | None = None
         if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
             self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)
@@ -105,7 +110,8 @@ class Workload:
     def fittable(self) -> bool:
         """Whether the server's /tokenize may rewrite prompts to exact lengths: synthetic ones
         only (a dataset's prompt is what it is; a trace's or a group's blocks must stay shared)."""
-        return self._source is None and self._groups is None and self.sessions is None
+        single = self._batches is None  # a batch's items are not fitted one by one (yet)
+        return single and self._source is None and self._groups is None and self.sessions is None
 
     def traffic(self) -> ConditionsTraffic:
         """What shaped the prompts, for the run's conditions: the source and its figures."""
@@ -183,6 +189,9 @@ class Workload:
             raise ValueError(f"request index must be >= 0, got {i}")
         if self.sessions is not None:
             raise TypeError("a multi-turn request depends on its history: build it with workload.sessions")
+        model = self._models.model(i) if self._models is not None else None
+        if self._batches is not None:
+            return self._batches.request(i, model)
         n_in, n_out = self.lengths(i)
         system, n_sys = self._shared(i)
         expected, match = None, "exact"
@@ -206,7 +215,6 @@ class Workload:
                 total = self._prompts.count(prompt)
         if isinstance(self._prompts, TokenizerPrompts):
             self._prompt_tokens[i] = total
-        model = self._models.model(i) if self._models is not None else None
         return RequestSpec(i, prompt, messages, total, n_out, expected, match, model=model)
 
     def take(self, n: int) -> tuple[RequestSpec, ...]:
@@ -214,6 +222,8 @@ class Workload:
         return tuple(self.request(i) for i in range(n))
 
     def _expected_prompt_tokens(self, i: int, n_in: int) -> int:
+        if self._batches is not None:
+            return self._batches.prompt_tokens(i)
         if i in self._prompt_tokens:
             return self._prompt_tokens[i]
         if self._source is not None:
