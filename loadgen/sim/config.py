@@ -62,6 +62,10 @@ class SimConfig(BaseModel):
         "reasoning_content, Responses' reasoning_text, Messages' thinking): a reasoning model",
     )
 
+    embedding_dim: int = Field(
+        1024, ge=1, le=65536, description="the dimension of /v1/embeddings' vectors (pooling endpoints)"
+    )
+
     # LoRA adapters served beside the base model (vLLM's --lora-modules / --max-loras): a step
     # that admits a request for an adapter not resident loads it first, evicting the least
     # recently used when max_loras are resident, and the load costs lora_load_ms of that step.

@@ -55,6 +55,7 @@ class RequestState:
         "finish_json",
         "words",
         "block_hashes",
+        "items",
         "encoder",
         "response",
         "seq",
@@ -90,6 +91,7 @@ class RequestState:
         self.finish_json = orjson.dumps(self.finish_reason)
         self.words = words
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
+        self.items: list[bytes] | None = None  # a pooling request's inputs (pooling.py); None: a prompt
         self.encoder: ChunkEncoder | ResponsesEncoder | MessagesEncoder | None = (
             ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
         )
@@ -136,7 +138,7 @@ class RequestState:
         """One line of the ground-truth log (every ``_ns`` is perf_counter_ns in the server)."""
         chunks = self.chunk_ns
         first = (chunks[0] if self.stream else self.prefill_end_ns) if chunks else 0
-        n = output_tokens
+        n = output_tokens if self.items is None else 0  # a pooling answer generates nothing
         tpot = None
         if self.stream and n >= 2 and len(chunks) >= 2:
             tpot = (chunks[-1] - chunks[0]) / (n - 1) / 1e6
@@ -156,6 +158,7 @@ class RequestState:
             "cached_tokens": self.seq.cached_tokens if self.seq else 0,
             "output_tokens": n,
             "reasoning_tokens": min(self.encoder.n_reason, n) if self.encoder else 0,
+            "items": None if self.items is None else len(self.items),
             "max_tokens": self.max_tokens,
             "finish_ns": self.finish_ns,
             "finish_reason": self.finish_reason,

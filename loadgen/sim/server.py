@@ -27,6 +27,9 @@ from aiohttp import web
 from .config import SimConfig
 from .engine import Engine, Seq
 from .metrics import Metrics
+from .pooling import ENDPOINTS as POOLING
+from .pooling import answer as pooling_answer
+from .pooling import parse_pooling
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
 from .sse import error_body
 from .text import WORDS_JSON
@@ -34,6 +37,7 @@ from .text import WORDS_JSON
 now_ns = time.perf_counter_ns
 _REANCHOR_NS = 5_000_000
 VERSION = "0.1.0"
+_ID_PREFIX = {"responses": "resp", "messages": "msg", "embeddings": "embd", "rerank": "rerank"}
 
 
 class SimServer:
@@ -77,6 +81,9 @@ class SimServer:
                 web.post("/v1/chat/completions", self._chat),
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
                 web.post("/v1/messages", self._messages),  # Anthropic's Messages API
+                web.post("/v1/embeddings", self._embeddings),  # pooling: answered whole (pooling.py)
+                web.post("/v1/rerank", self._rerank),
+                web.post("/rerank", self._rerank),  # vLLM serves both paths
                 web.post("/reset_prefix_cache", self._reset),  # vLLM's name
                 web.post("/flush_cache", self._reset),  # SGLang's
             ]
@@ -176,15 +183,24 @@ class SimServer:
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=True, hosted="messages")
 
+    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False, hosted="embeddings")
+
+    async def _rerank(self, request: web.Request) -> web.StreamResponse:
+        return await self._generate(request, chat=False, hosted="rerank")
+
     async def _generate(self, request: web.Request, chat: bool, hosted: str = "") -> web.StreamResponse:
         """Every protocol's request: parse, stream (or answer whole), log its ground truth.
-        ``hosted``: "responses" or "messages", served by their own encoders."""
+        ``hosted``: "responses" or "messages", served by their own encoders; "embeddings" or
+        "rerank", a pooling request answered whole when its prefill ends (``pooling.py``)."""
         arrival = now_ns()
-        prefix = {"responses": "resp", "messages": "msg"}.get(hosted, "chatcmpl" if chat else "cmpl")
+        prefix = _ID_PREFIX.get(hosted, "chatcmpl" if chat else "cmpl")
         rid = f"{prefix}-sim-{next(self._ids)}"
         try:
             body = orjson.loads(await request.read())
-            if hosted:
+            if hosted in POOLING:
+                st = parse_pooling(body, hosted, self.config, rid, self.created)
+            elif hosted:
                 st = parse_hosted(body, hosted, self.config, rid, self.created)
             else:
                 st = parse_request(body, chat, self.config, rid, self.created)
@@ -232,9 +248,12 @@ class SimServer:
             return resp
         if st.finish_reason == "abort":  # the server is shutting down
             return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
-        text = st.words.text(seq.generated)
+        if st.items is not None:
+            answer = pooling_answer(st, self.config)
+        else:
+            answer = st.full_body(st.words.text(seq.generated), seq.generated)
         resp = web.Response(
-            body=orjson.dumps(st.full_body(text, seq.generated)),
+            body=orjson.dumps(answer),
             content_type="application/json",
             headers=headers,
         )
