@@ -72,6 +72,9 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     responses_*, messages_*  one fault per event shape of the Responses and Messages APIs
                           (``hostile_hosted.py`` lists them); their paths answer every other
                           mode with a well-formed stream of their own shape
+    pooling_*             one fault per answer shape of ``/v1/embeddings`` and ``/v1/rerank``,
+                          answered whole, not streamed (``hostile_pooling.py``); ``http_500``
+                          and ``stall`` apply there too, every other mode answers well-formed
 
 Like the simulator and the scripted server, this module imports nothing from the client side
 (only the standard library), so a bug shared between an encoder and a decoder cannot hide itself.
@@ -104,6 +107,7 @@ from loadgen.testing.hostile_http import (
     reset_connection,
     response_head,
 )
+from loadgen.testing.hostile_pooling import POOLING_MODES, POOLING_PATHS, pooling_answer
 from loadgen.testing.hostile_wire import ThreadedServer
 
 MODES: tuple[str, ...] = (
@@ -140,10 +144,11 @@ MODES: tuple[str, ...] = (
     "typed_delta_str",
     "typed_usage_null",
     *HOSTED_MODES,
+    *POOLING_MODES,
 )
 
 HOSTED = {"/v1/responses": responses_events, "/v1/messages": messages_events}
-STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED))
+STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED, *POOLING_PATHS))
 ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
 RETRY_AFTER_S = 7
 _KEEP_ALIVE = {"close_after_keepalive": "timeout=5, max=100", "keepalive_limits": "timeout=1, max=3"}
@@ -295,6 +300,8 @@ class HostileServer(ThreadedServer):
         auth = req.headers.get("authorization", "")
         if self.mode in ("http_500", "http_429", "echo_auth_body"):
             return await self._error_answer(conn, req, auth)
+        if req.path in POOLING_PATHS:
+            return await self._pooling(conn, req, body)
         chat = req.path.endswith("/chat/completions")
         n = self.tokens if self.tokens is not None else min(int(body.get("max_tokens") or 4), 64)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-hostile-{self.requests_seen}"
@@ -319,6 +326,23 @@ class HostileServer(ThreadedServer):
             events = stream_events(self.mode, chat, base, n, usage_on, prompt_tokens, self._huge)
         if not await self._send_stream(conn, req, rid, events):
             return False
+        return await self._after_stream(conn)
+
+    async def _pooling(self, conn: Conn, req: Request, body: dict) -> bool:
+        """A pooling request's whole JSON answer, with the mode's fault (``stall``: the head,
+        then silence)."""
+        rid = f"pool-hostile-{self.requests_seen}"
+        data = pooling_answer(self.mode, req.path, body, rid)
+        head = [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("x-request-id", rid),
+        ]
+        if self.mode == "stall":
+            await conn.send(self._head(200, head, req))
+            await hold_connection(conn)
+            return False
+        await conn.send(self._head(200, head, req) + data)
         return await self._after_stream(conn)
 
     def _accept_stream(self, conn: Conn) -> bool:
