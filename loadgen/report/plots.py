@@ -48,6 +48,9 @@ def chunk_plots(summary: Summary, records: Records) -> dict[str, Plot]:
     eligible = table.column("ok") & ~table.column("warmup")  # as metrics.distribution_samples
     itl = GapSamples(table, eligible)
     itl_tok = itl if itl.one_token_each else GapSamples(table, eligible, per_token=True)
+    per_second = {"per_second": _per_second(table)}
+    if not metric_defs.present(summary, "itl_ms"):  # no token stream: no ITL to draw
+        return per_second
     return {
         "cdf_itl": _cdf(
             "cdf_itl",
@@ -56,7 +59,7 @@ def chunk_plots(summary: Summary, records: Records) -> dict[str, Plot]:
             summary,
             ("itl_ms", "itl_per_token_ms"),
         ),
-        "per_second": _per_second(table),
+        **per_second,
     }
 
 

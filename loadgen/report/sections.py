@@ -167,12 +167,15 @@ def latency_section(summary: Summary) -> Section:
         if failed
         else "Measured ok requests, warm-up excluded."
     )
-    text = (
-        lead + " TTFT: first token-bearing event minus send; TTFB: "
-        "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
-        "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
-        "end of stream minus send."
-    )
+    if metric_defs.present(summary, "ttft_ms"):
+        text = (
+            lead + " TTFT: first token-bearing event minus send; TTFB: "
+            "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
+            "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
+            "end of stream minus send."
+        )
+    else:  # a pooling protocol (embeddings, rerank): one answer, read whole
+        text = lead + " E2E: the whole answer read minus send (the answer is not streamed)."
     from_sched = {label for label, key in LATENCY_ROWS if metric_defs.get(key).same_as}
     if any(row[0] in from_sched for row in table.rows):
         text += (

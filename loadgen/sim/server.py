@@ -250,6 +250,7 @@ class SimServer:
             return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
         if st.items is not None:
             answer = pooling_answer(st, self.config)
+            st.finish_ns = now_ns()  # before the write: no client sees the answer before its stamp
         else:
             answer = st.full_body(st.words.text(seq.generated), seq.generated)
         resp = web.Response(
@@ -277,7 +278,7 @@ class SimServer:
             done.set_result(None)
 
     def _record(self, st: RequestState) -> None:
-        st.finish_ns = now_ns()
+        st.finish_ns = st.finish_ns or now_ns()
         assert st.seq is not None  # set before the request reaches the engine
         rec = st.ground_truth(st.seq.generated)
         self.metrics.observe_request(rec, st.chunk_ns if st.stream else [])
