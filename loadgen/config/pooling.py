@@ -57,7 +57,7 @@ def check(profile: Any) -> None:
     for i, rule in enumerate(sla.rules):
         d = metric_defs.get(rule.metric)
         if not d.applies_to(streamed):
-            raise field_msg(f"sla.rules.{i}", _missing(endpoint, streamed, d, f"remove '{rule.text()}'"))
+            raise field_msg(f"sla.rules[{i}]", _missing(endpoint, streamed, d, f"remove '{rule.text()}'"))
     if profile.load.until:
         d = metric_defs.get(parse_until(profile.load.until).metric)
         if not d.applies_to(streamed):
@@ -83,7 +83,8 @@ def check(profile: Any) -> None:
     if work.batch_size is not None and (top is None or top > MAX_BATCH):
         raise field_msg(
             "workload.batch_size",
-            f"can draw {'without bound' if top is None else top} items; set its max to at most {MAX_BATCH}",
+            (f"can draw {top} items" if top is not None else "has no upper bound")
+            + f"; set its max to at most {MAX_BATCH} (items a request)",
         )
 
 

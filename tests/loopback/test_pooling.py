@@ -80,9 +80,7 @@ class TestAgainstTheScriptedServer:
     def test_the_summary_has_items_per_s_and_no_token_stream(self, server, make_profile, proto):
         """items/s is sum(items) over the window; the metrics block is exactly a pooling run's
         (no TTFT, ITL, TPOT, output tokens/s); no zero-output anomaly for answers without output."""
-        res = run(
-            pooled(make_profile, server.url, proto, n=6, batch={"kind": "uniform", "min": 1, "max": 5})
-        )
+        res = run(pooled(make_profile, server.url, proto, n=6, batch={"kind": "uniform", "min": 1, "max": 5}))
         m, counts = res.summary["metrics"], res.summary["counts"]
         assert list(m) == POOLING_METRICS
         assert list(m["goodput"]) == ["requests_per_s", "attained_fraction"]
@@ -184,8 +182,15 @@ def test_concurrency_1_latency_tracks_the_server_log(server, make_profile, proto
     """At c=1 the client's E2E exceeds the server's own (receipt to answer written) by under
     2 ms median, 5 ms max: the TTFT excess bounds of test_hosted_protocols.py."""
     res = run(
-        pooled(make_profile, server.url, proto, n=10, load__concurrency=1, load__warmup_requests=2,
-               **script(ttft_ms=30))  # fmt: skip
+        pooled(
+            make_profile,
+            server.url,
+            proto,
+            n=10,
+            load__concurrency=1,
+            load__warmup_requests=2,
+            **script(ttft_ms=30),
+        )  # fmt: skip
     )
     log = server.log()
     excess = [
