@@ -53,6 +53,9 @@ class RequestSpec:
     # A batch protocol's items (embeddings: the inputs; rerank: the documents, ``prompt`` being
     # the query); None for a protocol that sends one prompt.
     inputs: tuple[str, ...] | None = None
+    # Their token counts, one a sequence the server runs: each input's, or each query+document
+    # pair's (what a context limit applies to: the items, not their sum).
+    item_tokens: tuple[int, ...] | None = None
 
     @property
     def items(self) -> int | None:

@@ -6,7 +6,8 @@ prompt is every token the request carries (an embeddings request's inputs togeth
 request's query+document pairs, each pair scored as one sequence, as a cross-encoder does) and
 one output token, the step that completes its prompt. It is batched with everything else in
 that step (compute-bound, as every prefill is), and answered whole when the prefill ends: the
-vectors (``embedding_dim`` floats each, a deterministic hash of the input, unit length) or the
+vectors (``embedding_dim`` floats each, unit length, picked by a hash of the input from a
+pool drawn once) or the
 scores (a hash of query and document, in [0, 1)). Its attention is costed as one sequence of
 all the tokens, a little more than the separate sequences a server runs: a simplification the
 docs state. The ground truth logs it like any other request (``output_tokens`` 0).
@@ -14,9 +15,12 @@ docs state. The ground truth logs it like any other request (``output_tokens`` 0
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from typing import Any
+
+import numpy as np
 
 from .config import SimConfig
 from .requests import BadRequest, RequestState
@@ -94,25 +98,30 @@ def answer(state: RequestState, config: SimConfig) -> dict[str, Any]:
     return {"id": state.rid, "model": state.model, "results": results, "usage": usage}
 
 
-def _digest(key: bytes, seed: int, n: int) -> bytes:
-    out, block = b"", 0
-    while len(out) < n:
-        out += hashlib.blake2b(
-            key, digest_size=64, salt=struct.pack("<QQ", seed & (2**64 - 1), block)
-        ).digest()
-        block += 1
-    return out[:n]
+def _seed(key: bytes, seed: int) -> int:
+    salt = struct.pack("<Q", seed & (2**64 - 1))
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8, salt=salt).digest(), "little")
+
+
+# Vectors come from a pool drawn once per (dimension, seed): an answer of 16 x 4096 floats is
+# then a lookup per input, not 16 draws on the event loop that paces every stream.
+POOL_VECTORS = 251
+
+
+@functools.lru_cache(maxsize=8)
+def _pool(dim: int, seed: int) -> tuple[list[float], ...]:
+    rng = np.random.default_rng([seed, dim])
+    m = rng.standard_normal((POOL_VECTORS, dim))
+    m /= np.linalg.norm(m, axis=1, keepdims=True)
+    return tuple(np.round(m, 6).tolist())
 
 
 def vector(key: bytes, dim: int, seed: int = 0) -> list[float]:
-    """A unit vector of ``dim`` floats, the same for the same input (and seed)."""
-    raw = _digest(key, seed, 2 * dim)
-    comps = [(v - 32767.5) / 32768.0 for v in struct.unpack(f"<{dim}H", raw)]
-    norm = sum(c * c for c in comps) ** 0.5 or 1.0
-    return [round(c / norm, 6) for c in comps]
+    """A unit vector of ``dim`` floats to 6 decimals, the same for the same input and seed: the
+    input's hash picks one of ``POOL_VECTORS`` (two inputs share one 1 time in 251)."""
+    return _pool(dim, seed)[_seed(key, seed) % POOL_VECTORS]
 
 
 def score(key: bytes, seed: int = 0) -> float:
     """A relevance score in [0, 1), the same for the same query and document."""
-    (v,) = struct.unpack("<Q", _digest(key, seed, 8))
-    return round(v / 2**64, 6)
+    return round(_seed(key, seed) / 2**64, 6)

@@ -248,16 +248,12 @@ class SimServer:
             return resp
         if st.finish_reason == "abort":  # the server is shutting down
             return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
-        if st.items is not None:
-            answer = pooling_answer(st, self.config)
-            st.finish_ns = now_ns()  # before the write: no client sees the answer before its stamp
-        else:
-            answer = st.full_body(st.words.text(seq.generated), seq.generated)
-        resp = web.Response(
-            body=orjson.dumps(answer),
-            content_type="application/json",
-            headers=headers,
-        )
+        if st.items is None:
+            body = orjson.dumps(st.full_body(st.words.text(seq.generated), seq.generated))
+        else:  # a pooling answer, stamped once built, just before its write: none sees it earlier
+            body = orjson.dumps(pooling_answer(st, self.config))
+            st.finish_ns = now_ns()
+        resp = web.Response(body=body, content_type="application/json", headers=headers)
         await resp.prepare(request)
         await resp.write_eof()
         st.chunk_ns.append(now_ns())

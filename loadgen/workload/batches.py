@@ -44,11 +44,9 @@ class Batches:
             text, got = self.prompts.build(i * ITEM_KEYS + j, n)
             texts.append(text)
             counts.append(got)
-        if self.query:
-            query, q = texts.pop(0), counts.pop(0)
-            total = sum(q + c for c in counts)
-            return RequestSpec(i, query, None, total, 0, model=model, inputs=tuple(texts))
-        return RequestSpec(i, texts[0], None, sum(counts), 0, model=model, inputs=tuple(texts))
+        query, q = (texts.pop(0), counts.pop(0)) if self.query else (texts[0], 0)
+        pairs = tuple(q + c for c in counts)
+        return RequestSpec(i, query, None, sum(pairs), 0, model=model, inputs=tuple(texts), item_tokens=pairs)
 
     def prompt_tokens(self, i: int) -> int:
         return self.request(i).prompt_tokens

@@ -89,7 +89,8 @@ def test_a_pooling_request_is_one_prefill():
 def test_a_run_agrees_with_the_ground_truth(make_profile, proto):
     """A run of 8 requests of 1-5 items: each record's items and prompt tokens equal the ground
     truth's (and the workload's own count, one a word), it was sent before the server received
-    it and read after the server stamped its answer; items/s = sum(items) / window."""
+    it and read after the server stamped its answer; items/s = sum(items) / window; the
+    fidelity block matched every answer."""
     profile = make_profile(
         None,
         target__endpoint=proto,
@@ -124,3 +125,8 @@ def test_a_run_agrees_with_the_ground_truth(make_profile, proto):
         ]
     )
     assert (excess >= 0).all()
+    # the fidelity block matches every answer: no first token, one whole-answer lag each, >= 0
+    fid = res.summary["fidelity"]
+    assert (fid["requests_matched"], fid["requests_unmatched"], fid["chunks_matched"]) == (8, 0, 8)
+    assert fid["first_token_lag_ms"]["count"] == 0 and fid["chunk_lag_ms"]["min"] >= 0
+    assert fid["e2e_error_ms"]["count"] == 8 and fid["e2e_error_ms"]["min"] >= 0
