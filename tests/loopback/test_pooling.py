@@ -13,8 +13,8 @@ import pytest
 import loadgen
 from loadgen import records as R
 from loadgen.cli.console import summary_table
-from loadgen.report import write_report
 from loadgen.report import compare as compare_report
+from loadgen.report import write_report
 from loadgen.report.sections import latency_table, throughput_section
 from loadgen.testing.hostile import HostileServer
 from loadgen.testing.openai_stream import toy_token_count
@@ -190,7 +190,7 @@ def test_concurrency_1_latency_tracks_the_server_log(server, make_profile, proto
             load__concurrency=1,
             load__warmup_requests=2,
             **script(ttft_ms=30),
-        )  # fmt: skip
+        )
     )
     log = server.log()
     excess = [

@@ -15,9 +15,8 @@ from loadgen.sim import SimConfig
 from loadgen.sim.engine import simulate
 from loadgen.workload import Workload
 
-from helpers import run
-
 from .helpers import ThreadedSim
+from helpers import run
 
 
 class TestAnswers:
