@@ -24,7 +24,16 @@ from loadgen.report.conditions import server_rows
 from loadgen.server import fit
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads
 
-BUILT_IN = ("chat", "completions", "triton_generate", "sglang_generate", "responses", "messages")
+BUILT_IN = (
+    "chat",
+    "completions",
+    "triton_generate",
+    "sglang_generate",
+    "responses",
+    "messages",
+    "embeddings",
+    "rerank",
+)
 MINIMAL = {"workload.num_requests": 1, "load.concurrency": 1}
 
 

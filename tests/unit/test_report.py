@@ -60,6 +60,7 @@ CSV_COLUMNS = [
     "session_id",
     "turn",
     "model",
+    "items",
     "prompt_hash",
     "answer_truncated",
     "correct",
