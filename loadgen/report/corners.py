@@ -109,7 +109,9 @@ def memory_and_cost(summary: Summary, cost: Mapping[str, Any] | None) -> str:
             f"prefix-cache hit rate {pct(prefix['hit_rate'])} "
             f"({prefix.get('hits'):,.0f} of {prefix.get('queries'):,.0f} prompt tokens)"
         )
-    if cost is not None:
+    if cost is not None and "usd_per_million_items" in cost:  # embeddings, rerank
+        parts.append(f"{money(cost.get('usd_per_million_items'))} per million items")
+    elif cost is not None:
         parts.append(f"{money(cost.get('usd_per_million_output_tokens'))} per million output tokens")
     else:
         parts.append(

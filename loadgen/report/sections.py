@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen import metric_defs
-from loadgen.analysis.cost import COST_LABEL, COUNT_LABEL, FORMULA
-from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
+from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
 from loadgen.report.client_health import LITTLE_TOLERANCE, client_section, littles_law_section, warning_text
 from loadgen.report.conditions import conditions_section
+from loadgen.report.cost import cost_section
 from loadgen.report.curve import is_curve_plot
 from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot
@@ -255,44 +255,3 @@ def errors_section(summary: Summary) -> Section:
             )
         )
     return Section("Errors", tuple(blocks))
-
-
-def cost_section(cost: dict | None) -> Section:
-    if cost is None:
-        return Section(
-            "Cost",
-            (
-                Text(
-                    f"Not computed: give the price of a GPU-hour (loadgen report --gpu-hour-cost USD, or "
-                    f"--label {COST_LABEL}=USD when running) and the GPU count ({COUNT_LABEL} label or "
-                    "--gpu-count, default 1)."
-                ),
-            ),
-        )
-    src = cost["source"]
-    rate = cost["throughput"]
-    rows = (
-        ("output tokens", num(rate["output_tokens_per_s"]), money(cost["usd_per_million_output_tokens"])),
-        (
-            "total tokens (input + output)",
-            num(rate["total_tokens_per_s"]),
-            money(cost["usd_per_million_total_tokens"]),
-        ),
-        (
-            "output tokens at goodput",
-            num(rate["goodput_output_tokens_per_s"]),
-            money(cost["usd_per_million_output_tokens_at_goodput"]),
-        ),
-    )
-    return Section(
-        "Cost",
-        (
-            Text(
-                f"{money(cost['gpu_hour_cost_usd'])} per GPU-hour ({src[COST_LABEL]}) x "
-                f"{cost['gpu_count']:g} GPU{'' if cost['gpu_count'] == 1 else 's'} ({src[COUNT_LABEL]}) = "
-                f"{money(cost['usd_per_hour'])} per hour."
-            ),
-            Table(("tokens", "tokens/s", "$ per million tokens"), rows, "lrr"),
-            Text(f"{FORMULA}. At goodput, only output of requests that met every SLO counts as delivered."),
-        ),
-    )

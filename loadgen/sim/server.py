@@ -16,10 +16,11 @@ before its stamp.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import orjson
 from aiohttp import web
@@ -81,9 +82,12 @@ class SimServer:
                 web.post("/v1/chat/completions", self._chat),
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
                 web.post("/v1/messages", self._messages),  # Anthropic's Messages API
-                web.post("/v1/embeddings", self._embeddings),  # pooling: answered whole (pooling.py)
-                web.post("/v1/rerank", self._rerank),
-                web.post("/rerank", self._rerank),  # vLLM serves both paths
+                # pooling, answered whole (pooling.py); vLLM serves rerank at both paths
+                web.post(
+                    "/v1/embeddings", functools.partial(self._generate, chat=False, hosted="embeddings")
+                ),
+                web.post("/v1/rerank", functools.partial(self._generate, chat=False, hosted="rerank")),
+                web.post("/rerank", functools.partial(self._generate, chat=False, hosted="rerank")),
                 web.post("/reset_prefix_cache", self._reset),  # vLLM's name
                 web.post("/flush_cache", self._reset),  # SGLang's
             ]
@@ -183,11 +187,8 @@ class SimServer:
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=True, hosted="messages")
 
-    async def _embeddings(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, chat=False, hosted="embeddings")
-
-    async def _rerank(self, request: web.Request) -> web.StreamResponse:
-        return await self._generate(request, chat=False, hosted="rerank")
+    def _pooling(self, endpoint: str) -> Any:
+        return functools.partial(self._generate, chat=False, hosted=endpoint)
 
     async def _generate(self, request: web.Request, chat: bool, hosted: str = "") -> web.StreamResponse:
         """Every protocol's request: parse, stream (or answer whole), log its ground truth.

@@ -7,6 +7,8 @@ table shows TTFT, ITL or TPOT. Records are matched to the logs by response id.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -160,9 +162,13 @@ def test_report_and_compare_show_no_token_stream(server, make_profile, tmp_path)
         "mean requests in flight",
         "requests",
     ]
-    write_report(a.run_dir)
+    write_report(a.run_dir, gpu_hour_cost=3.6)
     md = (a.run_dir / "report.md").read_text()
     assert "TTFT" not in md and "TPOT" not in md and "items/s" in md
+    # what the GPU-hour bought: items and input tokens, no output tokens to price
+    cost = json.loads((a.run_dir / "cost.json").read_text())
+    assert cost["usd_per_million_items"] == 3.6 / 3600 / s["metrics"]["items_per_s"] * 1e6
+    assert cost["usd_per_million_output_tokens"] is None and "| items (inputs, documents) |" in md
     assert not (a.run_dir / "plots" / "cdf_ttft.png").exists()
     assert (a.run_dir / "plots" / "cdf_e2e.png").exists()
     cmp = loadgen.compare([a.run_dir, b.run_dir])
