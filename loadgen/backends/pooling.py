@@ -42,16 +42,18 @@ class JSONAnswer(SSEResponse):
     ``ValueError`` / ``KeyError`` for a shape that is wrong (the record is then
     ``malformed_stream`` with the reason)."""
 
-    __slots__ = ("body",)
+    __slots__ = ("body", "last_ns")
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool = False) -> None:
         super().__init__(rec, live, False)
         self.body = bytearray()
+        self.last_ns = 0  # the arrival of the answer's last bytes: its end (t_end_ns)
 
     def feed(self, t: int, raw: bytes) -> bool:
         if self.error_body is not None:
             return super().feed(t, raw)
         self.body += raw
+        self.last_ns = t
         if len(self.body) > ANSWER_LIMIT:
             fail(self.rec, R.MALFORMED, f"the answer is larger than {ANSWER_LIMIT >> 20} MB", t)
             return False
@@ -61,7 +63,9 @@ class JSONAnswer(SSEResponse):
         rec = self.rec
         if rec.error_class is not None:
             return
-        rec.t_end_ns = t_end
+        # The answer ended when its last bytes arrived, stamped by the transport as they were
+        # read, as a stream's chunks are (not when the transport's call returned, a turn later).
+        rec.t_end_ns = self.last_ns or t_end
         if self.error_body is not None:
             fail(rec, R.http_error_class(rec.http_status or 0), error_text(self.error_body))
             return
