@@ -22,7 +22,7 @@ from loadgen.testing.hostile import HostileServer
 from loadgen.testing.openai_stream import toy_token_count
 from loadgen.workload import Workload
 
-from helpers import assert_percentiles, run
+from helpers import assert_percentiles, cli, run
 
 MS = 1e6
 PROTOCOLS = ("embeddings", "rerank")
@@ -206,3 +206,19 @@ def test_concurrency_1_latency_tracks_the_server_log(server, make_profile, proto
     ]
     assert min(excess) >= 0
     assert_percentiles(excess, f"{proto} c=1 E2E excess over the server's", p50=2.0, max=5.0)
+
+
+def test_the_cli_runs_the_shipped_profile_with_a_batch_size(server, tmp_path):
+    """`loadgen run rerank --url ... --batch-size 3 --input-tokens 8`: exit 0, every record
+    carries 3 documents, and the console prints items/s, not output tokens/s."""
+    out = tmp_path / "reports"
+    res = cli(
+        "run", "rerank", "--url", server.url, "--out", str(out), "--num-requests", "4", "--warmup", "0",
+        "--concurrency", "2", "--batch-size", "3", "--input-tokens", "8", "--no-report", "--no-progress",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
+    lines = (run_dir / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(line)["items"] for line in lines] == [3] * 4
+    assert "items " in res.stdout and "output tok/s" not in res.stdout
