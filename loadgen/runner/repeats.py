@@ -94,8 +94,11 @@ async def run_repeated(
 
 
 def headline_figures(summary: Summary) -> list[tuple[str, str | None, float | None]]:
-    """(metric, stat, value) of each headline figure (``analysis.repeats.HEADLINE``) of a run."""
-    return [(m, s, metric_defs.lookup(summary, m, s)) for m, s in rp.HEADLINE]
+    """(metric, stat, value) of each headline figure (``analysis.repeats.HEADLINE``) the run
+    has (the metrics of its protocol: ``metric_defs.present``)."""
+    return [
+        (m, s, metric_defs.lookup(summary, m, s)) for m, s in rp.HEADLINE if metric_defs.present(summary, m)
+    ]
 
 
 def pooled_summary(

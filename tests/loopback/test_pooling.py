@@ -222,3 +222,19 @@ def test_the_cli_runs_the_shipped_profile_with_a_batch_size(server, tmp_path):
     lines = (run_dir / "requests.jsonl").read_text().splitlines()
     assert [json.loads(line)["items"] for line in lines] == [3] * 4
     assert "items " in res.stdout and "output tok/s" not in res.stdout
+
+
+def test_repeats_give_items_per_s_and_no_ttft_figure(server, make_profile):
+    """An embeddings run repeated twice: its figures over the repeats are the ones it has
+    (E2E, requests/s, items/s, ...), none of a token stream."""
+    res = run(pooled(make_profile, server.url, "embeddings", n=3, load__repeats=2, **script(ttft_ms=5)))
+    figures = [f["figure"] for f in res.summary["repeats"]["figures"]]
+    assert figures == [
+        "p50 e2e_ms",
+        "p99 e2e_ms",
+        "request_throughput_rps",
+        "items_per_s",
+        "goodput_rps",
+        "error_rate",
+    ]
+    assert all(len(f["values"]) == 2 for f in res.summary["repeats"]["figures"])
