@@ -237,9 +237,10 @@ class Workload:
     def realised(self, ids: Iterable[int]) -> dict[str, LengthStats]:
         """Statistics of the prompt and output lengths of the requests actually made."""
         pairs = [(i, *self.lengths(i)) for i in ids]
+        pooled = self._batches is not None  # a pooling answer asks no output
         return {
             "input_tokens": describe([self._expected_prompt_tokens(i, n) for i, n, _ in pairs]),
-            "output_tokens": describe([o for _, _, o in pairs]),
+            "output_tokens": describe([0 if pooled else o for _, _, o in pairs]),
         }
 
 

@@ -202,6 +202,13 @@ class TestWorkload:
         assert [len(t.split()) for t in spec.inputs] == [6] * 4
         assert (spec.prompt_tokens, spec.output_tokens) == (24, 0)
 
+    def test_realised_lengths_are_the_batches(self):
+        """The conditions' sampled lengths: each request's prompt tokens (its items together) and
+        no output."""
+        w = self.workload("embeddings", batch_size=4)
+        got = w.realised(range(3))
+        assert (got["input_tokens"]["mean"], got["output_tokens"]["max"]) == (24, 0)
+
     def test_rerank_counts_the_query_with_each_document(self):
         spec = self.workload("rerank", batch_size=3).request(0)
         assert isinstance(spec.prompt, str) and len(spec.prompt.split()) == 6
