@@ -244,3 +244,14 @@ def test_a_pooling_summary_from_literal_records():
     assert (m["e2e_ms"]["count"], m["e2e_ms"]["min"], m["e2e_ms"]["max"]) == (2, 40.0, 50.0)
     assert m["items_per_s"] == pytest.approx(80.0) and m["input_tokens_per_s"] == pytest.approx(800.0)
     assert "output_tokens_per_s" not in m["goodput"] and s["counts"]["anomalies"]["zero_output_tokens"] == 0
+
+
+def test_a_capacity_search_of_a_pooling_endpoint_is_refused(tmp_path):
+    """`loadgen capacity` stages its load, and its tables and curves are of streams: for an
+    embeddings profile it stops before starting anything, saying what to do instead."""
+    from loadgen.runner.capacity import CapacityError, run_capacity
+
+    path = tmp_path / "p.yaml"
+    path.write_text(TestProfile.EMB + "sla: {e2e_ms: 500}\n")
+    with pytest.raises(CapacityError, match=r"endpoint embeddings answers whole.*loadgen run --rate R"):
+        asyncio.run(run_capacity(load_profile(path), attainment=0.99))
