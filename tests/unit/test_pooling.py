@@ -15,6 +15,7 @@ import pytest
 
 from loadgen import metric_defs as md
 from loadgen import records as R
+from loadgen.analysis import bootstrap as bs
 from loadgen.analysis.metrics import summarize
 from loadgen.backends import registry
 from loadgen.backends.stream import Live
@@ -244,6 +245,8 @@ def test_a_pooling_summary_from_literal_records():
     assert (m["e2e_ms"]["count"], m["e2e_ms"]["min"], m["e2e_ms"]["max"]) == (2, 40.0, 50.0)
     assert m["items_per_s"] == pytest.approx(80.0) and m["input_tokens_per_s"] == pytest.approx(800.0)
     assert "output_tokens_per_s" not in m["goodput"] and s["counts"]["anomalies"]["zero_output_tokens"] == 0
+    # the gate's bootstrap, every request drawn once, gives the summary's items/s
+    assert bs.statistic(bs.RunSamples.from_run(recs, s), "items_per_s", None) == pytest.approx(80.0)
 
 
 def test_a_capacity_search_of_a_pooling_endpoint_is_refused(tmp_path):
