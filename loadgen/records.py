@@ -35,6 +35,42 @@ def http_error_class(status: int) -> str:
     return f"http_{status}"
 
 
+def grpc_error_class(code: str) -> str:
+    """A gRPC call that ended with a status other than OK: ``grpc_<code>`` in lower case
+    (``grpc_unavailable``, ``grpc_invalid_argument``). A refused connection is ``connect`` and a
+    deadline ``timeout``, as over HTTP; every other status keeps its own name rather than
+    borrowing an HTTP code the server never sent."""
+    return f"grpc_{code.lower()}"
+
+
+def set_media(rec: RequestRecord, media: tuple[MediaPart, ...]) -> None:
+    """The record's media columns from what its request carries (nothing when it carries none)."""
+    if not media:
+        return
+    images = [m for m in media if m.kind == "image"]
+    clips = [m for m in media if m.kind == "audio"]
+    rec.images, rec.audio_clips = len(images), len(clips)
+    rec.media_bytes = sum(m.nbytes for m in media)
+    if images:
+        rec.megapixels = sum(m.pixels for m in images) / 1e6
+    if clips:
+        rec.audio_s = sum(m.seconds for m in clips)
+
+
+@dataclass(frozen=True, slots=True)
+class MediaPart:
+    """One image or audio clip a chat request carries in its user message (OpenAI's content
+    parts). Inline media are base64 the workload encoded once per run; a URL the user gave is
+    passed through, never fetched, so its bytes, pixels and seconds are unknown (0)."""
+
+    kind: str  # "image" | "audio"
+    payload: str  # an image's URL (``data:image/png;base64,...`` or the user's), audio's base64 or URL
+    fmt: str  # "png" | "jpeg" | ... for images, "wav" for audio; "url" for a passed-through URL
+    nbytes: int = 0  # bytes of the media file sent inline (its base64 is 4/3 of that on the wire)
+    pixels: int = 0  # an image's width x height
+    seconds: float = 0.0  # an audio clip's duration
+
+
 @dataclass(frozen=True, slots=True)
 class RequestSpec:
     """What one request asks for: built by the workload, sent by a protocol adapter. It lives
@@ -42,7 +78,7 @@ class RequestSpec:
 
     id: int
     prompt: str | list[int]  # the user text, or the full token-id prompt
-    messages: list[dict[str, str]] | None  # chat endpoint only
+    messages: list[dict[str, Any]] | None  # chat endpoint only
     prompt_tokens: int  # exact for token ids or a tokenizer, approximate otherwise
     output_tokens: int  # the max_tokens to request
     expected: str | None = None  # the answer a right reply gives (the quality axis)
@@ -61,6 +97,13 @@ class RequestSpec:
     def items(self) -> int | None:
         """How many items the request carries (None: one prompt, not a batch)."""
         return None if self.inputs is None else len(self.inputs)
+
+    # An agent's request (chat): the function tools it offers and its tool_choice, or the
+    # response_format whose JSON schema its answer is validated against.
+    tools: tuple[dict[str, Any], ...] | None = None
+    tool_choice: Any = None
+    response_format: dict[str, Any] | None = None
+    media: tuple[MediaPart, ...] = ()  # images and audio in the user message (chat only)
 
 
 @dataclass(slots=True)
@@ -86,6 +129,7 @@ class RequestRecord:
     t_first_byte_ns: int | None = None  # first byte of the response body
     t_first_token_ns: int | None = None  # first token-bearing chunk (content or reasoning)
     t_first_content_ns: int | None = None  # first answer (non-reasoning) content
+    t_first_tool_ns: int | None = None  # first token of a tool call (its name or arguments)
     t_end_ns: int | None = None  # end of stream (or of the failure)
     # Every token-bearing chunk (content and reasoning, in arrival order); role-only and empty
     # deltas, finish and usage events are not chunks.
@@ -108,6 +152,22 @@ class RequestRecord:
     turn: int | None = None
     model: str | None = None  # the model (adapter) it asked for, when the run mixes them
     items: int | None = None  # a batch protocol's inputs (embeddings) or documents (rerank) sent
+    finish_reason: str | None = None  # the server's: "stop", "length", "tool_calls", ...
+    # Tool calls the answer made (chat ``delta.tool_calls``): how many and their function
+    # names; their ids and arguments (``tool_call_args``) only while the answer is read (a
+    # next round sends them back) or kept.
+    tool_calls: int = 0
+    tool_names: list[str] | None = None
+    tool_call_args: list[dict[str, str]] | None = None
+    json_valid: bool | None = None  # a response_format answer: parsed and valid against the schema
+    # Media in the prompt (workload.images / workload.audio / a dataset's media columns): how
+    # many images and audio clips, the bytes of their files sent inline, the images' megapixels
+    # and the clips' seconds (None without any). A URL passed through adds a count, nothing else.
+    images: int = 0
+    audio_clips: int = 0
+    media_bytes: int = 0
+    megapixels: float | None = None
+    audio_s: float | None = None
     # The quality axis, when the run keeps answers (output.answers) or scores them: a digest of
     # the exact prompt sent (runs compare answers only on identical prompts), the answer's
     # content as the streamed pieces (one a chunk, about one token each; cut to a budget),
@@ -127,7 +187,11 @@ class RequestRecord:
 
 
 _FIELD_NAMES = frozenset(f.name for f in dataclasses.fields(RequestRecord))
-TEXT_FIELDS: tuple[str, ...] = ("answer",)  # free text: in requests.jsonl, never in a record table
+TEXT_FIELDS: tuple[str, ...] = (
+    "answer",
+    "tool_names",
+    "tool_call_args",
+)  # free text: in requests.jsonl, never in a record table
 
 
 class SinkError(OSError):

@@ -86,8 +86,9 @@ FIDELITY_ROWS: tuple[str, ...] = (
     f"{fidelity.PREFIX}requests_matched",
 )
 FIDELITY_VERDICT_ROW = f"{fidelity.PREFIX}verdict"
-# Each run's own score against expected answers (``summary.quality``), when some run has one.
-QUALITY_ROWS: tuple[str, ...] = ("quality.accuracy", "quality.scored")
+# Each run's own score against expected answers (``summary.quality``), when some run has one;
+# the valid share of its structured answers, when some run validated them.
+QUALITY_ROWS: tuple[str, ...] = ("quality.accuracy", "quality.scored", "quality.json_valid")
 
 
 def metric_value(summary: Summary, row: str) -> float | None:
@@ -252,7 +253,8 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     names = _unique_names([s.name for s in sources])
     rows = tuple(r for r in TABLE_ROWS if _some_run_has(summaries, r))
     rows += FIDELITY_ROWS if any(s.get("fidelity") for s in summaries) else ()
-    rows += QUALITY_ROWS if any(metric_value(s, QUALITY_ROWS[0]) is not None for s in summaries) else ()
+    rows += QUALITY_ROWS[:2] if any(metric_value(s, QUALITY_ROWS[0]) is not None for s in summaries) else ()
+    rows += QUALITY_ROWS[2:] if any(metric_value(s, QUALITY_ROWS[2]) is not None for s in summaries) else ()
     table = pd.DataFrame(
         {n: [metric_value(s, row) for row in rows] for n, s in zip(names, summaries)},
         index=list(rows),

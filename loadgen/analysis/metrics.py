@@ -217,7 +217,9 @@ def metrics_block(
     samples = _samples(table, derived)
     applies = {d.name for d in metric_defs.applicable(streamed)}
     out: dict[str, Any] = {
-        d.name: distribution(samples[d.name]) for d in metric_defs.DISTRIBUTIONS if d.name in applies
+        d.name: distribution(samples[d.name])
+        for d in metric_defs.DISTRIBUTIONS
+        if d.name in applies and (not d.when_present or bool(np.isfinite(samples[d.name]).any()))
     }
     out_all = filled(table, "output_tokens")[keep]
     in_tokens = int(filled(table, "prompt_tokens")[keep][ok].sum())

@@ -25,17 +25,20 @@ MAX_TURN_ROWS = 16
 
 
 def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> Quality | None:
-    """Accuracy of the measured ok requests scored against an expected answer; None when no
-    request carried one and no answer was kept."""
+    """Accuracy of the measured ok requests scored against an expected answer, and the valid
+    share of those validated against a response_format's JSON schema; None when no request
+    carried either and no answer was kept."""
     measured = ~table.column("warmup")
     ok = table.column("ok") & measured
     correct = table.column("correct")
     scored = ok & ~np.isnan(correct)
+    valid = table.column("json_valid")
+    checked = ok & ~np.isnan(valid)
     kept = ok & (table.column("prompt_hash") != None)  # noqa: E711 - elementwise over objects
-    if not scored.any() and not answers_kept:
+    if not scored.any() and not checked.any() and not answers_kept:
         return None
     n, right = int(scored.sum()), int((correct[scored] == 1.0).sum())
-    return {
+    block: Quality = {
         "scored": n,
         "correct": right,
         "accuracy": right / n if n else None,
@@ -43,6 +46,11 @@ def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> Qualit
         "answers_truncated": int((table.column("answer_truncated") & kept).sum()),
         "max_chars": max_chars if answers_kept else None,
     }
+    if checked.any():
+        n_json, n_valid = int(checked.sum()), int((valid[checked] == 1.0).sum())
+        block["json_scored"], block["json_valid_answers"] = n_json, n_valid
+        block["json_valid"] = n_valid / n_json
+    return block
 
 
 def sessions(table: RecordTable) -> Sessions | None:

@@ -18,6 +18,8 @@ Adding a protocol = one new module here plus its tests, nothing else:
    of ``token_ids``/``text_only``, ``messages``, ``server_tokenize``, ``needs_model``,
    ``engine``, ``SOURCES`` and ``options()`` (see ``StreamingBackend``).
 2. Import the module below (where it goes is where it is listed).
+   A protocol that does not go over HTTP (``triton_grpc``) also sets ``wire`` and brings its
+   own transport (``open_transport``, ``payload``; see ``StreamingBackend``).
 3. Test it against a scripted server (``loadgen.testing``), as tests/test_native_protocols.py
    does for Triton and SGLang.
 """
@@ -31,7 +33,8 @@ from loadgen.backends import triton  # triton_generate
 from loadgen.backends import sglang  # sglang_generate
 from loadgen.backends import responses  # responses (OpenAI's Responses API)
 from loadgen.backends import messages  # messages (Anthropic's Messages API)
+from loadgen.backends import triton_grpc  # triton_grpc (Triton's KServe v2 gRPC stream)
 from loadgen.backends import pooling  # embeddings, rerank (answered whole, not streamed)
 # isort: on
 
-__all__ = ["messages", "openai", "pooling", "registry", "responses", "sglang", "triton"]
+__all__ = ["messages", "openai", "pooling", "registry", "responses", "sglang", "triton", "triton_grpc"]

@@ -25,7 +25,8 @@ from loadgen import records as R
 from loadgen.backends.identity import ServerIdentity
 from loadgen.backends.send import send_stream
 from loadgen.backends.stream import Live, SSEResponse
-from loadgen.backends.transports.base import Transport
+from loadgen.backends.transports import make_transport
+from loadgen.backends.transports.base import Transport, TransportOptions
 from loadgen.errors import RunError
 from loadgen.redact import redact_url
 
@@ -131,7 +132,10 @@ class StreamingBackend:
       server's ``/tokenize`` can fit its prompts to exact lengths (counting the messages, with
       the chat template, when ``messages``). ``needs_model``: ``target.model`` must be given.
       ``model_mix``: its body names the model each request asks for (``RequestSpec.model``),
-      so ``workload.models`` can mix adapters over it.
+      so ``workload.models`` can mix adapters over it. ``tool_use``: it sends a request's
+      function tools and response_format (``workload.tools``, ``workload.response_format``) and
+      reads the tool calls of its answer. ``media``: its user message carries images and audio
+      as content parts (``RequestSpec.media``: ``workload.images``/``audio``).
     - ``streamed``: its answer streams tokens, so TTFT, ITL, TPOT and output tokens/s describe
       it; False for a protocol answered whole (embeddings, rerank: ``pooling.py``), whose runs
       report request latency and items per second instead (``metric_defs``' ``applies``);
@@ -143,8 +147,12 @@ class StreamingBackend:
       ``BackendOptions`` holds.
     - ``HEADERS``: headers every request of the protocol carries (Anthropic's version), and
       ``auth_headers(key)`` when ``target.api_key_env``'s key goes elsewhere than a bearer token.
+    - ``wire``: what carries its requests. "http" (the default): the run's HTTP transport
+      (``target.transport``). Anything else names a transport the protocol brings itself
+      (``triton_grpc``: "grpc", a gRPC channel); it then overrides ``open_transport`` and
+      ``payload`` (its request is not JSON), and its ``URL_SCHEMES`` say what ``target.url`` may be.
 
-    The hot path is ``send``: one ``body``, one ``orjson.dumps``, one consumer, the transport.
+    The hot path is ``send``: one ``payload`` (``body`` as JSON), one consumer, the transport.
     """
 
     name: ClassVar[str] = ""
@@ -159,9 +167,13 @@ class StreamingBackend:
     model_mix: ClassVar[bool] = False
     streamed: ClassVar[bool] = True
     query: ClassVar[bool] = False
+    tool_use: ClassVar[bool] = False
+    media: ClassVar[bool] = False
     engine: ClassVar[str | None] = None
     SOURCES: ClassVar[tuple[tuple[str, str], ...]] = (("version", "/version"), ("models", "/v1/models"))
     HEADERS: ClassVar[Mapping[str, str]] = {}
+    wire: ClassVar[str] = "http"
+    URL_SCHEMES: ClassVar[tuple[str, ...]] = ("http", "https")
 
     __slots__ = ("opts", "transport", "live", "count_tokens", "keep_texts", "path")
 
@@ -207,9 +219,23 @@ class StreamingBackend:
         """The backend for a profile's ``target`` section and the model its probe settled on."""
         return cls(cls.options(target, model), transport, live, count_tokens)
 
+    @classmethod
+    def open_transport(cls, kind: str, opts: TransportOptions) -> Transport:
+        """The transport this protocol's requests go over: the run's HTTP transport of ``kind``
+        (``target.transport``); a protocol of another ``wire`` opens its own."""
+        return make_transport(kind, opts)
+
+    async def ready(self) -> None:
+        """Anything the backend must learn from the server once, before its first request
+        (``triton_grpc``: the model's inputs); the runner and every worker await it."""
+
     def body(self, spec: R.RequestSpec) -> dict[str, Any]:
         """The JSON body of ``spec``'s request."""
         raise NotImplementedError
+
+    def payload(self, spec: R.RequestSpec) -> bytes:
+        """The bytes ``spec``'s request sends: its ``body`` as JSON."""
+        return orjson.dumps(self.body(spec))
 
     async def send(self, spec: R.RequestSpec, rec: R.RequestRecord) -> None:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
@@ -217,7 +243,7 @@ class StreamingBackend:
         await send_stream(
             self.transport,
             self.path,
-            orjson.dumps(self.body(spec)),
+            self.payload(spec),
             stream,
             rec,
             spec,

@@ -24,8 +24,10 @@ from loadgen.backends.base import (
     server_headers,
     unreachable,
 )
+from loadgen.backends.media_parts import with_media
 from loadgen.backends.registry import register
 from loadgen.backends.stream import Live, SSEResponse
+from loadgen.backends.tool_calls import ToolCalls
 from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
 
@@ -101,6 +103,11 @@ class OpenAIBackend(StreamingBackend):
             body["messages"] = spec.messages
         else:
             body["prompt"] = spec.prompt
+        if spec.tools is not None:
+            body["tools"] = spec.tools
+            body["tool_choice"] = spec.tool_choice
+        if spec.response_format is not None:
+            body["response_format"] = spec.response_format
         if o.ignore_eos:
             body["ignore_eos"] = True
         if o.include_usage or o.continuous_usage_stats:
@@ -117,7 +124,7 @@ class _Stream(SSEResponse):
     """Push-style consumer of one response: the transport calls ``head`` then ``feed`` per read
     (with the read's arrival time); ``finish`` when the body is complete (see SSEResponse)."""
 
-    __slots__ = ("usage", "prev_completion", "continuous", "timings")
+    __slots__ = ("usage", "prev_completion", "continuous", "timings", "tools")
     requires_done = True
     chat: bool  # a chat delta (``choices[0].delta``) or a completions choice (``.text``)
 
@@ -127,6 +134,7 @@ class _Stream(SSEResponse):
         self.timings: Any = None
         self.prev_completion = 0
         self.continuous = False
+        self.tools: ToolCalls | None = None  # made at a chat answer's first tool_calls piece
 
     def on_events(self, t: int, events: list[bytes]) -> bool:
         rec = self.rec
@@ -148,38 +156,59 @@ class _Stream(SSEResponse):
                 self.timings = obj["timings"]
             if choices:
                 c = choices[0]
+                finish = c.get("finish_reason")
+                if finish is not None:
+                    if not isinstance(finish, str):
+                        raise TypeError(f"finish_reason is {type(finish).__name__}, not a string")
+                    rec.finish_reason = finish
                 reasoning: Any = None
                 if chat:
                     d = c.get("delta") or {}
+                    calls = d.get("tool_calls")
+                    if calls:
+                        if self.tools is None:
+                            self.tools = ToolCalls()
+                        piece = self.tools.feed(calls)
+                        if piece:
+                            self.chunk(t, self._tokens(u), piece, tool=True)
                     text = d.get("content")
                     if not text:
                         reasoning = d.get("reasoning_content") or d.get("reasoning")
                         if not reasoning:
-                            continue  # role-only or empty delta: not a token
+                            continue  # role-only, empty or tool-call delta: no text token
                 else:
                     text = c.get("text")
                     if not text:
                         continue
                 if not isinstance(text or reasoning, str):
                     raise TypeError(f"the token text is {type(text or reasoning).__name__}, not a string")
-                n = 1
-                if u and "completion_tokens" in u:
-                    # continuous_usage_stats: the cumulative count says how many tokens
-                    # this event really carried (speculative decoding, merged steps).
-                    n = u["completion_tokens"] - self.prev_completion
-                    self.prev_completion = u["completion_tokens"]
-                    self.continuous = True
-                    if n < 1:
-                        n = 1
-                self.chunk(t, n, text or reasoning, reasoning is not None)
+                self.chunk(t, self._tokens(u), text or reasoning, reasoning is not None)
             elif "error" in obj or obj.get("object") == "error":
                 # {"error": {...}} mid-stream, or older vLLM's top-level {"object": "error", ...}
                 return self.error_event(t, data)
         return True
 
+    def _tokens(self, u: Any) -> int:
+        """Tokens one token-bearing event carried: 1, or with continuous_usage_stats what the
+        cumulative count grew by (speculative decoding, merged steps)."""
+        if not (u and "completion_tokens" in u):
+            return 1
+        n = u["completion_tokens"] - self.prev_completion
+        self.prev_completion = u["completion_tokens"]
+        self.continuous = True
+        return max(n, 1)
+
+    def unfinished(self) -> str:
+        return self.tools.open_call() if self.tools is not None else ""
+
     def on_end(self) -> None:
         rec = self.rec
         rec.ok = True
+        if self.tools is not None:
+            rec.tool_calls = len(self.tools)
+            rec.tool_names = self.tools.names()
+            if rec.answer is not None:  # read: a next round sends the calls back
+                rec.tool_call_args = self.tools.detail()
         tm = self.timings
         if isinstance(tm, dict):
             rec.server_prompt_ms = _ms(tm.get("prompt_ms"))
@@ -214,7 +243,15 @@ class ChatBackend(OpenAIBackend):
     PATH = "/v1/chat/completions"
     STREAM = _ChatStream
     messages = True
+    tool_use = True
     text_only = "the chat endpoint only takes text messages"
+    media = True  # images and audio as content parts of the user message
+
+    def body(self, spec: R.RequestSpec) -> dict[str, Any]:
+        body = super().body(spec)
+        if spec.media and spec.messages is not None:
+            body["messages"] = with_media(spec.messages, spec.media)
+        return body
 
 
 @register

@@ -157,7 +157,8 @@ class SSEResponse:
             fail(rec, R.MALFORMED, what)
             return
         if self.requires_done and not self.done:
-            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]")
+            where = self.unfinished()
+            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]" + (f" ({where})" if where else ""))
             return
         try:
             self.on_end()
@@ -165,15 +166,19 @@ class SSEResponse:
             rec.ok = False
             self.shape_error(t_end, [], exc)
 
-    def chunk(self, t: int, n: int, text: str, reasoning: bool = False) -> None:
-        """Record one token-bearing event: arrival ``t``, ``n`` tokens."""
+    def chunk(self, t: int, n: int, text: str, reasoning: bool = False, tool: bool = False) -> None:
+        """Record one token-bearing event: arrival ``t``, ``n`` tokens; ``tool``: a piece of a
+        tool call (timed and counted as output, no part of the answer's text)."""
         rec = self.rec
         rec.chunk_times_ns.append(t)
         rec.chunk_tokens.append(n)
         self.live.tokens += n
         if rec.t_first_token_ns is None:
             rec.t_first_token_ns = t
-        if reasoning:
+        if tool:
+            if rec.t_first_tool_ns is None:
+                rec.t_first_tool_ns = t
+        elif reasoning:
             rec.reasoning_times_ns.append(t)
             rec.reasoning_tokens.append(n)
         else:
@@ -190,6 +195,10 @@ class SSEResponse:
 
     def on_end(self) -> None:
         raise NotImplementedError
+
+    def unfinished(self) -> str:
+        """What a stream that closed early was in the middle of (a tool call), for its error."""
+        return ""
 
     def malformed(self, t: int, data: bytes) -> bool:
         fail(self.rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)

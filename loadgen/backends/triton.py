@@ -55,6 +55,40 @@ from loadgen.redact import redact_url
 TritonOptions = BackendOptions  # model, ignore_eos, extra_body, timeout_s: nothing of its own
 
 
+def generate_fields(spec: R.RequestSpec, opts: BackendOptions) -> dict[str, Any]:
+    """A Triton generate request's fields: the one list both Triton protocols send, the HTTP
+    generate extension as its JSON body, gRPC's ``ModelStreamInfer`` as one input tensor each
+    (``triton_grpc.py``). ``ignore_eos`` is ``min_length: max_tokens``; ``target.extra_body``
+    adds fields or removes one (null)."""
+    n = spec.output_tokens
+    body: dict[str, Any] = {
+        "text_input": spec.prompt,
+        "max_tokens": n,
+        "stream": True,
+        "bad_words": "",
+        "stop_words": "",
+    }
+    if opts.ignore_eos:
+        body["min_length"] = n
+    return merge_extra(body, opts.extra_body)
+
+
+def take_response(stream: SSEResponse, t: int, text: str, n_out: int | None, n_in: int | None) -> bool:
+    """One Triton response's outputs, counted the same way whatever carried them: a response
+    with non-empty ``text_output`` is one token-bearing chunk of one token, or of ``n_out``
+    (``num_output_tokens``) when the model returns it; ``n_in`` (``num_input_tokens``) is the
+    prompt's count. True when the response carried its own token count."""
+    if n_in is not None:
+        stream.rec.prompt_tokens = n_in
+    if not text:
+        return False  # an empty (often the final, flags-only) response: not a token
+    if n_out is None:
+        stream.chunk(t, 1, text)
+        return False
+    stream.chunk(t, max(1, n_out), text)
+    return True
+
+
 class _TritonStream(SSEResponse):
     """Events carry the newly decoded text; the stream ends with the response."""
 
@@ -76,20 +110,11 @@ class _TritonStream(SSEResponse):
                 return self.error_event(t, data)
             if rec.response_id is None:
                 rec.response_id = obj.get("id") or self.rid
-            n_in = _scalar(obj.get("num_input_tokens"))
-            if n_in is not None:
-                rec.prompt_tokens = n_in
             if isinstance(text, list):  # a batch-shaped output tensor: [["..."]] or ["..."]
                 text = "".join(str(x[0] if isinstance(x, list) and x else x) for x in text)
-            if not text:
-                continue  # an empty (often the final, flags-only) response: not a token
-            n = _scalar(obj.get("num_output_tokens"))
-            if n is None:
-                n = 1
-            else:
+            n_out, n_in = _scalar(obj.get("num_output_tokens")), _scalar(obj.get("num_input_tokens"))
+            if take_response(self, t, text or "", n_out, n_in):
                 self.continuous = True
-                n = max(1, n)
-            self.chunk(t, n, text)
         return True
 
     def on_end(self) -> None:
@@ -114,17 +139,7 @@ class TritonBackend(StreamingBackend):
     SOURCES = (("version", "/v2"), ("model_metadata", "/v2/models/{name}"))
 
     def body(self, spec: R.RequestSpec) -> dict[str, Any]:
-        n = spec.output_tokens
-        body: dict[str, Any] = {
-            "text_input": spec.prompt,
-            "max_tokens": n,
-            "stream": True,
-            "bad_words": "",
-            "stop_words": "",
-        }
-        if self.opts.ignore_eos:
-            body["min_length"] = n
-        return merge_extra(body, self.opts.extra_body)
+        return generate_fields(spec, self.opts)
 
     @classmethod
     async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:

@@ -1,5 +1,5 @@
 """The console's lines for the summary's blocks that add to a run's table: production-like
-traffic (accuracy, TTFT by turn, a LoRA mix's models, the prefix-cache hit rate) and the
+traffic (accuracy, TTFT by turn, a LoRA mix's models, the media sent, the prefix-cache hit rate) and the
 measurement's fidelity.
 
 Console text belongs to the CLI: ``analysis/`` returns the blocks as data, and these turn them
@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from loadgen.analysis import traffic
+from loadgen.report import speculative
 
 
 def traffic_lines(summary: dict[str, Any]) -> list[str]:
@@ -18,10 +19,15 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
     the server's prefix-cache hit rate."""
     lines = []
     q = summary.get("quality")
-    if q:
+    if q and (q["scored"] or q["answers_kept"] or not q.get("json_scored")):
         acc = "not scored" if q["accuracy"] is None else f"accuracy {q['accuracy']:.1%}"
         kept = f"; {q['answers_kept']} answers kept" if q["answers_kept"] else ""
         lines.append(f"quality     {acc} ({q['correct']} of {q['scored']} scored answers right){kept}")
+    if q and q.get("json_scored"):
+        lines.append(
+            f"json valid  {q['json_valid']:.1%} ({q['json_valid_answers']} of {q['json_scored']} "
+            "structured answers valid against the schema)"
+        )
     sess = summary.get("sessions")
     if sess and sess["by_turn"]:
         turns = ", ".join(
@@ -36,6 +42,12 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
             f"model {r['model']}  sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  TTFT p50 "
             + ("-" if ttft is None else f"{ttft:.1f} ms")
         )
+    media = summary.get("media")
+    if media:
+        lines.append(media_line(media))
+    spec = summary.get("speculative")
+    if spec:
+        lines.append("speculative " + speculative.line(spec))
     cache = (summary.get("server") or {}).get("prefix_cache") or {}
     hit = cache.get("hit_rate")
     if hit is not None and (hit > 0 or traffic.shares_prefix(summary)):
@@ -65,3 +77,24 @@ def fidelity_line(block: dict[str, Any]) -> str:
     if block["reasons"]:
         text += " (" + "; ".join(block["reasons"]) + ")"
     return text
+
+
+def media_line(media: dict[str, Any]) -> str:
+    """What the requests' media were: counts and sizes, per request, and their rates."""
+    per, parts, rates = media["per_request"], [], []
+    if media["images"]:
+        parts.append(
+            f"{media['images']} images ({media['megapixels']:.1f} MP, {per['images']:.2f} a request)"
+        )
+        if media["megapixels_per_s"] is not None:
+            rates.append(f"{media['megapixels_per_s']:.2f} MP/s")
+    if media["audio_clips"]:
+        parts.append(
+            f"{media['audio_clips']} audio clips ({media['audio_s']:.1f} s, {per['audio_s']:.2f} s a request)"
+        )
+        if media["audio_s_per_s"] is not None:
+            rates.append(f"{media['audio_s_per_s']:.2f} audio s/s")
+    if media["media_bytes_per_s"] is not None:
+        rates.append(f"{media['media_bytes_per_s'] / 1e6:.2f} MB/s")
+    sent = f"{media['media_bytes'] / 1e6:.1f} MB sent"
+    return "media       " + ", ".join(parts) + f"; {sent}" + (f"; {', '.join(rates)}" if rates else "")

@@ -10,7 +10,18 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
+
+# What each exit code means, the one list (the documentation's reference page renders it).
+EXIT_CODES = {
+    EXIT_OK: "done: the run finished and every rule held (or the command had no rules to check)",
+    EXIT_SLA_FAIL: "a verdict failed: an SLA rule (`--fail-on-sla`), a gate's rule, a capacity search "
+    "that found no rate meeting the SLA, an experiment with a failed cell",
+    EXIT_BAD_INPUT: "bad input, caught before any load: a profile or flag that does not validate, an "
+    "unreachable server, a missing file; the one error line names the field and the fix",
+    EXIT_INTERRUPTED: "stopped by Ctrl-C or SIGTERM; every finished record is kept and summarised",
+    EXIT_BROKEN_PIPE: "the reader of loadgen's output left early (`loadgen ... | head`)",
+}
 
 
 def die(msg: str) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 from loadgen.cli.capacity import cmd_capacity
 from loadgen.cli.common import (
     EXIT_BAD_INPUT,
+    EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_SLA_FAIL,
@@ -49,7 +50,8 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SLA_FAIL", "bu
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    from loadgen.cli.console import ProgressView, print_summary
+    from loadgen.cli.console import print_summary
+    from loadgen.cli.live_view import live_view
     from loadgen.config import load_profile
 
     try:
@@ -69,14 +71,17 @@ def cmd_run(a: argparse.Namespace) -> int:
                 f"export {profile.target.api_key_env}=<your key>"
             )
 
-    view = ProgressView(enabled=profile.output.progress and sys.stderr.isatty())
+    watch, view, exporters = live_view(a, profile)
     raise_fd_limit()
     try:
         with view:
-            result = run_loop(_run_until_stopped(profile, api_key, view))
+            result = run_loop(_run_until_stopped(profile, api_key, view, watch))
     except KeyboardInterrupt:
         print("loadgen: aborted; records finished so far are in the run's requests.jsonl", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        for exporter in exporters:
+            exporter.close()
     report = None if a.no_report else _report_after_run(result.run_dir)
     print_summary(result)
     if report is not None:
@@ -84,7 +89,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     return _run_exit_code(result, fail_on_sla=a.fail_on_sla)
 
 
-async def _run_until_stopped(profile: Any, api_key: str | None, view: Any) -> Any:
+async def _run_until_stopped(profile: Any, api_key: str | None, view: Any, watch: Any = None) -> Any:
     """The run, stopped cleanly by the first Ctrl-C or a SIGTERM (in-flight requests cancelled,
     the summary written); a second Ctrl-C aborts at once."""
     from loadgen.runner import api
@@ -105,7 +110,7 @@ async def _run_until_stopped(profile: Any, api_key: str | None, view: Any) -> An
     loop.add_signal_handler(signal.SIGINT, on_sigint)
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     return await api.run_async(
-        profile, api_key=api_key, stop=stop, on_progress=view.update, on_status=view.note
+        profile, api_key=api_key, stop=stop, on_progress=view.update, on_status=view.note, watch=watch
     )
 
 
@@ -150,7 +155,15 @@ def cmd_sim(a: argparse.Namespace) -> int:
     except SimConfigError as exc:
         return die(str(exc))
     try:
-        serve(config, a.host, a.port, ground_truth_path=Path(a.ground_truth) if a.ground_truth else None)
+        serve(
+            config,
+            a.host,
+            a.port,
+            ground_truth_path=Path(a.ground_truth) if a.ground_truth else None,
+            grpc_port=a.grpc_port,
+        )
+    except ImportError as exc:
+        return die(f"--grpc-port needs gRPC ({exc}): install loadgen[grpc]")
     except OSError as exc:
         return die(f"cannot listen on {a.host}:{a.port}: {exc}")
     except KeyboardInterrupt:
@@ -284,3 +297,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return die(str(exc))
     except SystemExit as exc:
         return int(exc.code or 0)
+    except BrokenPipeError:  # `loadgen ... | head`: the reader left; no traceback, and none at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE

@@ -19,12 +19,25 @@ from loadgen.cli.selfcheck import add_parser as add_selfcheck
 __all__ = ["FLAG_PATHS", "build_parser", "duration", "overrides", "parse_sla"]
 
 
+class _Version(argparse.Action):
+    """``--version``: the release, and for a source install the checkout's commit (asked of git
+    only when the flag is given, not each time the parser is built)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kw: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print loadgen's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from loadgen import __version__
+        from loadgen.runner.conditions import git_commit
+
+        commit = git_commit()
+        parser.exit(message=f"loadgen {__version__}" + (f" (git {commit})" if commit else "") + "\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``loadgen`` parser: one subcommand per command, each documented by ``--help``."""
-    from loadgen import __version__
-
     p = argparse.ArgumentParser(prog="loadgen", description="Load-test and benchmark LLM inference servers.")
-    p.add_argument("--version", action="version", version=f"loadgen {__version__}")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(
         dest="command",
         required=True,
@@ -60,6 +73,12 @@ def _sim(sub: Any) -> None:
         default=[],
         metavar="FIELD=VALUE",
         help="any simulator setting, e.g. --set max_num_seqs=64 (repeatable)",
+    )
+    s.add_argument(
+        "--grpc-port",
+        type=int,
+        help="also serve Triton's KServe v2 gRPC frontend (ModelStreamInfer) on this port, for "
+        "--endpoint triton_grpc (needs loadgen[grpc])",
     )
     s.add_argument("--ground-truth", help="write the per-request ground-truth log (JSONL) here")
 

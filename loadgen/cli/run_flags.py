@@ -194,7 +194,29 @@ def _run_output(run: argparse.ArgumentParser) -> None:
     g.add_argument("--name", help="run name (part of the run id)")
     g.add_argument("--out", help="directory for run folders (default: reports)")
     g.add_argument("--run-id", help="folder name for this run (default: time-name-random)")
-    g.add_argument("--no-progress", action="store_true", help="no live progress bar")
+    g.add_argument("--no-progress", action="store_true", help="no live view (the same as --ui none)")
+    g.add_argument(
+        "--ui",
+        choices=("dashboard", "progress", "none"),
+        help="the live view: dashboard (tails, rates, errors, the server's queue, the client's health; "
+        "the default on a terminal), progress (one progress bar) or none",
+    )
+    g.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="serve loadgen's own live metrics (requests, in flight, TTFT/ITL/E2E histograms, tokens) "
+        "to Prometheus on 127.0.0.1:PORT/metrics while the run goes (0: any free port)",
+    )
+    g.add_argument(
+        "--metrics-host", default="127.0.0.1", help="address --metrics-port listens on (default 127.0.0.1)"
+    )
+    g.add_argument(
+        "--otlp",
+        metavar="URL",
+        help="push the same metrics as OpenTelemetry (GenAI semantic conventions) to an OTLP/HTTP "
+        "collector, e.g. http://127.0.0.1:4318 (pip install 'loadgen[otel]')",
+    )
     g.add_argument(
         "--no-report",
         action="store_true",

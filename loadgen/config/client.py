@@ -22,8 +22,12 @@ class ServerMetricsConfig(StrictModel):
     knows (vLLM, SGLang, TensorRT-LLM, the simulator) and otherwise notes why not in the summary;
     the run goes on either way."""
 
+    # Scrape the server's Prometheus /metrics during the run (its own view, on one clock with the
+    # client's).
     enabled: bool = True
+    # Seconds between scrapes.
     interval_s: float = Field(1.0, ge=0.05)
+    # Where the server serves its metrics.
     path: str = Field("/metrics", pattern=r"^/")
 
 
@@ -37,7 +41,9 @@ class ClientConfig(StrictModel):
     ``ray://head:10001``; then ``workers`` counts actors and ``auto`` means one per cluster
     CPU minus one). One worker runs in the loadgen process itself."""
 
+    # Processes that drive the load (auto: one per usable core); each its own event loop.
     workers: int | Literal["auto"] = 1
+    # Drive the load from Ray actors: auto, local, or ray://head:10001.
     ray: str | None = None
 
     @field_validator("workers", mode="before")
@@ -70,9 +76,13 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class OutputConfig(StrictModel):
+    # Folder the run folder is made in.
     dir: str = "reports"
+    # The run folder's name (default: time, profile name and a random suffix).
     run_id: str | None = None
+    # Show the live progress bar.
     progress: bool = True
+    # Whether records keep the answers' text.
     answers: AnswersConfig = AnswersConfig()
 
     @field_validator("run_id")

@@ -33,7 +33,8 @@ FIDELITY_METRICS: tuple[str, ...] = tuple(
 )
 OUTPUT_AGREEMENT = "output_agreement"
 ACCURACY = "quality.accuracy"
-QUALITY_METRICS: tuple[str, ...] = (OUTPUT_AGREEMENT, ACCURACY)
+JSON_VALID = "quality.json_valid"  # structured output's valid share (workload.response_format)
+QUALITY_METRICS: tuple[str, ...] = (OUTPUT_AGREEMENT, ACCURACY, JSON_VALID)
 _PERCENT = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*%\s*$")
 
 

@@ -22,12 +22,15 @@ Tokens = Annotated[Int, Field(ge=1, le=MAX_TOKENS)]
 
 class FixedLength(StrictModel):
     kind: Literal["fixed"] = "fixed"
+    # The length, in tokens (a bare integer in a profile means this).
     value: Tokens
 
 
 class UniformLength(StrictModel):
     kind: Literal["uniform"] = "uniform"
+    # Shortest length, in tokens.
     min: Tokens
+    # Longest length, in tokens.
     max: Tokens
 
     @model_validator(mode="after")
@@ -38,6 +41,7 @@ class UniformLength(StrictModel):
 
 
 class _Clipped(StrictModel):
+    # Draws below it are clipped to it.
     min: Tokens = 1
     max: Tokens | None = None  # None: clipped at MAX_TOKENS
 
@@ -52,7 +56,9 @@ class NormalLength(_Clipped):
     """Normal, clipped to [min, max]: clipping piles mass on the bounds, which is intended."""
 
     kind: Literal["normal"] = "normal"
+    # Mean length, in tokens.
     mean: float = Field(le=MAX_TOKENS)
+    # Standard deviation, in tokens.
     std: float = Field(ge=0, le=MAX_TOKENS)
 
 
@@ -60,6 +66,7 @@ class LognormalLength(_Clipped):
     """Lognormal given by its mean in tokens (not the log-space mu) and log-space sigma."""
 
     kind: Literal["lognormal"] = "lognormal"
+    # Median length in tokens (the distribution's e^mu).
     mean: float = Field(gt=0, le=MAX_TOKENS)
     sigma: float = Field(gt=0, le=10)  # e**(10**2) is already far past any length
 
@@ -68,7 +75,9 @@ class EmpiricalLength(StrictModel):
     """Resample observed lengths with replacement, given inline or as a file (ints or JSON)."""
 
     kind: Literal["empirical"] = "empirical"
+    # Lengths drawn from with equal weight.
     values: tuple[Tokens, ...] | None = None
+    # A file of lengths (one integer per line), drawn from with equal weight.
     file: str | None = None
     _loaded: tuple[int, ...] = PrivateAttr(default=())
 

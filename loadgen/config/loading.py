@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from loadgen.config.messages import render_validation_error, yaml_error_problem
 from loadgen.config.schema import Profile
+from loadgen.config.tools import READER
 from loadgen.errors import ConfigError
 
 _PATH_KEYS = (
@@ -24,6 +25,9 @@ _PATH_KEYS = (
     ("workload", "prompt", "tokenizer"),
     ("workload", "dataset", "path"),
     ("workload", "trace", "path"),
+    ("workload", "tools"),  # the shorthand `tools: file.json`
+    ("workload", "tools", "file"),
+    ("workload", "response_format", "json_schema", "file"),
     ("target", "ca_bundle"),
 )
 
@@ -220,6 +224,14 @@ def _read_yaml(path: Path) -> dict:
     return data
 
 
+def _read_data_file(path: str, what: str) -> Any:
+    """A data file a profile names (tools, a JSON schema): one JSON or YAML document."""
+    try:
+        return load_yaml(Path(path).read_bytes(), path, what)
+    except (ConfigError, OSError) as exc:
+        raise ValueError(str(exc)) from None
+
+
 def load_profile(
     path: str | Path | None, overrides: Mapping[str, Any] = {}, sets: Sequence[str] = ()
 ) -> Profile:
@@ -247,7 +259,8 @@ def load_profile(
         staged = isinstance(load, dict) and bool(load.get("stages") or load.get("sweep"))
         work = data.get("workload") if isinstance(data, dict) else None
         trace = isinstance(work, dict) and work.get("trace") is not None
-        return Profile.model_validate(data, context={"staged": staged, "trace": trace})
+        context = {"staged": staged, "trace": trace, READER: _read_data_file}
+        return Profile.model_validate(data, context=context)
     except ValidationError as exc:
         raise ConfigError(render_validation_error(exc, Profile), source=source) from None
 

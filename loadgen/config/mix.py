@@ -20,7 +20,9 @@ MAX_MODELS = 1000
 class ModelShare(StrictModel):
     """One model name a request may ask for, and its share of the requests (``weighted``)."""
 
+    # A model or adapter name the server serves.
     name: str = Field(min_length=1, max_length=500)
+    # Its share of requests (weights are normalised).
     weight: float = Field(1.0, gt=0, le=1e9)
 
 
@@ -29,7 +31,9 @@ class ModelMix(StrictModel):
     ``round_robin`` asks for the names in order (request i: ``mix[i % len(mix)]``), which
     cycles adapters deterministically, the worst case for a server holding few of them."""
 
+    # weighted: each request draws a model by weight; round_robin: in turn.
     choice: Literal["weighted", "round_robin"] = "weighted"
+    # The models and their weights.
     mix: tuple[ModelShare, ...] = Field(min_length=1, max_length=MAX_MODELS)
 
     @model_validator(mode="after")

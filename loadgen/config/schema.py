@@ -18,10 +18,12 @@ from loadgen.config import pooling
 from loadgen.config.base import Arrival, Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
+from loadgen.config.media import AudioConfig, ImagesConfig
 from loadgen.config.mix import ModelMixField
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
 from loadgen.config.target import TargetConfig
+from loadgen.config.tools import ResponseFormatConfig, ToolsField
 from loadgen.config.traffic import (
     DatasetConfig,
     PrefixConfig,
@@ -67,8 +69,11 @@ def _within_fd_limit(v: int | None) -> int | None:
 
 
 class PromptConfig(StrictModel):
+    # Where prompts come from (synthetic: deterministic text, unique from its first token).
     source: Literal["synthetic"] = "synthetic"
+    # A local tokenizer.json: exact prompt lengths.
     tokenizer: str | None = None
+    # Tokens of a system prompt before each prompt.
     system_prompt_tokens: Int = Field(0, ge=0, le=1 << 22)
     # Without a local tokenizer, fit text prompts to exact lengths with the server's /tokenize
     # when it offers one (vLLM does; "never" keeps the word-count approximation).
@@ -81,11 +86,17 @@ class PromptConfig(StrictModel):
 
 
 class WorkloadConfig(StrictModel):
+    # Seeds every draw (lengths, prompts, arrivals): the same seed, the same requests.
     seed: Int = Field(0, ge=0, le=2**63 - 1)
+    # Measured requests to send (warm-up comes on top).
     num_requests: Int | None = Field(None, ge=1, le=MAX_REQUESTS)
+    # Seconds to send for (the first of the two limits ends the run).
     duration_s: float | None = Field(None, gt=0, le=MAX_DURATION_S)
+    # Prompt lengths, in tokens: an integer, or a length distribution.
     input_tokens: LengthDist = FixedLength(value=512)
+    # Output lengths, in tokens (max_tokens, with ignore_eos): an integer or a length distribution.
     output_tokens: LengthDist = FixedLength(value=128)
+    # How prompts are made.
     prompt: PromptConfig = PromptConfig()
     # Production-like traffic (traffic.py): at most one of dataset / trace / tasks picks the
     # prompts; prefix and sessions shape them.
@@ -99,6 +110,12 @@ class WorkloadConfig(StrictModel):
     # A pooling endpoint's items a request (embeddings' inputs, rerank's documents), each of
     # input_tokens; absent: 1 (pooling.py checks it against the endpoint).
     batch_size: LengthDist | None = None
+    # What an agent's requests carry (tools.py): function tools, and a JSON schema for answers.
+    tools: ToolsField | None = None
+    response_format: ResponseFormatConfig | None = None
+    # Generated media in each chat request's user message (media.py).
+    images: ImagesConfig | None = None
+    audio: AudioConfig | None = None
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -120,6 +137,15 @@ class WorkloadConfig(StrictModel):
             )
         if self.sessions is not None and self.models is not None:
             raise field_msg("models", "a mix draws a model a request; sessions are not mixed yet, remove one")
+        if self.sessions is not None and (self.tools is not None or self.response_format is not None):
+            raise field_msg(
+                "sessions",
+                "send no tools or response_format yet; an agent's conversation is tools.rounds, "
+                "remove sessions",
+            )
+        media = [k for k in ("images", "audio") if getattr(self, k) is not None]
+        if self.sessions is not None and media:
+            raise field_msg(media[0], "media go in single requests; sessions carry text only, remove one")
         return self
 
     @model_validator(mode="after")
@@ -140,13 +166,21 @@ class LoadConfig(StrictModel):
     """Closed loop (``concurrency`` slots) or open loop (``rate`` requests/s), never both; or
     several load levels in turn (``stages``, or a ``sweep`` of one knob): see stages.py."""
 
+    # Closed loop: this many users.
     concurrency: Int | None = Field(None, ge=1)
+    # Open loop: requests per second.
     rate: float | None = Field(None, gt=0, le=1e6)
+    # Open-loop arrival process: poisson, constant or gamma.
     arrival: Arrival = "poisson"
+    # Gamma arrivals' shape: below 1 burstier than Poisson.
     burstiness: float = Field(1.0, gt=0, le=1e6)
+    # Open loop: at most this many in flight.
     max_concurrency: Int | None = Field(None, ge=1)
+    # Requests sent first and excluded from the figures.
     warmup_requests: Int = Field(0, ge=0, le=MAX_REQUESTS)
+    # Several load levels in one run, one after the other.
     stages: tuple[StageConfig, ...] = Field((), max_length=MAX_STAGES)
+    # Stages laid out from a list or range of levels.
     sweep: SweepConfig | None = None
     # Each stage also ends once this statistic is known this precisely ('p99 ttft_ms ±5%'):
     # config/until.py; its count or duration is then the limit of a stage that never gets there.
@@ -228,15 +262,20 @@ class LoadConfig(StrictModel):
 
 
 class Profile(StrictModel):
+    # The profile's name (in the run folder's name and the report).
     name: str = Field("custom", max_length=200)
+    # What the profile is for.
     description: str = Field("", max_length=10_000)
     target: TargetConfig = TargetConfig()
     # Validated from {} when absent so the error says what is missing inside the section.
     workload: WorkloadConfig = Field(default_factory=dict, validate_default=True)
     load: LoadConfig = Field(default_factory=dict, validate_default=True)
     sla: SlaConfig = SlaConfig()
+    # Free key-value labels recorded in the conditions (compare and experiments read them).
     labels: StrDict = {}
     output: OutputConfig = OutputConfig()
+    # The built-in simulator's settings when no URL is given (preset, time_scale, ...; see The
+    # built-in simulator).
     sim: dict[str, Any] = {}
     server_metrics: ServerMetricsConfig = ServerMetricsConfig()
     client: ClientConfig = ClientConfig()
@@ -258,11 +297,12 @@ class Profile(StrictModel):
         load, work = self.load, self.workload
         if work.trace is not None and (load.stages or load.sweep is not None):
             raise field_msg("load", "stages and sweeps set their own rates; a trace replays its own")
-        if work.sessions is not None and (self.client.workers != 1 or self.client.ray):
+        rounds = work.tools is not None and work.tools.rounds > 1
+        if (work.sessions is not None or rounds) and (self.client.workers != 1 or self.client.ray):
             raise field_msg(
                 "client",
-                "multi-turn sessions run in one process (a session's turns wait on each other's "
-                "answers); set client.workers: 1 (--workers 1) and no client.ray",
+                "multi-turn sessions and tool rounds run in one process (a conversation's turns wait "
+                "on each other's answers); set client.workers: 1 (--workers 1) and no client.ray",
             )
         return self
 
@@ -279,6 +319,27 @@ class Profile(StrictModel):
     @model_validator(mode="after")
     def _fits_the_protocol(self):
         pooling.check(self)  # streamed or pooling: which metrics, batches and sources apply
+        return self
+
+    @model_validator(mode="after")
+    def _endpoint_takes_tools(self):
+        work = self.workload
+        for key in ("tools", "response_format"):
+            if getattr(work, key) is not None and not registry.backend(self.target.endpoint).tool_use:
+                takes = ", ".join(registry.names(lambda b: b.tool_use))
+                raise field_msg("workload", f"{key}: endpoint {self.target.endpoint} sends none; use {takes}")
+        return self
+
+    @model_validator(mode="after")
+    def _media_has_a_shape(self):
+        w = self.workload
+        asked = [k for k in ("images", "audio") if getattr(w, k) is not None]
+        if asked and not registry.backend(self.target.endpoint).media:
+            takes = ", ".join(registry.names(lambda b: b.media))
+            raise field_msg(
+                f"workload.{asked[0]}",
+                f"endpoint {self.target.endpoint} carries no media content parts; use {takes}",
+            )
         return self
 
     @model_validator(mode="after")

@@ -64,9 +64,13 @@ def parse_rule(text: str) -> ParsedRule:
 class SlaRule(StrictModel):
     """A run-level pass/fail rule on a percentile (or a run scalar), written as one string."""
 
+    # A metric of the registry (see Metrics).
     metric: str
+    # Its statistic for a distribution: p50, p90, p95, p99, p99_9, mean, ...
     stat: str | None = None
+    # The comparison: <, <=, >, >=.
     op: Op
+    # The bound, in the metric's unit.
     threshold: float
 
     @model_validator(mode="before")
@@ -116,6 +120,7 @@ class SlaConfig(_Slos):
     """Per-request SLOs (for goodput: each registry SLO, e.g. ``ttft_ms``, a bound in ms every
     good request meets) and run-level rules (for the pass/fail verdict)."""
 
+    # Run-level rules for the pass/fail verdict, e.g. 'p99 ttft_ms < 700'.
     rules: tuple[SlaRule, ...] = ()
     # Failed / (ok + failed) above which every verdict fails, whatever the latency rules say:
     # percentiles are of the ok requests, so without it a run with most requests failed could

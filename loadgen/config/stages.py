@@ -37,15 +37,25 @@ class StageConfig(StrictModel):
     """One load level: closed loop (``concurrency``) or open loop (``rate``), for a duration or
     a request count (whichever ends first), with an optional ramp into it."""
 
+    # The stage's name in reports (default: its load, e.g. c=8).
     name: str | None = Field(None, max_length=100)
+    # Closed loop: this many users, each sending its next request when its last one ended.
     concurrency: Int | None = Field(None, ge=1)
+    # Open loop: requests per second, sent on a seeded schedule whatever the server does.
     rate: float | None = Field(None, gt=0, le=1e6)
+    # Open-loop arrival process: poisson, constant or gamma.
     arrival: Arrival = "poisson"
+    # Gamma arrivals' shape: below 1 burstier than Poisson, above 1 more even.
     burstiness: float = Field(1.0, gt=0, le=1e6)
+    # Open loop: at most this many in flight; waiting for a slot is client lag.
     max_concurrency: Int | None = Field(None, ge=1)
+    # The stage ends after this many seconds.
     duration_s: float | None = Field(None, gt=0, le=30 * 86_400)
+    # The stage ends after this many measured requests.
     num_requests: Int | None = Field(None, ge=1, le=10_000_000)
+    # Users (or rate) ramp up linearly over this many seconds; what the ramp sends is warm-up.
     ramp_s: float = Field(0.0, ge=0, le=86_400)
+    # Requests sent first and excluded from the figures.
     warmup_requests: Int = Field(0, ge=0, le=10_000_000)
 
     @model_validator(mode="after")
@@ -62,12 +72,19 @@ class SweepConfig(StrictModel):
     and/or ``stage_requests``, by default the workload's ``duration_s`` / ``num_requests``; each
     stage begins with ``load.warmup_requests`` warm-up requests and its ramp."""
 
+    # One stage per level: a list, or a range such as '1:64:x2'.
     concurrency: list[int] | str | None = None
+    # One stage per rate (req/s): a list, or a range such as '2:20:+2'.
     rate: list[float] | str | None = None
+    # Open-loop arrival process: poisson, constant or gamma.
     arrival: Arrival = "poisson"
+    # Gamma arrivals' shape: below 1 burstier than Poisson.
     burstiness: float = Field(1.0, gt=0, le=1e6)
+    # Each stage's duration in seconds.
     stage_duration_s: float | None = Field(None, gt=0, le=86_400)
+    # Each stage's count of measured requests.
     stage_requests: Int | None = Field(None, ge=1, le=10_000_000)
+    # Each stage's ramp in seconds.
     ramp_s: float = Field(0.0, ge=0, le=86_400)
 
     @field_validator("concurrency", "rate", mode="before")

@@ -21,23 +21,53 @@ from loadgen.config.base import StrDict, StrictModel, existing_file, field_msg
 # RFC 9110 token characters: what a header name may be made of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+RESET_METHODS = ("POST", "GET")  # what a reset hook may send: the transports speak both
+
+
+def reset_hook(hook: str) -> tuple[str, str]:
+    """``"POST /reset_prefix_cache"`` (or a bare path, POSTed) as (method, path); ValueError
+    saying the form when it is not one."""
+    method, _, path = hook.strip().rpartition(" ")
+    method = method.strip().upper() or "POST"
+    if method not in RESET_METHODS or not path.startswith("/") or _CONTROL.search(path) or "://" in path:
+        raise ValueError(
+            f"{hook[:60]!r} is not a reset hook: write a path on the target starting with /, "
+            "optionally after POST or GET, such as /reset_prefix_cache (vLLM) or "
+            "'POST /flush_cache' (SGLang)"
+        )
+    return method, path
+
+
 _ENV_NAME = re.compile(r"^(?:[A-Z_][A-Z0-9_]*|[a-z_][a-z0-9_]*)$")
 
 
 class TargetConfig(StrictModel):
     """The server under test. ``url: null`` means loadgen starts its built-in simulator."""
 
+    # The server's base URL (http:// or https://); none: the built-in simulator serves the run.
     url: str | None = None
     # The wire protocol: a name in loadgen.backends.registry (chat, completions: OpenAI-compatible;
     # triton_generate: Triton's generate extension; sglang_generate: SGLang's /generate; ...).
     endpoint: str = "chat"
+    # The model (or adapter) name requests ask for; none: the first one the server's /v1/models
+    # lists.
     model: str | None = None
+    # The NAME of the environment variable holding the API key (never the key itself); sent as the
+    # protocol's auth header and scrubbed from every file.
     api_key_env: str | None = None
+    # Extra HTTP headers on every request (a value that looks secret is scrubbed from every file).
     headers: StrDict = {}
+    # JSON merged into every request body (a null removes a default field), e.g. {temperature: 0}.
     extra_body: dict[str, Any] = {}
+    # Ask the server to generate exactly the requested output length (ignore_eos / min_tokens);
+    # false for servers that reject it.
     ignore_eos: bool = True
+    # Ask for the stream's final usage block (stream_options.include_usage): the server's own token
+    # counts.
     include_usage: bool = True
+    # Ask vLLM for usage on every chunk: exact tokens per event (continuous_usage_stats).
     continuous_usage_stats: bool = False
+    # text, or token_ids: exact-length token-id prompts (completions endpoints that accept them).
     prompt_format: Literal["text", "token_ids"] = "text"
     # Requests whose prompt plus max_tokens exceed the server's context (max_model_len; for
     # llama.cpp the context of one slot), known before the run: refuse the run and say which
@@ -46,30 +76,37 @@ class TargetConfig(StrictModel):
     # HTTP client, a name in loadgen.backends.transports.TRANSPORTS: httptools (asyncio Protocol
     # over llhttp, the cheapest per streamed token), aiohttp, or httpx.
     transport: str = "httptools"
+    # Per-request limit for the whole response; past it the request is a timeout error, never the
+    # run's.
     timeout_s: float = Field(600.0, gt=0, le=86_400)
+    # Limit for opening a connection (TCP and TLS).
     connect_timeout_s: float = Field(10.0, gt=0, le=3600)
+    # Limit between two reads of a response: a stalled stream fails its request after it.
     read_timeout_s: float = Field(120.0, gt=0, le=86_400)
     # https:// only: a PEM file of CAs to trust (a private CA), or no verification at all for
     # a lab server (recorded in the run's conditions and flagged in the report).
     ca_bundle: str | None = None
+    # Verify the server's certificate (false: a lab server; recorded in the conditions and flagged
+    # in the report).
     verify_tls: bool = True
     # Headers whose values are secrets beyond the usual ones (Authorization, X-Api-Key, cookies,
     # any name with key/token/secret/auth...): their values are scrubbed from every stored file.
     secret_headers: tuple[str, ...] = ()
-    # A path POSTed (with the run's headers, credentials included) before the load starts, and
+    # Hooks run (with the run's headers, credentials included) before the load starts, and
     # before each repeat: the server's cache flush, so no run inherits the last one's warm prefix
-    # cache. vLLM: /reset_prefix_cache; SGLang: /flush_cache (the built-in simulator serves both).
-    reset_path: str | None = None
+    # cache. Each is "METHOD /path" (POST or GET) or a bare "/path" (POST); one or a list.
+    # vLLM: /reset_prefix_cache; SGLang: /flush_cache (the built-in simulator serves both).
+    reset_path: tuple[str, ...] | None = None
+
+    @field_validator("reset_path", mode="before")
+    @classmethod
+    def _one_or_more(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
 
     @field_validator("reset_path")
     @classmethod
-    def _path_only(cls, v: str | None) -> str | None:
-        if v is not None and (not v.startswith("/") or _CONTROL.search(v) or " " in v or "://" in v):
-            raise ValueError(
-                f"{v[:60]!r} is not a path on the target; write one starting with /, such as "
-                "/reset_prefix_cache (vLLM) or /flush_cache (SGLang)"
-            )
-        return v
+    def _hooks(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if not v else tuple(" ".join(reset_hook(h)) for h in v)
 
     @field_validator("url")
     @classmethod
@@ -133,6 +170,19 @@ class TargetConfig(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _url_fits_the_protocol(self):
+        schemes = registry.backend(self.endpoint).URL_SCHEMES
+        scheme = urlsplit(self.url).scheme if self.url else None
+        if scheme is not None and scheme not in schemes:
+            grpc = " or ".join(registry.names(lambda b: scheme in b.URL_SCHEMES))
+            raise field_msg(
+                "url",
+                f"{scheme}:// is not a URL for target.endpoint {self.endpoint} (it takes "
+                f"{', '.join(s + '://' for s in schemes)}){f'; {scheme}:// is for {grpc}' if grpc else ''}",
+            )
+        return self
+
+    @model_validator(mode="after")
     def _token_ids_need_completions(self):
         backend = registry.backend(self.endpoint)
         if self.prompt_format == "token_ids" and not backend.token_ids:
@@ -149,9 +199,13 @@ def _one_of(value: str, names: tuple[str, ...]) -> str:
     return value
 
 
+_SCHEMES = ("http", "https", "grpc", "grpcs")
+
+
 def check_url(v: str) -> str:
-    """``v`` if it is an http:// or https:// URL with a host and a valid port; else a ValueError
-    that says what to write instead."""
+    """``v`` if it is an http://, https:// (or, for a gRPC protocol, grpc:// or grpcs://) URL
+    with a host and a valid port; else a ValueError that says what to write instead. Which
+    schemes the endpoint takes is checked with the endpoint (``_url_fits_the_protocol``)."""
     if _CONTROL.search(v) or " " in v:
         raise ValueError(f"{v[:60]!r} holds spaces or control characters")
     if "://" not in v:
@@ -163,8 +217,11 @@ def check_url(v: str) -> str:
         raise ValueError(
             f"{v[:60]!r} is not a valid URL ({exc}); e.g. http://127.0.0.1:8000 or http://[::1]:8000"
         ) from None
-    if parts.scheme not in ("http", "https"):
-        raise ValueError(f"scheme {parts.scheme!r} is not supported; use http:// or https://")
+    if parts.scheme not in _SCHEMES:
+        raise ValueError(
+            f"scheme {parts.scheme!r} is not supported; use http:// or https:// "
+            "(grpc:// for target.endpoint triton_grpc)"
+        )
     if not parts.hostname:
         raise ValueError(f"{v[:60]!r} names no host; e.g. http://127.0.0.1:8000")
     if port == 0:

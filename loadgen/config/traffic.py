@@ -27,13 +27,20 @@ class DatasetConfig(StrictModel):
     ``workload.output_tokens`` instead (entries without one always do); the filters drop
     entries outside the bounds before the seed orders them."""
 
+    # A local dataset file (ShareGPT JSON or JSONL; never fetched).
     path: str
+    # auto (by content), sharegpt or jsonl.
     format: Literal["auto", "sharegpt", "jsonl"] = "auto"
+    # data: each entry's own answer length; profile: workload.output_tokens.
     output_lengths: Literal["data", "profile"] = "data"
     match: Literal["exact", "contains"] = "exact"  # how an entry's `expected` is scored
+    # Entries with shorter prompts are skipped.
     min_input_tokens: Int = Field(1, ge=1, le=MAX_TOKENS)
+    # Entries with longer prompts are skipped.
     max_input_tokens: Int | None = Field(None, ge=1, le=MAX_TOKENS)
+    # Entries with shorter answers are skipped.
     min_output_tokens: Int = Field(1, ge=1, le=MAX_TOKENS)
+    # Entries with longer answers are skipped.
     max_output_tokens: Int | None = Field(None, ge=1, le=MAX_TOKENS)
 
     @field_validator("path")
@@ -50,10 +57,15 @@ class TraceConfig(StrictModel):
     time (2: twice as long, half the rate); ``start_s``/``window_s`` pick a slice of it in the
     trace's own seconds."""
 
+    # A local trace file of arrival times and lengths (Mooncake, Azure or loadgen's native JSONL).
     path: str
+    # auto (by content), mooncake, azure or native.
     format: Literal["auto", "mooncake", "azure", "native"] = "auto"
+    # Replay speed: 2 sends the trace twice as fast.
     time_scale: float = Field(1.0, gt=0, le=1e6)
+    # Seconds of the trace skipped before the replay starts.
     start_s: float = Field(0.0, ge=0)
+    # Seconds of the trace replayed (none: to its end).
     window_s: float | None = Field(None, gt=0)
 
     @field_validator("path")
@@ -68,8 +80,11 @@ class PrefixConfig(StrictModel):
     ``fraction`` of the requests belong to one of ``groups`` (drawn by the seed), the rest
     share nothing. The prefix is counted in the request's input length."""
 
+    # Tokens of a prefix the requests of one group share (a system prompt, a document).
     shared_tokens: Int = Field(0, ge=0, le=MAX_TOKENS)
+    # How many distinct shared prefixes.
     groups: Int = Field(1, ge=1, le=1_000_000)
+    # Fraction of requests that carry a group's prefix.
     fraction: float = Field(1.0, ge=0, le=1)
 
 
@@ -77,10 +92,15 @@ class ThinkTime(StrictModel):
     """Seconds a user takes between an answer and their next turn: ``fixed`` (value),
     ``uniform`` (min..max) or ``exponential`` (mean)."""
 
+    # fixed, uniform or exponential.
     kind: Literal["fixed", "uniform", "exponential"] = "fixed"
+    # Seconds (fixed).
     value: float = Field(0.0, ge=0, le=MAX_THINK_S)
+    # Shortest pause in seconds (uniform).
     min: float = Field(0.0, ge=0, le=MAX_THINK_S)
+    # Longest pause in seconds (uniform).
     max: float = Field(0.0, ge=0, le=MAX_THINK_S)
+    # Mean pause in seconds (exponential).
     mean: float = Field(0.0, ge=0, le=MAX_THINK_S)
 
     @model_validator(mode="after")
@@ -103,7 +123,9 @@ class SessionsConfig(StrictModel):
     ``workload.input_tokens``, after a think time. ``load.concurrency`` is then the number of
     sessions running at once, ``load.rate`` the sessions starting per second."""
 
+    # Turns per session (a length distribution of turn counts).
     turns: LengthDist = FixedLength(value=4)
+    # The user's pause between an answer and the next turn.
     think_time_s: Annotated[ThinkTime, BeforeValidator(_seconds_are_fixed)] = ThinkTime()
 
     @model_validator(mode="after")
@@ -119,6 +141,7 @@ class TasksConfig(StrictModel):
     """The built-in task set with exact answers (arithmetic, copy, recall), generated from the
     seed: accuracy beside latency. Answers are scored by each task's own rule."""
 
+    # Which built-in task kinds to draw prompts from (answers scored by each kind's rule).
     kinds: tuple[str, ...] = ("arithmetic", "copy", "recall")
 
     @field_validator("kinds")
@@ -137,5 +160,7 @@ class AnswersConfig(StrictModel):
     be compared for output agreement; at most ``max_chars`` characters of each (the rest is
     cut and ``answer_truncated`` says so). Scoring against expected answers needs no kept text."""
 
+    # Keep each answer's text in requests.jsonl (for output agreement and scoring).
     keep: bool = False
+    # Characters of an answer kept.
     max_chars: Int = Field(4096, ge=1, le=1 << 20)

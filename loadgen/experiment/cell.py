@@ -19,10 +19,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from loadgen import metric_defs
-from loadgen.backends import registry
 from loadgen.config import Profile, load_profile
 from loadgen.config.shipped import resolve_profile
 from loadgen.errors import LoadgenError
@@ -91,6 +88,8 @@ def profile_for(
         ov["target.url"] = url
     if b.model is not None:
         ov["target.model"] = config.filled(b.model)
+    if b.reset:  # the run's own reset hooks: before the load, with the run's headers
+        ov["target.reset_path"] = b.reset
     labels = {**config.labels, "experiment": exp.name, **(extra_labels or {})}
     if config.gpu_hour_cost is not None:
         labels.update(gpu_hour_cost=f"{config.gpu_hour_cost:g}", gpu_count=f"{config.gpus:g}")
@@ -127,8 +126,6 @@ async def run_cell(
                 stack.callback(server.stop)
                 extra = {"serve_command": server.command, "server_version": server.version or "unknown"}
             profile = profile_for(exp, source, config, cell.repeat, folder, url, extra)
-            if b.reset and url is not None:
-                await reset(url, b.reset, api_key, profile.target.endpoint)
             res = await _watched_run(exp, profile, server, api_key, stop, status)
     except Exception as exc:  # noqa: BLE001 - whatever failed, fails this cell alone (scrubbed)
         if stop.is_set():  # a server start or a reset cut short by the user
@@ -190,24 +187,6 @@ async def _watched_run(
     finally:
         cell_stop.set()
         await watcher
-
-
-async def reset(url: str, hooks: list[str], api_key: str | None, endpoint: str) -> None:
-    """Each ``METHOD /path`` hook in turn, with the key as the cell's protocol sends it
-    (a bearer token, or Anthropic's x-api-key); anything but a 2xx fails the cell."""
-    headers = registry.backend(endpoint).auth_headers(api_key) if api_key else {}
-    async with httpx.AsyncClient(timeout=30.0, headers=headers) as client:
-        for hook in hooks:
-            method, _, path = hook.strip().partition(" ")
-            try:
-                r = await client.request(method.upper(), url + path.strip())
-            except httpx.HTTPError as exc:
-                raise LoadgenError(f"reset {hook}: {type(exc).__name__}: {exc}") from None
-            if not 200 <= r.status_code < 300:
-                raise LoadgenError(
-                    f"reset {hook}: the server answered {r.status_code}: {r.text[:200]} (vLLM serves "
-                    "/reset_prefix_cache only with VLLM_SERVER_DEV_MODE=1 in its env; SGLang /flush_cache)"
-                )
 
 
 def _keep_log(log: Path, run_dir: Path, scrubber: Scrubber) -> Path | None:

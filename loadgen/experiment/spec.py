@@ -44,6 +44,7 @@ from loadgen.config import ConfigError
 from loadgen.config.base import Int, StrictModel
 from loadgen.config.loading import load_yaml
 from loadgen.config.messages import render_validation_error
+from loadgen.config.target import reset_hook
 
 __all__ = [
     "Backend",
@@ -57,7 +58,6 @@ __all__ = [
 
 KINDS = ("url", "sim", "serve", "results")  # a backend is exactly one of these
 BUILTIN_FIELDS = ("port", "model")  # placeholders filled without a matrix key
-RESET_METHODS = ("POST", "GET", "PUT")
 Scalar = str | int | float | bool
 
 
@@ -130,11 +130,7 @@ class Backend(StrictModel):
     @field_validator("reset")
     @classmethod
     def _reset(cls, v: list[str]) -> list[str]:
-        for hook in v:
-            method, _, path = hook.strip().partition(" ")
-            if method.upper() not in RESET_METHODS or not path.strip().startswith("/"):
-                raise ValueError(f"reset {hook!r}: 'METHOD /path', e.g. 'POST /reset_prefix_cache'")
-        return v
+        return [" ".join(reset_hook(hook)) for hook in v]
 
     @model_validator(mode="after")
     def _kind(self) -> Backend:

@@ -18,6 +18,11 @@ def _run(name: str, path: tuple[str, ...], unit: str, label: str, description: s
     return MetricDef(name, "run", path, unit, label, description, **kw)
 
 
+# The loadgen version whose CHANGELOG.md entry last changed what a metric means or how it is
+# computed (not a new metric beside the others): a summary names it, so two runs' figures can be
+# told comparable. Change it, and add the entry under "Metric definitions", with any such change.
+DEFINITIONS_CHANGED = "0.1.0"
+
 # Distributions first, in summary.json's order; then run scalars, in compare's row order.
 METRICS: tuple[MetricDef, ...] = (
     _dist(
@@ -134,6 +139,23 @@ METRICS: tuple[MetricDef, ...] = (
         report="latency",
         compare=False,
         same_as="e2e_ms",
+    ),
+    # An agent's load (workload.tools): how long until the model started calling a tool, the
+    # latency a tool-using agent waits on before it can run the tool. Only where some request
+    # made a tool call; not resampled, so the gate does not bound it.
+    _dist(
+        "ttft_tool_ms",
+        "TTFT (tool call)",
+        "ok_requests",
+        "time to the first tool-call token: first tool_calls piece (name or arguments) minus send",
+        formula=Span("t_send_ns", "t_first_tool_ns"),
+        title="time to the first tool-call token",
+        console=True,
+        report="latency",
+        compare=False,
+        gate=False,
+        when_present=True,
+        applies="streamed",
     ),
     _run(
         "request_throughput_rps",
@@ -299,13 +321,16 @@ SAME_WITHIN_FRACTION, SAME_WITHIN_MS = 0.01, 0.1
 def table_shows(summary: Mapping[str, Any], d: MetricDef) -> bool:
     """Whether the console's and the report's tables show ``d`` (where its flags put it) for
     ``summary``: whenever it is in the summary (a metric that does not apply to the run's
-    protocol is not: no empty TTFT rows for an embeddings run), unless it has a ``same_as``;
-    then only when it does not match that one (see ``SAME_WITHIN_FRACTION``). Equality is
+    protocol is not: no empty TTFT rows for an embeddings run); a ``when_present`` one where the
+    summary has samples of it; else always, unless it has a ``same_as``; then only when it does
+    not match that one (see ``SAME_WITHIN_FRACTION``). Equality is
     not exact even in a closed loop: a slot stamps ``t_sched`` and the request's send a fraction
     of a millisecond apart (building and encoding the request), which moves no stat visibly; a
     client that sent late moves the stats by its lateness."""
     if not present(summary, d.name):
         return False
+    if d.when_present:
+        return isinstance(lookup(summary, d.name), dict)
     if d.same_as is None:
         return True
     mine, theirs = lookup(summary, d.name), lookup(summary, d.same_as) or {}

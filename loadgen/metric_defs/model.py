@@ -141,6 +141,10 @@ class MetricDef:
         """Whether a run of a streamed (or, False, a pooling) protocol has this metric."""
         return self.applies == "all" or (self.applies == "streamed") == streamed
 
+    # Defined only for some requests' kind (a tool call): in summary.json, and a table row, only
+    # where some request has a sample, so a run without that kind shows no empty row.
+    when_present: bool = False
+
     @property
     def plot_title(self) -> str:
         return self.title or self.label

@@ -77,6 +77,7 @@ def write_report(
     give_back_freed_memory()  # after `loadgen run`, the load's freed heap would add to this peak
     from loadgen.analysis.metrics import request_frame
     from loadgen.report.html import render_html
+    from loadgen.report.interactive import interactive_section, with_interactive
     from loadgen.report.markdown import render_markdown
     from loadgen.report.plots import chunk_plots
     from loadgen.report.sections import build_sections
@@ -100,6 +101,7 @@ def write_report(
         written[rel] = path
 
     sections = build_sections(summary, cost, _write_plots(summary, table, early, run_dir, put))
+    sections = with_interactive(sections, interactive_section(summary, table))
     title = f"loadgen report: {summary.get('run_id')}"
     put(REPORT_MD, render_markdown(title, sections).encode())
     put(REPORT_HTML, render_html(title, sections).encode())

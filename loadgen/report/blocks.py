@@ -34,7 +34,16 @@ class Image:
     png: bytes = field(repr=False, default=b"")
 
 
-Block = Table | Alert | Text | Image
+@dataclass(frozen=True, slots=True)
+class Markup:
+    """Markup report.html shows as it is (built by loadgen from numbers, every value escaped),
+    and the ``text`` report.md shows in its place."""
+
+    html: str = field(repr=False)
+    text: str
+
+
+Block = Table | Alert | Text | Image | Markup
 
 
 @dataclass(frozen=True, slots=True)

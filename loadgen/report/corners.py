@@ -77,10 +77,17 @@ def quality(summary: Summary) -> str:
     q = summary.get("quality")
     if not q:
         return NOT_MEASURED
+    parts = []
     if q.get("scored"):
-        text = f"accuracy {pct(q.get('accuracy'))} ({q.get('correct')} of {q['scored']} scored answers right)"
-    else:
-        text = NOT_MEASURED
+        parts.append(
+            f"accuracy {pct(q.get('accuracy'))} ({q.get('correct')} of {q['scored']} scored answers right)"
+        )
+    if q.get("json_scored"):
+        parts.append(
+            f"JSON valid {pct(q.get('json_valid'))} ({q.get('json_valid_answers')} of {q['json_scored']} "
+            "structured answers valid against their schema)"
+        )
+    text = "; ".join(parts) or NOT_MEASURED
     kept = q.get("answers_kept")
     if kept:
         cut = q.get("answers_truncated") or 0

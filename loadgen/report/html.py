@@ -1,7 +1,8 @@
 """report.html: one self-contained file that opens offline.
 
-Plots are embedded as base64 PNG data URIs, the CSS is inline and the only script is a few
-inline lines; a Content-Security-Policy forbids every other source, so the page cannot load
+Plots are embedded as base64 PNG data URIs, the CSS is inline and so is every script (a few
+lines here; the interactive section's, ``interactive.py``, with its data and chart library);
+a Content-Security-Policy forbids every other source, so the page cannot load
 anything from the network even by mistake. On load the script records, on ``<body>``, how many
 images decoded (``data-images-ok`` of ``data-images-total``) and any script or resource error
 (``data-errors``, a JSON list): a headless browser can check the page rendered whole.
@@ -13,7 +14,7 @@ import base64
 from collections.abc import Sequence
 from html import escape
 
-from loadgen.report.blocks import Alert, Image, Section, Table, Text
+from loadgen.report.blocks import Alert, Image, Markup, Section, Table, Text
 
 _CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; "
@@ -107,6 +108,8 @@ def _block(block: object) -> str:
         return f'<div class="alert {escape(block.level)}"><strong>{escape(block.title)}</strong>{text}</div>'
     if isinstance(block, Text):
         return f"<p>{escape(block.text)}</p>"
+    if isinstance(block, Markup):
+        return block.html
     raise TypeError(f"unknown report block {block!r}")
 
 

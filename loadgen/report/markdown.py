@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from loadgen.report.blocks import Alert, Image, Section, Table, Text
+from loadgen.report.blocks import Alert, Image, Markup, Section, Table, Text
 
 _ICONS = {"ok": "OK", "warning": "WARNING", "error": "FAIL"}
 
@@ -31,7 +31,7 @@ def _block(block: object) -> list[str]:
     if isinstance(block, Alert):
         text = f" {block.text}" if block.text else ""
         return [f"> **[{_ICONS.get(block.level, block.level)}] {block.title}**{text}"]
-    if isinstance(block, Text):
+    if isinstance(block, Text | Markup):
         return [block.text]
     if isinstance(block, Image):
         return [f"![{block.title}]({block.file})", "", f"*{block.caption}*"]

@@ -1,9 +1,9 @@
 """The report, section by section, from a run's summary, its cost figures and its plots.
 
 Order: the headline (opening with the four corners), alerts, conditions, SLA verdict and
-goodput, latency table, sessions (multi-turn runs only), models (LoRA mixes only),
-throughput, errors, client health, measurement fidelity (simulator runs only), the server's
-view, Little's law, cost, plots.
+goodput, latency table, sessions (multi-turn runs only), models (LoRA mixes only), media
+(runs with images or audio only), throughput, errors, client health, measurement fidelity
+(simulator runs only), the server's view, Little's law, cost, plots.
 The client's health and Little's law are ``client_health.py``'s. Every number here is read
 from ``summary.json`` (or ``cost.json``); nothing is recomputed, so the report and the result
 file cannot disagree.
@@ -22,9 +22,11 @@ from loadgen.report.cost import cost_section
 from loadgen.report.curve import is_curve_plot
 from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot
+from loadgen.report.media import media_section
 from loadgen.report.models import models_section
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
+from loadgen.report.speculative import speculative_section
 from loadgen.report.stages import stages_sections
 from loadgen.report.traffic import sessions_section, with_traffic
 from loadgen.summary import Summary
@@ -55,7 +57,8 @@ def build_sections(summary: Summary, cost: dict | None, plots: Sequence[Image]) 
         sla_section(summary),
         *stages_sections(summary, curve_plots),
         latency_section(summary),
-        *filter(None, [sessions_section(summary), models_section(summary)]),
+        *filter(None, [speculative_section(summary)]),
+        *filter(None, [sessions_section(summary), models_section(summary), media_section(summary)]),
         throughput_section(summary),
         errors_section(summary),
         client_section(summary),

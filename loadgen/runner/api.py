@@ -17,10 +17,12 @@ import contextlib
 from collections.abc import Callable
 from pathlib import Path
 
+from loadgen.backends import registry
 from loadgen.clock import run_loop
 from loadgen.config import Profile, load_profile
 from loadgen.config.stages import resolve_stages
 from loadgen.errors import RunError
+from loadgen.live.stats import LiveStats
 from loadgen.redact import redact_url
 from loadgen.result import REQUESTS, SUMMARY, RunResult
 from loadgen.runner import repeats, selfcheck_store
@@ -54,23 +56,26 @@ async def run_async(
     on_progress: Callable[[Progress], None] | None = None,
     on_status: Callable[[str], None] | None = None,
     plan: StagePlan | None = None,
+    watch: LiveStats | None = None,
 ) -> RunResult:
     """Run the profile's load against its target (or the built-in simulator when it names no
     URL); records stream to ``requests.jsonl`` as they finish and ``summary.json`` is written
     at the end, also when ``stop`` is set midway (in-flight requests are then cancelled; the
     summary says the run is incomplete). ``plan`` (default: the profile's stages) decides the
     stages as they go, e.g. the capacity search; the summary then describes the stages it ran.
-    A profile with ``load.repeats`` > 1 runs that many times into one folder (``repeats``)."""
+    A profile with ``load.repeats`` > 1 runs that many times into one folder (``repeats``).
+    ``watch``: a live view's figures (the dashboard's, the exporters'), fed every finished
+    record, the stage and the server's latest scrape as the run goes."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
     status = on_status or (lambda _msg: None)
     if profile.load.repeats > 1:
 
         async def one(p: Profile) -> RunResult:
-            return await _run_once(p, api_key, stop, on_progress, status, plan)
+            return await _run_once(p, api_key, stop, on_progress, status, plan, watch)
 
         return await repeats.run_repeated(profile, one, stop=stop, status=status)
-    return await _run_once(profile, api_key, stop, on_progress, status, plan)
+    return await _run_once(profile, api_key, stop, on_progress, status, plan, watch)
 
 
 async def _run_once(
@@ -80,19 +85,20 @@ async def _run_once(
     on_progress: Callable[[Progress], None] | None,
     status: Callable[[str], None],
     plan: StagePlan | None,
+    watch: LiveStats | None = None,
 ) -> RunResult:
     """One run of ``profile`` into a new run folder (``run_async`` without repeats)."""
     run_dir = make_run_dir(profile)
     with contextlib.ExitStack() as stack:
         url, sim_info = profile.target.url, None
         if url is None:
-            sim = stack.enter_context(start_simulator(profile, run_dir))
-            url, sim_info = sim.url, {"config": sim.config.model_dump(mode="json")}
+            sim, url = stack.enter_context(start_simulator(profile, run_dir))
+            sim_info = {"config": sim.config.model_dump(mode="json")}
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
         if profile.target.reset_path:
             await reset_server(profile.target.transport, target, profile.target.reset_path)
-            status(f"reset: POST {profile.target.reset_path} answered")
+            status(f"reset: {', '.join(profile.target.reset_path)} answered")
         if profile.load.until and (profile.client.ray or resolve_workers(profile.client.workers) > 1):
             raise RunError(
                 "load.until (--until) is checked as records finish in one process: run it without "
@@ -103,7 +109,9 @@ async def _run_once(
             status("warning: " + checked.get("message", ""))
         prepared = await prepare(profile, run_dir, target, status, checked)
         status(f"running {profile.name}: {redact_url(target.url)} {prepared.model}")
-        executed = await execute(prepared, stop, on_progress, status, plan)
+        if watch is not None and checked is not None:
+            watch.context["selfcheck"] = checked
+        executed = await execute(prepared, stop, on_progress, status, plan, watch)
         try:
             summary = summarize(prepared, executed)
         except OSError as exc:
@@ -127,9 +135,11 @@ async def _run_once(
 def selfcheck_against(profile: Profile) -> ClientSelfcheck | None:
     """This run's highest load level beside the machine's saved self-check (``loadgen
     selfcheck``) for its transport, loop kind and number of worker processes; None when there
-    is none (or the workers are Ray actors, which run on other machines)."""
+    is none (or the workers are Ray actors, which run on other machines, or the protocol
+    brings its own transport, such as gRPC's, which the self-check, of the HTTP transports, did
+    not measure)."""
     stages = resolve_stages(profile.load, profile.workload)
-    if profile.client.ray or not stages:
+    if profile.client.ray or not stages or registry.backend(profile.target.endpoint).wire != "http":
         return None
     top = max(stages, key=lambda s: s.level)
     mode = "open" if top.rate is not None else "closed"

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Literal
 
+from loadgen import metric_defs
 from loadgen.summary.conditions import ConditionsClient, ConditionsHost
 
 _LIBRARIES = (
@@ -80,7 +81,16 @@ def client_info(
         "libraries": library_versions(),
         "workers": workers,
         "placement": placement,
+        "metric_definitions": {
+            "changed_in": metric_defs.DEFINITIONS_CHANGED,
+            "changelog": changelog_anchor(metric_defs.DEFINITIONS_CHANGED),
+        },
     }
+
+
+def changelog_anchor(version: str) -> str:
+    """The CHANGELOG.md entry of ``version``'s metric definitions (its heading's anchor)."""
+    return f"CHANGELOG.md#metric-definitions-{version.replace('.', '')}"
 
 
 def host_info() -> ConditionsHost:

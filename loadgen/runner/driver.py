@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from loadgen.backends.stream import Live
 from loadgen.clock import cancel_all, now_ns, sleep_until
-from loadgen.records import CANCELLED, RequestRecord, RequestSpec
+from loadgen.records import CANCELLED, RequestRecord, RequestSpec, set_media
 from loadgen.runner.answers import NO_ANSWERS, AnswerPolicy, prompt_hash, settle_answer
 from loadgen.runner.shapes import Answer, LoadShape
 
@@ -130,7 +130,13 @@ class _Dispatch:
         if spec is None:
             spec = self._specs.request(i)
         policy = self._answers
-        read = policy.keep or spec.expected is not None or spec.session_id is not None
+        # Read where the request needs it: scored, validated, or a conversation's history.
+        read = (
+            policy.keep
+            or spec.expected is not None
+            or spec.session_id is not None
+            or spec.response_format is not None
+        )
         rec = RequestRecord(
             id=i,
             worker=self._worker,
@@ -148,6 +154,7 @@ class _Dispatch:
             prompt_hash=prompt_hash(spec) if policy.keep else None,
             answer=[] if read else None,
         )
+        set_media(rec, spec.media)
         answer = None
         live = self._backend.live
         live.in_flight += 1
@@ -166,7 +173,7 @@ class _Dispatch:
             if rec.t_send_ns == 0:
                 rec.t_send_ns = rec.t_sched_ns
             if answer is None and not policy.keep:
-                rec.answer = None  # read but never settled (cancelled): not kept
+                rec.answer = rec.tool_call_args = None  # read but never settled: not kept
             live.in_flight -= 1
             self._emit(rec)
             if self._limits.until is not None and rec.ok and not rec.warmup:

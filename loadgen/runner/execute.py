@@ -19,6 +19,7 @@ from typing import Any
 
 from loadgen.backends.stream import Live
 from loadgen.clock import now_ns
+from loadgen.live.stats import LiveStats
 from loadgen.records import JsonlSink, RequestRecord, SinkError
 from loadgen.result import REQUESTS
 from loadgen.runner.driver import DriveResult
@@ -64,6 +65,7 @@ async def execute(
     on_progress: Callable[[Progress], None] | None,
     status: Callable[[str], None],
     plan: StagePlan | None = None,
+    watch: LiveStats | None = None,
 ) -> Executed:
     """Run the load of ``p``, stage after stage as ``plan`` (default: the profile's stages)
     says; closes its transport."""
@@ -78,7 +80,9 @@ async def execute(
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
-            fleet, outcomes = await _drive(p, ran, sink, stop, on_progress, status)
+            if watch is not None:
+                watch.server_row, watch.counters = scraper.latest, p.live
+            fleet, outcomes = await _drive(p, ran, sink, stop, on_progress, status, watch)
         if sink.error is not None:
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
@@ -115,6 +119,7 @@ async def _drive(
     stop: asyncio.Event,
     on_progress: Callable[[Progress], None] | None,
     status: Callable[[str], None],
+    watch: LiveStats | None,
 ) -> tuple[Fleet, list[StageOutcome]]:
     """The stages through one fleet into ``sink`` (each record scrubbed on its way), with the
     progress ticker; the garbage collector's long-lived objects frozen for the load."""
@@ -123,15 +128,17 @@ async def _drive(
     def keep(rec: RequestRecord) -> None:
         scrub(rec)
         sink.write(rec)
+        if watch is not None:
+            watch.add(rec)
 
-    fleet = await _fleet(p, sink, keep, status)
+    fleet = await _fleet(p, sink, keep, status, None if watch is None else watch.add_lines)
     duration_s = p.profile.workload.duration_s
     t0 = now_ns()
     ticker = _start_ticker(on_progress, p.total, duration_s, p.live)
     gc.collect()
     gc.freeze()
     try:
-        outcomes = await _run_stages(p, plan, fleet, sink, stop, status)
+        outcomes = await _run_stages(p, plan, fleet, sink, stop, status, watch)
     finally:
         gc.unfreeze()
         if ticker is not None and on_progress is not None:
@@ -142,7 +149,11 @@ async def _drive(
 
 
 async def _fleet(
-    p: Prepared, sink: JsonlSink, keep: Callable[[RequestRecord], None], status: Callable[[str], None]
+    p: Prepared,
+    sink: JsonlSink,
+    keep: Callable[[RequestRecord], None],
+    status: Callable[[str], None],
+    on_lines: Callable[[bytes], None] | None,
 ) -> Fleet:
     """This process alone, or worker processes / Ray actors as the profile's client section says."""
     client = p.profile.client
@@ -150,13 +161,13 @@ async def _fleet(
         from loadgen.runner.cluster import ray_channels
 
         channels = await ray_channels(client.ray, client.workers, status)
-        actors = await Workers.start(p, len(channels), sink, keep, channels)
+        actors = await Workers.start(p, len(channels), sink, keep, channels, on_lines)
         status(f"{actors.size} Ray workers: " + ", ".join(w.channel.label for w in actors.pool.workers))
         return actors
     n = resolve_workers(client.workers)
     if n == 1:
         return InProcess(p, keep)
-    workers = await Workers.start(p, n, sink, keep)
+    workers = await Workers.start(p, n, sink, keep, on_lines=on_lines)
     status(f"{n} worker processes: " + ", ".join(w.channel.label for w in workers.pool.workers))
     return workers
 
@@ -168,6 +179,7 @@ async def _run_stages(
     sink: JsonlSink,
     stop: asyncio.Event,
     status: Callable[[str], None],
+    watch: LiveStats | None = None,
 ) -> list[StageOutcome]:
     """Each stage in turn through the one fleet and sink; a stage starts once the last one's
     requests have all finished (so its records are one contiguous span of requests.jsonl), and
@@ -179,6 +191,10 @@ async def _run_stages(
         if len(p.stages) > 1 or stage.index > 0:
             status(f"stage {stage.index}: {stage.name}")
         shape, limits = shape_for(stage, previous, first_id, seed, p.workload)
+        if watch is not None:
+            watch.context.update(
+                stage=stage.index, stage_name=stage.name, stages=len(p.stages), load=stage.load()
+            )
         start = sink.offset
         result = await fleet.run(stage.index, shape, limits, stop)
         outcomes.append(StageOutcome(stage, result, sink.path, (start, sink.offset)))

@@ -117,10 +117,22 @@ class Workers:
         sink: JsonlSink,
         keep: Callable[[RequestRecord], None],
         channels: list[Channel] | None = None,
+        on_lines: Callable[[bytes], None] | None = None,
     ) -> Workers:
+        """``on_lines``: sees the record lines the workers send, after they are written (a live
+        view parses them here, in the parent, which drives no load)."""
         if channels is None:
             channels = list(await asyncio.gather(*(ProcessChannel.spawn() for _ in range(n))))
-        pool = WorkerPool(channels, sink.write_line, keep, p.live)
+        write_line: Callable[[bytes, int], None] = sink.write_line
+        if on_lines is not None:
+            see = on_lines
+
+            def write_and_see(lines: bytes, records: int = 1) -> None:
+                sink.write_line(lines, records)
+                see(lines)
+
+            write_line = write_and_see
+        pool = WorkerPool(channels, write_line, keep, p.live)
         size = pool_size(p.stages)
         per_worker = None if size is None else math.ceil(size / n)
         jobs = [WorkerJob(k, p.profile, p.target, p.model, per_worker) for k in range(n)]

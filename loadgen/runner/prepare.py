@@ -12,6 +12,7 @@ import base64
 import contextlib
 import datetime as dt
 import errno
+import math
 import re
 import secrets
 from collections.abc import Callable, Iterator
@@ -23,7 +24,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 from loadgen.backends import registry
 from loadgen.backends.base import ProbeError, ProbeResult, StreamingBackend
 from loadgen.backends.stream import Live
-from loadgen.backends.transports import Transport, TransportOptions, make_transport
+from loadgen.backends.transports import Transport, TransportOptions
 from loadgen.config import Profile
 from loadgen.config.stages import Stage, resolve_stages
 from loadgen.errors import RunError
@@ -114,23 +115,27 @@ async def prepare(
     """Probe the server, build the workload and the shape; the caller closes ``transport``.
     ``selfcheck``: the machine's saved ceiling beside this run's load, carried to the summary."""
     t, load = profile.target, profile.load
-    transport = make_transport(t.transport, target.opts)
+    backend_cls = registry.backend(t.endpoint)
     try:
-        backend_cls = registry.backend(t.endpoint)
-        try:
-            probe = await backend_cls.probe(transport, target.url, t.model)
-        except ProbeError as exc:
-            raise RunError(target.scrubber.scrub(str(exc))) from None
+        transport = backend_cls.open_transport(t.transport, target.opts)
+    except ProbeError as exc:
+        raise RunError(target.scrubber.scrub(str(exc))) from None
+    try:
         workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
         live = Live()
-        backend = backend_cls.for_target(t, probe.model, transport, live, token_counter(workload))
+        try:
+            probe = await backend_cls.probe(transport, target.url, t.model)
+            backend = backend_cls.for_target(t, probe.model, transport, live, token_counter(workload))
+            await backend.ready()
+        except ProbeError as exc:
+            raise RunError(target.scrubber.scrub(str(exc))) from None
         stages = resolve_stages(load, profile.workload)
         total = planned_total(stages)
         schedule = build_schedule(load, profile.workload) if profile.workload.trace else None
         if schedule is not None:  # a trace: as many requests as its window holds
             total = len(schedule)
         specs, prompt_fit = await fit.fit_for_profile(
-            profile, transport, probe.model, workload, total, status
+            profile, transport, probe.model, workload, total, status, plausible_total(stages)
         )
         server = server_conditions(backend_cls, probe)
         # A session's turns are built from their history as the run goes: none to check ahead.
@@ -170,6 +175,22 @@ def planned_total(stages: list[Stage]) -> int | None:
     return None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
 
 
+def plausible_total(stages: list[Stage]) -> int | None:
+    """Requests the stages can plausibly send, when every stage bounds it: a count, or an
+    open-loop rate over a duration (its Poisson count's mean plus five standard deviations).
+    A duration-bounded closed loop sends as fast as the server answers: None."""
+    n = 0
+    for s in stages:
+        if s.num_requests is not None:
+            n += s.num_requests + s.warmup_requests
+        elif s.rate is not None and s.duration_s is not None:
+            mean = s.rate * s.duration_s
+            n += math.ceil(mean + 5 * math.sqrt(mean)) + 1 + s.warmup_requests
+        else:
+            return None
+    return n
+
+
 def make_run_dir(profile: Profile) -> Path:
     """A new folder for the run under ``output.dir``; a clear RunError when it cannot be made
     (the id is taken, the parent is a file, the folder is read-only or not a real one)."""
@@ -197,16 +218,20 @@ def make_run_dir(profile: Profile) -> Path:
 
 
 @contextlib.contextmanager
-def start_simulator(profile: Profile, run_dir: Path) -> Iterator[Any]:
-    """The built-in simulator in its own process, for a profile that names no URL."""
+def start_simulator(profile: Profile, run_dir: Path) -> Iterator[tuple[Any, str]]:
+    """The built-in simulator in its own process, for a profile that names no URL, and the URL
+    the run's protocol reaches it at: its gRPC frontend for a protocol of ``wire`` "grpc"."""
     from loadgen.sim import SimConfig, SimConfigError, SimProcess
 
     try:
         config = SimConfig.from_dict(dict(profile.sim))
     except SimConfigError as exc:
         raise RunError(str(exc)) from None
-    with SimProcess(config, ground_truth_path=run_dir / GROUND_TRUTH) as sim:
-        yield sim
+    grpc = registry.backend(profile.target.endpoint).wire == "grpc"
+    with SimProcess(config, ground_truth_path=run_dir / GROUND_TRUTH, grpc_port=0 if grpc else None) as sim:
+        url = sim.grpc_url if grpc else sim.url
+        assert url is not None  # the child announced the URL it listens on
+        yield sim, url
 
 
 def token_counter(workload: Workload) -> Callable[[str], int] | None:

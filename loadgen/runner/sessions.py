@@ -1,5 +1,9 @@
 """The multi-turn load shape: conversations, each turn waiting for the last one's answer.
 
+Two plans make conversations (``Plan``): a user's sessions (``workload.sessions``: turns and
+think times) and an agent's tool rounds (``workload.tool_rounds``: a tool call answered with
+its result, no think time, ended early by an answer that calls no tool: ``goes_on``).
+
 A session sends turn 1, waits for its whole answer, waits the user's think time, then sends
 turn 2 carrying the history (the earlier messages and the answers the server really sent), and
 so on. Sessions run ``concurrency`` at a time (closed loop: a finished session's slot starts the
@@ -18,18 +22,30 @@ import asyncio
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from loadgen.clock import cancel_all, now_ns, run_together, sleep_until
+from loadgen.records import RequestSpec
 from loadgen.runner.shapes import Dispatcher
-from loadgen.workload.sessions import SessionPlan, Turn
+from loadgen.workload.sessions import Turn
+
+
+class Plan(Protocol):
+    """What a conversation's turns are: a multi-turn session (``workload.sessions``) or an
+    agent's tool rounds (``workload.tool_rounds``)."""
+
+    def turns(self, s: int) -> int: ...
+    def think_s(self, s: int, turn: int) -> float: ...
+    def goes_on(self, calls: Sequence[dict[str, str]]) -> bool: ...
+    def spec(self, i: int, s: int, turn: int, history: Sequence[Turn]) -> tuple[RequestSpec, Turn]: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Sessions:
-    plan: SessionPlan
+    plan: Plan
     concurrency: int | None = None
     schedule_ns: Sequence[int] | npt.NDArray[np.int64] | None = None
 
@@ -80,5 +96,8 @@ class Sessions:
             if answer is None:  # failed: the next turn has no answer to carry
                 return True
             mine.answer, mine.answer_tokens = answer.text, answer.tokens
+            mine.tool_calls = answer.tool_calls
             history.append(mine)
+            if not plan.goes_on(answer.tool_calls):  # a text answer ends an agent's rounds
+                return True
         return True

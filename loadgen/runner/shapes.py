@@ -30,10 +30,12 @@ from loadgen.records import RequestSpec
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What the server answered a request: the whole text, and its output tokens."""
+    """What the server answered a request: the whole text, its output tokens, and the tool
+    calls it made (id, name and arguments of each; a next round sends them back)."""
 
     text: str
     tokens: int
+    tool_calls: tuple[dict[str, str], ...] = ()
 
 
 class Dispatcher(Protocol):

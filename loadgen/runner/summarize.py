@@ -15,6 +15,7 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen.analysis import curve, fidelity, metrics, saturation, traffic
+from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
 from loadgen.analysis.precision import precision_block
 from loadgen.analysis.saturation import waiting_samples
@@ -28,7 +29,17 @@ from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
 from loadgen.server.scraper import server_view
-from loadgen.summary import ClientHealth, Conditions, Counts, EndedBy, StageSummary, Summary
+from loadgen.server.speculative import speculative_block
+from loadgen.summary import (
+    ClientHealth,
+    Conditions,
+    Counts,
+    EndedBy,
+    Speculative,
+    StageSummary,
+    Summary,
+    Window,
+)
 from loadgen.summary.conditions import ConditionsLengthsRealised, ConditionsPromptLengths, ConditionsServer
 from loadgen.summary.stages import PrecisionBlock
 from loadgen.workload import Workload
@@ -86,6 +97,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         by_model = models_block(table, mix.names, mix.choice, measured["window"]["seconds"], profile.sla)
     if by_model is not None:
         summary["models"] = by_model
+    sent_media = media_block(table, measured["window"]["seconds"])
+    if sent_media is not None:
+        summary["media"] = sent_media
     # The built-in simulator served: its log is the truth.
     truth = fidelity.assess(table, p.run_dir / GROUND_TRUTH) if p.target.sim_info is not None else None
     if truth is not None:
@@ -94,6 +108,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         summary["server"] = server_view(
             ex.server_series, measured["window"], bool(summary["counts"]["warmup"]), table
         )
+    spec = speculative_block(_rows(ex), _span(measured["window"]), table)
+    if spec is not None:
+        summary["speculative"] = cast(Speculative, spec)
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
@@ -117,11 +134,28 @@ def _stages(profile: Any, ex: Executed, table: RecordTable) -> list[StageSummary
     """Every stage's own summary, each from its own records."""
     stage_of = table.column("stage")
     waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
-    return [_stage(o, profile, table.select(stage_of == o.stage.index), waiting) for o in ex.stages]
+    return [
+        _stage(o, profile, table.select(stage_of == o.stage.index), waiting, _rows(ex)) for o in ex.stages
+    ]
+
+
+def _rows(ex: Executed) -> list[dict] | None:
+    """The server's scrapes, when it was scraped."""
+    series = ex.server_series
+    return series.rows if series is not None and series.available else None
+
+
+def _span(window: Window) -> tuple[int, int] | None:
+    start, end = window["start_ns"], window["end_ns"]
+    return (start, end) if start is not None and end is not None else None
 
 
 def _stage(
-    o: StageOutcome, profile: Any, table: RecordTable, waiting: list[tuple[int, float]]
+    o: StageOutcome,
+    profile: Any,
+    table: RecordTable,
+    waiting: list[tuple[int, float]],
+    rows: list[dict] | None = None,
 ) -> StageSummary:
     """One stage's own summary: on its own measured window (its warm-up and ramp excluded), with
     its over-saturation verdict (from its records and the server's waiting queue)."""
@@ -142,6 +176,9 @@ def _stage(
     }
     if s.until:
         block["precision"] = precision_block(table, s.until, o.result.precise, o.result.until_at_stop)
+    spec = speculative_block(rows, _span(measured["window"]), table)
+    if spec is not None:
+        block["speculative"] = cast(Speculative, spec)
     return block
 
 
@@ -220,7 +257,8 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
             "url": redact_url(p.target.url),
             "endpoint": t.endpoint,
             "model": p.model,
-            "transport": t.transport,
+            # A protocol with its own transport (gRPC) goes over it, not target.transport.
+            "transport": t.transport if p.backend.wire == "http" else p.backend.wire,
             "builtin_simulator": p.target.sim_info,
             "tls": tls,
         },

@@ -34,7 +34,6 @@ from typing import Any
 
 from loadgen.backends import registry
 from loadgen.backends.stream import Live
-from loadgen.backends.transports import make_transport
 from loadgen.clock import now_ns, run_loop
 from loadgen.config import Profile
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
@@ -52,6 +51,7 @@ _TIME_FIELDS = (
     "t_first_byte_ns",
     "t_first_token_ns",
     "t_first_content_ns",
+    "t_first_tool_ns",
     "t_end_ns",
 )
 
@@ -102,12 +102,12 @@ class Worker:
         self.job, self._send = job, send
         p, target = job.profile, job.target
         opts = dataclasses.replace(target.opts, max_connections=job.max_connections)
-        self.transport = make_transport(p.target.transport, opts)
+        backend_cls = registry.backend(p.target.endpoint)
+        self.transport = backend_cls.open_transport(p.target.transport, opts)
         workload = Workload(
             p.workload, p.target.endpoint, p.target.prompt_format, p.workload.prompt.tokenizer
         )
         self.live = Live()
-        backend_cls = registry.backend(p.target.endpoint)
         self.backend = backend_cls.for_target(
             p.target, job.model, self.transport, self.live, token_counter(workload)
         )
@@ -192,6 +192,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
         elif kind == frames.JOB:
             try:
                 worker = Worker(frames.unpickle(payload), send)
+                await worker.backend.ready()
             except Exception as exc:  # noqa: BLE001 - the parent says why this worker cannot start
                 send(frames.pickled(frames.FAILED, f"{type(exc).__name__}: {exc}"))
                 return

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 HISTOGRAMS = ("ttft", "itl", "tpot", "e2e", "queue_time")
-GAUGES = ("running", "waiting", "kv_cache_usage")
+GAUGES = ("running", "waiting", "kv_cache_usage", "spec_accept_length")
 COUNTERS = (
     "preemptions_total",
     "prompt_tokens_total",
@@ -25,9 +25,15 @@ COUNTERS = (
     "prompt_seconds_total",
     "generation_seconds_total",
     "decode_calls_total",
+    # Speculative decoding (vLLM): draft proposals, the tokens they proposed and those accepted.
+    "spec_drafts_total",
+    "spec_draft_tokens_total",
+    "spec_accepted_tokens_total",
 )
 # The keys of a normalized row, in order (the columns of ``server_metrics.jsonl`` after t_ns).
 ROW_KEYS = GAUGES + COUNTERS + tuple(f"{h}_{p}" for h in HISTOGRAMS for p in ("sum_s", "count"))
+# A row's list of accepted draft tokens by draft position, when the engine counts them.
+PER_POSITION = "spec_accepted_per_position"
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +48,14 @@ class EngineNames:
     # Gauges that state configuration rather than load (copied into the run's conditions).
     config_gauges: tuple[str, ...] = ()
     marker: str | None = None  # a name only this engine serves (the simulator's own metric)
+    # A counter of accepted draft tokens by their position in the draft (label ``position``).
+    accepted_per_position: str | None = None
 
     def wanted(self) -> tuple[str, ...]:
         """Every sample name a scrape must keep: the scalars and each histogram's _sum/_count."""
         out = [n for names in self.scalars.values() for n in names]
+        if self.accepted_per_position:
+            out.append(self.accepted_per_position)
         out += [f"{n}{s}" for names in self.histograms.values() for n in names for s in ("_sum", "_count")]
         return tuple(out)
 
@@ -61,7 +71,11 @@ _VLLM_SCALARS = {
     # are the releases before).
     "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "spec_drafts_total": ("vllm:spec_decode_num_drafts_total",),
+    "spec_draft_tokens_total": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_tokens_total": ("vllm:spec_decode_num_accepted_tokens_total",),
 }
+_VLLM_PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 # vLLM's old ``time_per_output_token_seconds`` was the per-token gap (renamed
 # ``inter_token_latency_seconds``); its per-request TPOT is ``request_time_per_output_token``.
 _VLLM_HISTOGRAMS = {
@@ -73,10 +87,17 @@ _VLLM_HISTOGRAMS = {
 }
 
 ENGINES: dict[str, EngineNames] = {
-    "vllm": EngineNames("vllm", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS),
+    "vllm": EngineNames(
+        "vllm", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS, accepted_per_position=_VLLM_PER_POSITION
+    ),
     # The built-in simulator serves vLLM's names, plus one of its own.
     "sim": EngineNames(
-        "sim", "vllm:", _VLLM_SCALARS, _VLLM_HISTOGRAMS, marker="loadgen_sim_pacing_lag_seconds_total"
+        "sim",
+        "vllm:",
+        _VLLM_SCALARS,
+        _VLLM_HISTOGRAMS,
+        marker="loadgen_sim_pacing_lag_seconds_total",
+        accepted_per_position=_VLLM_PER_POSITION,
     ),
     "sglang": EngineNames(
         "sglang",
@@ -88,6 +109,8 @@ ENGINES: dict[str, EngineNames] = {
             "preemptions_total": ("sglang:num_retracted_requests_total",),  # SGLang "retracts"
             "prompt_tokens_total": ("sglang:prompt_tokens_total",),
             "generation_tokens_total": ("sglang:generation_tokens_total",),
+            # SGLang's mean accepted length of its speculative steps (a gauge, not counters).
+            "spec_accept_length": ("sglang:spec_accept_length",),
         },
         {
             "ttft": ("sglang:time_to_first_token_seconds",),

@@ -13,7 +13,10 @@ from loadgen.config import Profile
 from loadgen.server.tokenize import FittedSpecs, ServerTokenizer, fit_prompts
 from loadgen.workload import Workload
 
-__all__ = ["FIT_LIMIT", "fit_for_profile", "tokenize_endpoints"]
+__all__ = ["FIT_BUDGET_S", "FIT_LIMIT", "fit_for_profile", "tokenize_endpoints"]
+
+# Seconds of /tokenize fitting before a load whose request count nothing bounds.
+FIT_BUDGET_S = 20.0
 
 
 def tokenize_endpoints() -> tuple[str, ...]:
@@ -28,9 +31,15 @@ async def fit_for_profile(
     workload: Workload,
     total: int | None,
     status: Callable[[str], None],
+    plausible: int | None = None,
 ) -> tuple[Workload | FittedSpecs, dict[str, Any]]:
     """Exact prompt lengths from the server's /tokenize when it has one and nothing better is
-    configured; otherwise the workload as it is, and how its lengths were made."""
+    configured; otherwise the workload as it is, and how its lengths were made.
+
+    ``total``: the requests the run will send, when known; ``plausible``: a bound on them (an
+    open loop's rate over its duration). Without either (a duration-bounded closed loop sends as
+    fast as the server answers), fitting goes on until ``FIT_LIMIT`` or ``FIT_BUDGET_S``: a slow
+    /tokenize (a one-thread llama.cpp) must not hold the load back for minutes."""
     t = profile.target
     if not workload.fittable:
         return workload, {"method": "as given (a dataset, trace, task set, shared prefix or session)"}
@@ -45,9 +54,11 @@ async def fit_for_profile(
     tokenizer = ServerTokenizer(transport, model, chat=backend.messages)
     if not await tokenizer.available():
         return workload, {**approx, "server_tokenize": "not offered by the server"}
-    n = min(total if total is not None else FIT_LIMIT, FIT_LIMIT)
-    status(f"fitting {n} prompts to exact lengths with the server's /tokenize")
-    specs, info = await fit_prompts(tokenizer, workload, n)
+    bound = total if total is not None else plausible
+    n = min(bound if bound is not None else FIT_LIMIT, FIT_LIMIT)
+    budget_s = None if bound is not None else FIT_BUDGET_S
+    status(f"fitting up to {n} prompts to exact lengths with the server's /tokenize")
+    specs, info = await fit_prompts(tokenizer, workload, n, budget_s)
     if total is None:
-        info["note"] = f"requests past {n} keep approximate lengths"
+        info["note"] = f"requests past {info['requests_fitted']} keep approximate lengths"
     return specs, info

@@ -20,6 +20,7 @@ Prometheus text is at ``/prometheus/metrics``); ``trtllm_json_row`` reads the ga
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -29,7 +30,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 # The client's means are client figures, computed in analysis; re-exported for the scraper.
 from loadgen.analysis.client_means import client_means, client_vs_server
-from loadgen.server.engines import COUNTERS, ENGINES, GAUGES, HISTOGRAMS, ROW_KEYS, EngineNames
+from loadgen.server.engines import COUNTERS, ENGINES, GAUGES, HISTOGRAMS, PER_POSITION, ROW_KEYS, EngineNames
 
 __all__ = [
     "COUNTERS",
@@ -82,16 +83,23 @@ def detect_engine(samples: Samples) -> str | None:
     return None
 
 
-def normalize(samples: Samples, engine: str) -> dict[str, float | None]:
-    """One scrape in loadgen's keys (see the module docstring); None for what it lacks."""
+def normalize(samples: Samples, engine: str) -> dict[str, Any]:
+    """One scrape in loadgen's keys (see the module docstring); None for what it lacks; with
+    ``PER_POSITION`` (a list) when the engine counts accepted draft tokens by position."""
     names = ENGINES[engine]
-    row: dict[str, float | None] = {}
+    row: dict[str, Any] = {}
     for key in GAUGES + COUNTERS:
         row[key] = _first(samples, names.scalars.get(key, ()), mean=key == "kv_cache_usage")
     for h in HISTOGRAMS:
         base = next((n for n in names.histograms.get(h, ()) if f"{n}_count" in samples), None)
         row[f"{h}_sum_s"] = _total(samples, f"{base}_sum") if base else None
         row[f"{h}_count"] = _total(samples, f"{base}_count") if base else None
+    if names.accepted_per_position and names.accepted_per_position in samples:
+        per: dict[int, float] = defaultdict(float)
+        for labels, value in samples[names.accepted_per_position]:
+            with contextlib.suppress(KeyError, ValueError):
+                per[int(labels["position"])] += value
+        row[PER_POSITION] = [per[k] for k in range(max(per) + 1)] if per else None
     return row
 
 

@@ -24,6 +24,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -85,7 +86,13 @@ class ServerMetricsScraper:
             ),
         )
         scraper = cls(transport, config.path, config.interval_s)
-        if config.enabled:
+        scheme = urlsplit(opts.base_url).scheme
+        if scheme not in ("http", "https"):
+            scraper._series.note = (
+                f"target.url is {scheme}://: {config.path} is scraped over HTTP only (Triton "
+                "serves its metrics on their own port, 8002 by default)"
+            )
+        elif config.enabled:
             await scraper.start()
         else:
             scraper._series.note = "server_metrics.enabled is false"
@@ -201,6 +208,15 @@ class ServerMetricsScraper:
         if s.available:
             s.rows = [self._row(t, rtt, kept) for t, rtt, kept in self._kept]
         return s
+
+    def latest(self) -> dict | None:
+        """The newest scrape as a normalized row (``t_ns``, ``rtt_ms``, ``ROW_KEYS``: requests
+        running and waiting, KV-cache usage, ...), parsed now: a live view asks a few times a
+        second, never the load's own path. None before the first scrape or without an engine."""
+        if not self._series.available or not self._kept:
+            return None
+        t_ns, rtt_ns, kept = self._kept[-1]
+        return self._row(t_ns, rtt_ns, kept)
 
     def _ttft_growth(self) -> float:
         first, last = self._kept[0][2], self._kept[-1][2]

@@ -10,14 +10,13 @@ opening of every prompt is never touched, so prefix caches still cannot flatter 
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import orjson
 
-from loadgen.clock import wait_for
+from loadgen.clock import now_ns, run_together, wait_for
 from loadgen.workload.prompts import WORDS
 
 _MAX_ROUNDS = 12
@@ -166,21 +165,33 @@ class FittedSpecs:
         return spec if spec is not None else self.workload.request(i)
 
 
-async def fit_prompts(tokenizer: ServerTokenizer, workload: Any, n: int) -> tuple[FittedSpecs, dict]:
-    """Fit requests ``0..n-1``; return the spec source and what happened (for the conditions)."""
-    sem = asyncio.Semaphore(FIT_CONCURRENCY)
+async def fit_prompts(
+    tokenizer: ServerTokenizer, workload: Any, n: int, budget_s: float | None = None
+) -> tuple[FittedSpecs, dict]:
+    """Fit requests ``0..n-1`` (``FIT_CONCURRENCY`` at a time), or those begun within
+    ``budget_s`` seconds, in order, so the fitted ones are always ``0..k-1``; return the spec
+    source and what happened (for the conditions)."""
+    deadline = None if budget_s is None else now_ns() + int(budget_s * 1e9)
+    ids = iter(range(n))
+    fitted: dict[int, Any] = {}
 
-    async def one(i: int) -> Any:
-        async with sem:
-            return await tokenizer.fit(workload.request(i))
+    async def fitter() -> None:
+        while deadline is None or now_ns() < deadline:
+            i = next(ids, None)
+            if i is None:
+                return
+            spec = await tokenizer.fit(workload.request(i))
+            fitted[i] = spec
 
-    specs = await asyncio.gather(*(one(i) for i in range(n)))
-    fitted = {s.id: s for s in specs}
-    targets = [workload.request(i).prompt_tokens for i in range(n)]
-    exact = sum(1 for s, t in zip(specs, targets) if s.prompt_tokens == t)
-    return FittedSpecs(workload, fitted), {
+    await run_together(fitter() for _ in range(FIT_CONCURRENCY))
+    k = len(fitted)
+    exact = sum(1 for i, s in fitted.items() if s.prompt_tokens == workload.request(i).prompt_tokens)
+    info = {
         "method": "server /tokenize" + (" (llama.cpp)" if tokenizer.dialect == "llamacpp" else ""),
-        "requests_fitted": n,
+        "requests_fitted": k,
         "exact": exact,
         "tokenize_calls": tokenizer.calls,
     }
+    if k < n:
+        info["budget_s"] = budget_s
+    return FittedSpecs(workload, fitted), info

@@ -1,4 +1,4 @@
-"""``python -m loadgen.sim serve [--config-json JSON | --preset NAME] [--host H] [--port N]``.
+"""``python -m loadgen.sim serve [--config-json JSON | --preset NAME] [--host H] [--port N] [--grpc-port M]``.
 
 This entry point exists for ``SimProcess`` and for people without the loadgen CLI; it is the
 only module of the simulator that prints or exits.
@@ -13,7 +13,8 @@ from pathlib import Path
 import orjson
 
 from .config import SimConfig, SimConfigError
-from .process import serve
+from .process import listening_line, serve
+from .server import SimServer
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--preset", help='shorthand for {"preset": ...}; overrides the JSON\'s preset')
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    s.add_argument(
+        "--grpc-port", type=int, help="also serve Triton's KServe v2 gRPC frontend here (0: any free port)"
+    )
     s.add_argument("--ground-truth", type=Path, help="append one JSON line per finished request here")
     s.add_argument(
         "--announce-json",
@@ -42,18 +46,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"loadgen-sim: {e}", file=sys.stderr)
         return 2
 
-    def announce(url: str) -> None:
+    def announce(server: SimServer) -> None:
         if args.announce_json:
-            port = int(url.rsplit(":", 1)[1])
-            sys.stdout.write(orjson.dumps({"event": "listening", "url": url, "port": port}).decode() + "\n")
+            said = {"event": "listening", "url": server.url, "port": server.port, "grpc_url": server.grpc_url}
+            sys.stdout.write(orjson.dumps(said).decode() + "\n")
             sys.stdout.flush()
-        print(
-            f"loadgen-sim: {config.preset} serving {config.served_model_name} on {url}",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(listening_line(server), file=sys.stderr, flush=True)
 
-    serve(config, args.host, args.port, args.ground_truth, on_listening=announce)
+    serve(config, args.host, args.port, args.ground_truth, on_listening=announce, grpc_port=args.grpc_port)
     return 0
 
 

@@ -65,6 +65,20 @@ class SimConfig(BaseModel):
     embedding_dim: int = Field(
         1024, ge=1, le=65536, description="the dimension of /v1/embeddings' vectors (pooling endpoints)"
     )
+    # An agent's requests (sim/structured.py): with tools and tool_choice auto, the share of
+    # answers that call a tool (required or a named function: every one); with a
+    # response_format JSON schema, the share of answers broken on purpose (invalid JSON).
+    tool_call_rate: float = Field(
+        1.0, ge=0, le=1, description="share of tool_choice auto answers that call a tool"
+    )
+    json_invalid_rate: float = Field(
+        0.0, ge=0, le=1, description="share of structured (json_schema) answers streamed as invalid JSON"
+    )
+    incremental_streaming_output: bool = Field(
+        False,
+        description="SGLang's native /generate streams only each step's new text and ids "
+        "(SGLang's --incremental-streaming-output); default: the whole output so far, as SGLang",
+    )
 
     # LoRA adapters served beside the base model (vLLM's --lora-modules / --max-loras): a step
     # that admits a request for an adapter not resident loads it first, evicting the least
@@ -72,6 +86,17 @@ class SimConfig(BaseModel):
     lora_adapters: tuple[str, ...] = Field((), description="adapter names served beside the base model")
     max_loras: int = Field(1, ge=1, description="adapters resident at once (vLLM's --max-loras)")
     lora_load_ms: float = Field(0.0, ge=0, le=3.6e6, description="cost of loading a non-resident adapter")
+
+    # Media in chat prompts (media.py): an image's tokens by Qwen2-VL's resize rule and its
+    # defaults (4 to 16384 tokens an image), audio's at Qwen2-Audio's 25 tokens a second; URLs
+    # are never fetched, so they count as an image of url_image_size or a clip of url_audio_s.
+    image_patch_size: int = Field(14, ge=1, le=1024, description="ViT patch side, pixels")
+    image_merge_size: int = Field(2, ge=1, le=64, description="patches merged per token, per side")
+    image_min_pixels: int = Field(56 * 56, ge=1, description="an image is scaled up to at least this")
+    image_max_pixels: int = Field(28 * 28 * 16384, ge=1, description="and down to at most this")
+    audio_tokens_per_s: float = Field(25.0, gt=0, le=10_000, description="audio tokens a second")
+    url_image_size: tuple[int, int] = Field((512, 512), description="(width, height) of an image URL")
+    url_audio_s: float = Field(10.0, gt=0, le=3600, description="seconds of an audio URL")
 
     @field_validator("lora_adapters")
     @classmethod

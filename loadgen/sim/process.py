@@ -1,8 +1,8 @@
 """Running the simulator: blocking in this process (``serve``) or as a child process (``SimProcess``).
 
-The child is ``python -m loadgen.sim serve --config-json ... --port N``. Once listening it
-prints one JSON line on stdout, ``{"event": "listening", "url": ..., "port": ...}``; the parent
-reads it (so port 0 works), then polls ``/health``.
+The child is ``python -m loadgen.sim serve --config-json ... --port N [--grpc-port M]``. Once
+listening it prints one JSON line on stdout, ``{"event": "listening", "url": ..., "port": ...,
+"grpc_url": ...}``; the parent reads it (so port 0 works), then polls ``/health``.
 """
 
 from __future__ import annotations
@@ -32,23 +32,27 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     ground_truth_path: Path | None = None,
-    on_listening: Callable[[str], None] | None = None,
+    on_listening: Callable[[SimServer], None] | None = None,
+    grpc_port: int | None = None,
 ) -> None:
-    """Run the simulator in this process until SIGINT or SIGTERM.
+    """Run the simulator in this process until SIGINT or SIGTERM; with ``grpc_port`` also
+    Triton's gRPC frontend on that port (0: a free one).
 
-    ``on_listening(url)`` is called once the socket is bound; by default one line goes to stderr.
+    ``on_listening(server)`` is called once the sockets are bound (``server.url``,
+    ``server.grpc_url``); by default one line goes to stderr.
     """
-    announce = on_listening or (
-        lambda url: print(
-            f"loadgen-sim: {config.preset} serving {config.served_model_name} on {url}",
-            file=sys.stderr,
-            flush=True,
-        )
-    )
-    asyncio.run(_serve(config, host, port, ground_truth_path, announce))
+    announce = on_listening or (lambda server: print(listening_line(server), file=sys.stderr, flush=True))
+    asyncio.run(_serve(config, host, port, ground_truth_path, announce, grpc_port))
 
 
-async def _serve(config, host, port, ground_truth_path, announce) -> None:
+def listening_line(server: SimServer) -> str:
+    """``loadgen-sim: <preset> serving <model> on <url>[ and <grpc url> (Triton gRPC)]``."""
+    config = server.config
+    grpc = f" and {server.grpc_url} (Triton gRPC)" if server.grpc_url else ""
+    return f"loadgen-sim: {config.preset} serving {config.served_model_name} on {server.url}{grpc}"
+
+
+async def _serve(config, host, port, ground_truth_path, announce, grpc_port) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -56,8 +60,8 @@ async def _serve(config, host, port, ground_truth_path, announce) -> None:
             loop.add_signal_handler(sig, stop.set)
         except (NotImplementedError, RuntimeError):  # not the main thread, or Windows
             pass
-    async with SimServer(config, host, port, ground_truth_path) as server:
-        announce(server.url)
+    async with SimServer(config, host, port, ground_truth_path, grpc_port) as server:
+        announce(server)
         await stop.wait()
 
 
@@ -71,9 +75,12 @@ class SimProcess:
         port: int = 0,
         ground_truth_path: Path | None = None,
         startup_timeout: float = 20.0,
+        grpc_port: int | None = None,
     ):
         self.config = config
         self.host, self.port = host, port
+        self.grpc_port = grpc_port  # None: HTTP only; else Triton's gRPC frontend too (0: any port)
+        self.grpc_url: str | None = None
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
         self.startup_timeout = startup_timeout
         self.url: str | None = None
@@ -96,6 +103,8 @@ class SimProcess:
         ]
         if self.ground_truth_path:
             cmd += ["--ground-truth", str(self.ground_truth_path)]
+        if self.grpc_port is not None:
+            cmd += ["--grpc-port", str(self.grpc_port)]
         env = dict(os.environ)
         pkg_root = str(Path(__file__).resolve().parents[2])  # importable even when not installed
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
@@ -103,9 +112,9 @@ class SimProcess:
         self._proc = subprocess.Popen(
             cmd, stdout=subprocess.PIPE, stderr=self._stderr, env=env, preexec_fn=die_with_parent
         )
-        line = self._read_announcement()
-        url: str = orjson.loads(line)["url"]
-        self.url = url
+        said = orjson.loads(self._read_announcement())
+        url: str = said["url"]
+        self.url, self.grpc_url = url, said.get("grpc_url")
         self.port = int(url.rsplit(":", 1)[1])
         self._wait_healthy(url)
         return url

@@ -10,20 +10,21 @@ never after ``max_tokens``; with it, exactly ``max_tokens`` tokens.
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import orjson
 
 from .config import SimConfig
 from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
+from .media import MediaError, MediaRule, MediaSeen
+from .native_sse import SGLangEncoder, TritonEncoder
 from .prefix_cache import block_hashes
-from .sse import ChunkEncoder
-from .text import EMPTY_PROMPT_TOKENS, WordStream, chat_tokens, text_tokens
+from .sse import ChunkEncoder, ToolCallEncoder
+from .structured import asked_schema, broken, json_pieces, min_pieces, tool_to_call
+from .text import EMPTY_PROMPT_TOKENS, WORDS_JSON, WordStream, chat_tokens, text_tokens
 
 if TYPE_CHECKING:
     import asyncio
-
-    from aiohttp import web
 
     from .engine import Seq
 
@@ -34,6 +35,23 @@ class BadRequest(Exception):
     ):
         super().__init__(message)
         self.message, self.status, self.kind, self.param = message, status, kind, param
+
+
+class StreamEncoder(Protocol):
+    """What the pacer asks of a protocol's encoder: the opening bytes, one token's, the end's.
+    The SSE encoders (``sse.py``, ``hosted_sse.py``) and Triton's gRPC one (``grpc_frontend.py``)."""
+
+    n_reason: int
+
+    def start(self) -> bytes: ...
+    def token(self, word_json: bytes, completion_tokens: int, finish_reason: bytes = b"null") -> bytes: ...
+    def end(self, completion_tokens: int, include_usage: bool, finish_reason: str = "length") -> bytes: ...
+
+
+class StreamWriter(Protocol):
+    """Where a stream's bytes go: an HTTP response, or one gRPC call (one message a write)."""
+
+    async def write(self, data: bytes) -> Any: ...
 
 
 class RequestState:
@@ -54,6 +72,9 @@ class RequestState:
         "finish_reason",
         "finish_json",
         "words",
+        "pieces",
+        "tool_name",
+        "json_valid",
         "block_hashes",
         "items",
         "encoder",
@@ -65,6 +86,7 @@ class RequestState:
         "prefill_end_ns",
         "chunk_ns",
         "finish_ns",
+        "media",
     )
 
     def __init__(
@@ -90,16 +112,22 @@ class RequestState:
         self.finish_reason = "length" if output_tokens >= max_tokens else "stop"
         self.finish_json = orjson.dumps(self.finish_reason)
         self.words = words
+        # An agent's answer (structured.py): its tokens' JSON strings, the function it calls, and
+        # whether its JSON is valid against the asked schema (None: no schema was asked).
+        self.pieces: tuple[bytes, ...] | None = None
+        self.tool_name: str | None = None
+        self.json_valid: bool | None = None
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
         self.items: list[bytes] | None = None  # a pooling request's inputs (pooling.py); None: a prompt
-        self.encoder: ChunkEncoder | ResponsesEncoder | MessagesEncoder | None = (
+        self.encoder: StreamEncoder | None = (
             ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
         )
-        self.response: web.StreamResponse | None = None
+        self.response: StreamWriter | None = None
         self.seq: Seq | None = None
         self.done: asyncio.Future[None] | None = None
         self.arrival_ns = self.admitted_ns = self.prefill_end_ns = self.finish_ns = 0
         self.chunk_ns: list[int] = []
+        self.media: MediaSeen | None = None  # a chat prompt's images and audio, when it had any
 
     def usage(self, completion: int) -> dict[str, int]:
         return {
@@ -108,12 +136,37 @@ class RequestState:
             "total_tokens": self.prompt_tokens + completion,
         }
 
+    def word(self, k: int) -> bytes:
+        """Token ``k``'s JSON string (from 0): the answer's piece, else the word stream's."""
+        pieces = self.pieces
+        return pieces[k] if pieces is not None else WORDS_JSON[self.words.index(k)]
+
+    def answer_text(self, n: int) -> str:
+        """The text of the first ``n`` tokens (a tool call's: its arguments)."""
+        if self.pieces is None:
+            return self.words.text(n)
+        return "".join(orjson.loads(p) for p in self.pieces[1 if self.tool_name else 0 : n])
+
+    def set_pieces(self, pieces: list[str], finish_reason: str) -> None:
+        self.pieces = tuple(orjson.dumps(p) for p in pieces)
+        self.finish_reason = finish_reason
+        self.finish_json = orjson.dumps(finish_reason)
+
     def full_body(self, text: str, completion: int) -> dict[str, Any]:
-        """The non-streaming response."""
+        """The non-streaming response (a native protocol's encoder, kept for it, gives its own)."""
+        if isinstance(self.encoder, (TritonEncoder, SGLangEncoder)):
+            ids = [self.words.index(i) for i in range(completion)]
+            return self.encoder.answer(text, ids, self.finish_reason)
         if self.chat:
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if self.tool_name is not None:
+                call = {"name": self.tool_name, "arguments": text}
+                message = {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": f"call_{self.rid}", "type": "function", "function": call}
+                ]}  # fmt: skip
             choice = {
                 "index": 0,
-                "message": {"role": "assistant", "content": text},
+                "message": message,
                 "logprobs": None,
                 "finish_reason": self.finish_reason,
             }
@@ -162,9 +215,12 @@ class RequestState:
             "max_tokens": self.max_tokens,
             "finish_ns": self.finish_ns,
             "finish_reason": self.finish_reason,
+            "tool_call": self.tool_name,
+            "json_valid": self.json_valid,
             "queue_ms": (admitted - self.arrival_ns) / 1e6 if admitted else None,
             "ttft_ms": (first - self.arrival_ns) / 1e6 if first else None,
             "tpot_ms": tpot,
+            **(self.media.log() if self.media is not None else {}),
         }
 
 
@@ -181,13 +237,20 @@ def _int(body: dict, key: str, default: int | None, lo: int) -> int | None:
     return v
 
 
-def _prompt(body: dict, chat: bool) -> tuple[Sequence[Hashable], bytes]:
-    """(prompt token identities, bytes that seed the output text); text.py has the rules."""
+def _prompt(body: dict, chat: bool, seen: MediaSeen, config: SimConfig) -> tuple[Sequence[Hashable], bytes]:
+    """(prompt token identities, bytes that seed the output text); text.py has the rules, and
+    media.py those of the images and audio ``seen`` counts."""
     if chat:
         msgs = body.get("messages")
         if not isinstance(msgs, list) or not msgs or not all(isinstance(m, dict) for m in msgs):
             raise BadRequest("messages must be a non-empty list of objects", param="messages")
-        return chat_tokens(msgs), orjson.dumps(msgs)
+        rule = MediaRule(config) if any(isinstance(m.get("content"), list) for m in msgs) else None
+        try:
+            tokens = chat_tokens(msgs, None if rule is None else lambda p: rule.tokens(p, seen))
+        except MediaError as exc:
+            raise BadRequest(str(exc), param="messages") from None
+        # The text seeds the answer's words: a megabyte of base64 need not be serialised again.
+        return tokens, orjson.dumps(msgs if rule is None else [_text_of(m) for m in msgs])
     p = body.get("prompt")
     if isinstance(p, list) and len(p) == 1 and isinstance(p[0], (str, list)):
         p = p[0]  # a batch of one
@@ -202,6 +265,14 @@ def _prompt(body: dict, chat: bool) -> tuple[Sequence[Hashable], bytes]:
     )
 
 
+def _text_of(message: dict) -> Any:
+    """A message's content without its media (which may be megabytes of base64)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return [p.get("text") for p in content if isinstance(p, dict) and "text" in p]
+    return content
+
+
 def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: int) -> RequestState:
     if not isinstance(body, dict):
         raise BadRequest("request body must be a JSON object")
@@ -211,7 +282,8 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         raise BadRequest(f"The model `{asked}` does not exist.", 404, "NotFoundError", "model")
     if body.get("n", 1) != 1:
         raise BadRequest("the simulator supports n=1 only", param="n")
-    tokens, key = _prompt(body, chat)
+    seen = MediaSeen()
+    tokens, key = _prompt(body, chat, seen, config)
     tokens = tokens or EMPTY_PROMPT_TOKENS  # an empty prompt still holds a begin-of-text token
     prompt_tokens = len(tokens)  # = count_text / count_chat / len(ids): one rule, two views
     limit = config.context_len
@@ -259,12 +331,48 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         words,
     )
     state.adapter = adapter
+    state.media = seen if seen.images or seen.audio_clips else None
     if state.encoder is not None and chat:
         state.encoder.n_reason = min(config.reasoning_tokens, out)
+    if chat:
+        _agent_answer(state, body, config, continuous)
     # Hashed here, in the handler, not in the engine loop that paces every stream.
     if config.prefix_caching:
         state.block_hashes = block_hashes(tokens, config.block_size)
     return state
+
+
+def _agent_answer(state: RequestState, body: dict[str, Any], config: SimConfig, continuous: bool) -> None:
+    """A tool call or a structured answer, when the request asks for one (no reasoning then).
+    Its output is at least the JSON's fewest tokens (no EOS inside a value), at most max_tokens."""
+    rng = state.words.rng
+    choice = body.get("tool_choice")
+    fn = tool_to_call(body, rng, config.tool_call_rate)
+    if fn is None and isinstance(choice, dict) and body.get("tools"):
+        raise BadRequest(f"tool_choice names no tool of the request: {choice!r}", param="tool_choice")
+    if fn is not None:
+        name = str(fn.get("name") or "")
+        params = fn.get("parameters") or {"type": "object"}
+        out = state.output_tokens = min(max(state.output_tokens, 1 + min_pieces(params)), state.max_tokens)
+        args, complete = json_pieces(params, out - 1, rng)
+        state.tool_name = name
+        state.set_pieces([name, *args], "tool_calls" if complete else "length")
+        if state.stream:
+            state.encoder = ToolCallEncoder(
+                state.rid, state.created, state.model, state.prompt_tokens, name, continuous
+            )
+        return
+    schema = asked_schema(body)
+    if schema is None:
+        return
+    out = state.output_tokens = min(max(state.output_tokens, min_pieces(schema)), state.max_tokens)
+    pieces, complete = json_pieces(schema, out, rng)
+    state.json_valid = complete
+    if complete and config.json_invalid_rate and rng.random() < config.json_invalid_rate:
+        pieces, state.json_valid = broken(pieces), False
+    state.set_pieces(pieces, "stop" if complete else "length")
+    if isinstance(state.encoder, ChunkEncoder):
+        state.encoder.n_reason = 0
 
 
 _HOSTED: dict[str, type[ResponsesEncoder | MessagesEncoder]] = {

@@ -1,5 +1,7 @@
 """The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock; it
-also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``) off the same engine.
+also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``), Triton's generate
+extension and SGLang's ``/generate`` (``native_routes.py``), and the pooling endpoints
+(embeddings, rerank: ``pooling.py``) off the same engine.
 
 One task, ``_pace``, owns the engine: it plans a step, sleeps until the step's absolute wall
 deadline (previous deadline + virtual duration x time_scale, so sleeps never drift), then writes
@@ -28,12 +30,12 @@ from aiohttp import web
 from .config import SimConfig
 from .engine import Engine, Seq
 from .metrics import Metrics
+from .native_routes import native_routes
 from .pooling import ENDPOINTS as POOLING
 from .pooling import answer as pooling_answer
 from .pooling import parse_pooling
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
 from .sse import error_body
-from .text import WORDS_JSON
 
 now_ns = time.perf_counter_ns
 _REANCHOR_NS = 5_000_000
@@ -45,10 +47,17 @@ class SimServer:
     """The simulator in this process's event loop: ``async with SimServer(cfg) as s: s.url``."""
 
     def __init__(
-        self, config: SimConfig, host: str = "127.0.0.1", port: int = 0, ground_truth_path: Path | None = None
+        self,
+        config: SimConfig,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ground_truth_path: Path | None = None,
+        grpc_port: int | None = None,
     ):
         self.config = config
         self.host, self.port = host, port
+        self.grpc_port = grpc_port  # None: no gRPC frontend (grpc_frontend.py); 0: any free port
+        self._grpc: Any = None
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
         self.engine = Engine(config)
         self.metrics = Metrics(config.served_model_name)
@@ -63,6 +72,11 @@ class SimServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def grpc_url(self) -> str | None:
+        """Triton's KServe v2 gRPC frontend (``grpc_frontend.py``), when it serves one."""
+        return None if self.grpc_port is None else f"grpc://{self.host}:{self.grpc_port}"
 
     # --- lifecycle ---------------------------------------------------------------------------
     async def start(self) -> str:
@@ -83,13 +97,13 @@ class SimServer:
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
                 web.post("/v1/messages", self._messages),  # Anthropic's Messages API
                 # pooling, answered whole (pooling.py); vLLM serves rerank at both paths
-                web.post(
-                    "/v1/embeddings", functools.partial(self._generate, chat=False, hosted="embeddings")
-                ),
-                web.post("/v1/rerank", functools.partial(self._generate, chat=False, hosted="rerank")),
-                web.post("/rerank", functools.partial(self._generate, chat=False, hosted="rerank")),
+                web.post("/v1/embeddings", self._pooling("embeddings")),
+                web.post("/v1/rerank", self._pooling("rerank")),
+                web.post("/rerank", self._pooling("rerank")),
                 web.post("/reset_prefix_cache", self._reset),  # vLLM's name
-                web.post("/flush_cache", self._reset),  # SGLang's
+                web.post("/flush_cache", self._reset),  # SGLang's (GET or POST)
+                web.get("/flush_cache", self._reset),
+                *native_routes(self, VERSION),  # Triton's generate extension, SGLang's /generate
             ]
         )
         runner = self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -98,6 +112,11 @@ class SimServer:
         await site.start()
         self.port = runner.addresses[0][1]  # the real port when 0 was asked
         self._pacer = asyncio.create_task(self._pace())
+        if self.grpc_port is not None:
+            from .grpc_frontend import GrpcFrontend  # grpcio: the optional extra loadgen[grpc]
+
+            self._grpc = GrpcFrontend(self)
+            self.grpc_port = await self._grpc.start(self.host, self.grpc_port)
         return self.url
 
     async def stop(self) -> None:
@@ -105,6 +124,8 @@ class SimServer:
             self._pacer.cancel()
         for st in list(self._live):  # unblock handlers still waiting on the engine
             self._finish(st, "abort")
+        if self._grpc is not None:
+            await self._grpc.stop()
         if self._runner:
             await self._runner.cleanup()
         if self._log:
@@ -157,10 +178,10 @@ class SimServer:
                     continue
                 enc = st.encoder
                 if k >= s.output_len:
-                    data = enc.token(WORDS_JSON[st.words.index(k - 1)], k, st.finish_json)
+                    data = enc.token(st.word(k - 1), k, st.finish_json)
                     data += enc.end(k, st.include_usage, st.finish_reason)
                 else:
-                    data = enc.token(WORDS_JSON[st.words.index(k - 1)], k)
+                    data = enc.token(st.word(k - 1), k)
                 # Stamped the instant before the write, which hands the bytes to the socket: no
                 # client can see a token before its stamp (the fidelity block's lag is >= 0).
                 st.chunk_ns.append(now_ns())
@@ -191,12 +212,11 @@ class SimServer:
         return functools.partial(self._generate, chat=False, hosted=endpoint)
 
     async def _generate(self, request: web.Request, chat: bool, hosted: str = "") -> web.StreamResponse:
-        """Every protocol's request: parse, stream (or answer whole), log its ground truth.
-        ``hosted``: "responses" or "messages", served by their own encoders; "embeddings" or
-        "rerank", a pooling request answered whole when its prefill ends (``pooling.py``)."""
+        """An OpenAI or hosted-API request: parse it, then ``serve`` it. ``hosted``: "responses"
+        or "messages", served by their own encoders (the native protocols: native_routes.py);
+        "embeddings" or "rerank", a pooling request answered whole when its prefill ends."""
         arrival = now_ns()
-        prefix = _ID_PREFIX.get(hosted, "chatcmpl" if chat else "cmpl")
-        rid = f"{prefix}-sim-{next(self._ids)}"
+        rid = self.new_id(_ID_PREFIX.get(hosted, "chatcmpl" if chat else "cmpl"))
         try:
             body = orjson.loads(await request.read())
             if hosted in POOLING:
@@ -210,6 +230,16 @@ class SimServer:
         except BadRequest as e:
             return _error(e.message, e.status, rid, e.kind, e.param)
         st.arrival_ns = arrival
+        return await self.serve(request, st)
+
+    def new_id(self, prefix: str) -> str:
+        """The next response id: one sequence for every protocol (``chatcmpl-sim-7``)."""
+        return f"{prefix}-sim-{next(self._ids)}"
+
+    async def serve(self, request: web.Request, st: RequestState) -> web.StreamResponse:
+        """A parsed request (``arrival_ns`` set) through the engine: streamed by its encoder, or
+        answered whole; its ground truth logged. Every protocol's handler ends here."""
+        rid = st.rid
         headers = {"x-request-id": rid}
         if st.stream:
             resp = web.StreamResponse(
@@ -221,6 +251,31 @@ class SimServer:
             if first:
                 await resp.write(first)
             st.response = resp
+        seq = await self.run(st)
+        if st.stream:
+            try:
+                await resp.write_eof()
+            except (ConnectionError, RuntimeError):
+                pass
+            return resp
+        if st.finish_reason == "abort":  # the server is shutting down
+            return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
+        if st.items is None:
+            body = orjson.dumps(st.full_body(st.answer_text(seq.generated), seq.generated))
+        else:  # a pooling answer, stamped once built, just before its write: none sees it earlier
+            body = orjson.dumps(pooling_answer(st, self.config))
+            st.finish_ns = now_ns()
+        resp = web.Response(body=body, content_type="application/json", headers=headers)
+        await resp.prepare(request)
+        await resp.write_eof()
+        st.chunk_ns.append(now_ns())
+        self._record(st)
+        return resp
+
+    async def run(self, st: RequestState) -> Seq:
+        """Hand a parsed request to the engine and wait until it is done: its stream (through
+        ``st.encoder`` to ``st.response``, which every frontend gives one ``write``) written and
+        its ground truth logged. A cancelled caller frees its engine seat."""
         seq = Seq(
             st.prompt_tokens,
             st.output_tokens,
@@ -241,25 +296,7 @@ class SimServer:
             if st in self._live:  # the handler was cancelled: free the engine's seat
                 self.engine.abort(seq)
                 self._live.discard(st)
-        if st.stream:
-            try:
-                await resp.write_eof()
-            except (ConnectionError, RuntimeError):
-                pass
-            return resp
-        if st.finish_reason == "abort":  # the server is shutting down
-            return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
-        if st.items is None:
-            body = orjson.dumps(st.full_body(st.words.text(seq.generated), seq.generated))
-        else:  # a pooling answer, stamped once built, just before its write: none sees it earlier
-            body = orjson.dumps(pooling_answer(st, self.config))
-            st.finish_ns = now_ns()
-        resp = web.Response(body=body, content_type="application/json", headers=headers)
-        await resp.prepare(request)
-        await resp.write_eof()
-        st.chunk_ns.append(now_ns())
-        self._record(st)
-        return resp
+        return seq
 
     def _finish(self, st: RequestState, reason: str) -> None:
         """The sequence is done (or aborted): log it if streaming and wake its handler."""

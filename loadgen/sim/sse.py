@@ -113,3 +113,33 @@ class ChunkEncoder:
 def error_body(message: str, status: int, kind: str = "BadRequestError", param: str | None = None) -> bytes:
     """An OpenAI-style error object (vLLM's shape)."""
     return orjson.dumps({"object": "error", "message": message, "type": kind, "param": param, "code": status})
+
+
+class ToolCallEncoder(ChunkEncoder):
+    """A chat stream whose answer is one tool call: token 1 names it (id, type, name, empty
+    arguments), every later token is a piece of its ``function.arguments``."""
+
+    __slots__ = ("_call", "_args")
+
+    def __init__(self, rid: str, created: int, model: str, prompt_tokens: int, name: str, continuous: bool):
+        super().__init__(rid, created, model, True, prompt_tokens, continuous)
+        call = {
+            "index": 0,
+            "id": f"call_{rid}",
+            "type": "function",
+            "function": {"name": name, "arguments": ""},
+        }
+        self._call = (
+            self._envelope + b'"choices":[{"index":0,"delta":{"tool_calls":[' + orjson.dumps(call) + b"]"
+        )
+        self._args = (
+            self._envelope
+            + b'"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":'
+        )
+
+    def token(self, word_json: bytes, completion_tokens: int, finish_reason: bytes = b"null") -> bytes:
+        if completion_tokens == 1:
+            head = self._call
+        else:
+            head = self._args + word_json + b"}}]"
+        return head + self._mid + finish_reason + self._tail + self._usage_suffix(completion_tokens)

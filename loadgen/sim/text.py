@@ -27,7 +27,7 @@ import functools
 import math
 import random
 import zlib
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import orjson
@@ -108,13 +108,22 @@ def text_tokens(text: str) -> list[str]:
     return text.split()
 
 
-def chat_tokens(messages: list[dict[str, Any]]) -> list[Hashable]:
-    """A chat request's token identities: ``count_chat(messages)`` of them."""
+def chat_tokens(
+    messages: list[dict[str, Any]], media: Callable[[dict[str, Any]], list[Hashable] | None] | None = None
+) -> list[Hashable]:
+    """A chat request's token identities: ``count_chat(messages)`` of them, and with ``media``
+    each image's or clip's, where it stands among the text (``media.py``; None: a text part)."""
     out: list[Hashable] = []
     for m in messages:
         role = m.get("role")
         out += _marker(role if isinstance(role, str) else repr(role))
-        out += _message_text(m.get("content")).split()
+        content = m.get("content")
+        if media is not None and isinstance(content, list):
+            for p in content:
+                got = media(p) if isinstance(p, dict) else None
+                out += _message_text([p]).split() if got is None else got
+        else:
+            out += _message_text(content).split()
     out += _CHAT_TAIL
     return out
 

@@ -19,9 +19,10 @@ from loadgen.summary.common import DOCS, ClientVsServer, Distribution, LengthSta
 from loadgen.summary.conditions import Conditions
 from loadgen.summary.extras import Fidelity, Quality, Sessions
 from loadgen.summary.measures import Counts, EndedBy, Metrics, MetricsGoodput, SlaBlock, SlaDetails, Window
+from loadgen.summary.media import Media
 from loadgen.summary.models import Models
 from loadgen.summary.repeats import RepeatFigure, RepeatRun, Repeats
-from loadgen.summary.server import GaugeStats, ServerView
+from loadgen.summary.server import GaugeStats, ServerView, Speculative
 from loadgen.summary.stages import Capacity, CapacityStages, Curve, PrecisionBlock, StageSummary
 
 # The layout's version: fields are added without a bump; a rename or removal bumps it, and
@@ -68,6 +69,8 @@ class Summary(TypedDict, total=True):
     quality: NotRequired[Quality]
     sessions: NotRequired[Sessions]
     models: NotRequired[Models]
+    media: NotRequired[Media]
+    speculative: NotRequired[Speculative]
     precision: NotRequired[PrecisionBlock]
     """a one-stage run with load.until: the precision its stage reached (a multi-stage run's
     stages carry their own)"""
@@ -91,6 +94,7 @@ __all__ = [
     "Fidelity",
     "GaugeStats",
     "LengthStats",
+    "Media",
     "Metrics",
     "MetricsGoodput",
     "Models",
@@ -103,6 +107,7 @@ __all__ = [
     "Sessions",
     "SlaBlock",
     "SlaDetails",
+    "Speculative",
     "StageSummary",
     "Summary",
     "Window",

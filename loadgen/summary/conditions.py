@@ -204,6 +204,16 @@ class ConditionsTraffic(TypedDict, total=True):
 
 
 @with_config(DOCS)
+class MetricDefinitions(TypedDict, total=True):
+    """where the metric definitions this run used were last changed"""
+
+    changed_in: str
+    """the loadgen version whose changelog entry last changed a metric definition"""
+    changelog: str
+    """that entry: CHANGELOG.md and its anchor"""
+
+
+@with_config(DOCS)
 class ConditionsClient(TypedDict, total=True):
     """the load generator"""
 
@@ -225,6 +235,9 @@ class ConditionsClient(TypedDict, total=True):
     """worker processes or Ray actors that drove the load (1: the loadgen process itself)"""
     placement: NotRequired[Literal["in-process", "processes", "ray"]]
     """where the load was driven from"""
+    metric_definitions: NotRequired[MetricDefinitions]
+    """which CHANGELOG.md entry last changed a metric's definition: runs whose entries differ
+    may not be comparable figure for figure"""
 
 
 @with_config(DOCS)

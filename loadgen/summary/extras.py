@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from pydantic import Field, with_config
-from typing_extensions import TypedDict
+from typing_extensions import NotRequired, TypedDict
 
 from loadgen.summary.common import DOCS, Distribution
 
@@ -82,6 +82,13 @@ class Quality(TypedDict, total=True):
     """of the kept answers, those cut at max_chars (`answer_truncated`)"""
     max_chars: int | None
     """characters kept of each answer (output.answers.max_chars); null when answers were not kept"""
+    json_scored: NotRequired[Annotated[int, Field(ge=0)]]
+    """structured output (workload.response_format): measured ok answers validated against its JSON schema"""
+    json_valid_answers: NotRequired[Annotated[int, Field(ge=0)]]
+    """of those, answers that parsed as JSON and were valid against the schema (jsonschema)"""
+    json_valid: NotRequired[Annotated[float, Field(ge=0, le=1)]]
+    """json_valid_answers / json_scored: the quality axis of structured output
+    (loadgen/quality/structured.py)"""
 
 
 @with_config(DOCS)

@@ -174,6 +174,9 @@ class Metrics(TypedDict, total=True):
     """end-to-end latency from the scheduled send: end of stream minus t_sched, ok requests; includes the
     time a request waited to be sent, equals e2e_ms when every request went out on time (absent in
     summaries written before it existed)"""
+    ttft_tool_ms: NotRequired[Distribution]
+    """time to the first tool-call token: the first delta.tool_calls piece (name or arguments) minus send, ok
+    requests that made a tool call; present only when some did (workload.tools)"""
     request_throughput_rps: float | None
     """ok requests per second of the measured window (null for an empty window)"""
     input_tokens_per_s: float | None

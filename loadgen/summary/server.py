@@ -32,6 +32,8 @@ class ServerGauges(TypedDict, total=False):
     """requests queued in the server; over the scrapes inside the measured window"""
     kv_cache_usage: GaugeStats | None
     """fraction of the KV cache in use (0..1); over the scrapes inside the measured window"""
+    spec_accept_length: GaugeStats | None
+    """SGLang's mean acceptance length of its speculative steps; over the scrapes inside the window"""
 
 
 @with_config(DOCS)
@@ -104,3 +106,51 @@ class ServerView(TypedDict, total=True):
     apart from queueing in the server"""
     prefix_cache: NotRequired[ServerPrefixCache]
     engine_time: NotRequired[ServerEngineTime]
+
+
+@with_config(DOCS)
+class SpeculativeServer(TypedDict, total=False):
+    """the server's speculative-decoding counters over the window (vLLM), or its acceptance-length
+    gauge (SGLang)"""
+
+    drafts: float
+    """draft proposals verified (spec_decode_num_drafts delta)"""
+    draft_tokens: float
+    """tokens the drafts proposed"""
+    accepted_tokens: float
+    """of those, tokens accepted"""
+    acceptance_rate: Annotated[float, Field(ge=0, le=1)]
+    """accepted_tokens / draft_tokens"""
+    mean_acceptance_length: Annotated[float, Field(ge=0)]
+    """tokens one verification step emits: 1 + accepted_tokens / drafts (vLLM's definition), or
+    SGLang's spec_accept_length gauge averaged over the window"""
+    per_position: list[float]
+    """per draft position, the share of drafts whose token there was accepted"""
+    source: Literal["counters", "gauge"]
+    """where the figures come from"""
+
+
+@with_config(DOCS)
+class SpeculativeStream(TypedDict, total=True):
+    """the stream's view: tokens per token-bearing event of the measured ok requests whose events'
+    token counts are known (a step's accepted tokens arrive in one event)"""
+
+    events: Annotated[int, Field(ge=0)]
+    """token-bearing events counted"""
+    tokens: Annotated[int, Field(ge=0)]
+    """tokens they carried"""
+    tokens_per_event: Annotated[float, Field(ge=0)]
+    """tokens / events: the client-side estimate of the mean acceptance length"""
+    multi_token_events: Annotated[float, Field(ge=0, le=1)]
+    """share of events that carried more than one token"""
+
+
+@with_config(DOCS)
+class Speculative(TypedDict, total=True):
+    """speculative decoding: what the draft model buys, from the server's counters and the stream
+    (server/speculative.py); shown beside TPOT"""
+
+    server: SpeculativeServer | None
+    """null when the server counts no drafts"""
+    stream: SpeculativeStream | None
+    """null when no event's token count is known"""

@@ -9,6 +9,7 @@ from typing_extensions import NotRequired, TypedDict
 
 from loadgen.summary.common import DOCS
 from loadgen.summary.measures import Counts, Metrics, SlaBlock, Window
+from loadgen.summary.server import Speculative
 
 
 @with_config(DOCS)
@@ -97,6 +98,8 @@ class StageSummary(TypedDict, total=True):
     """the SLA evaluated on the stage alone"""
     saturation: NotRequired[Saturation]
     precision: NotRequired[PrecisionBlock]
+    speculative: NotRequired[Speculative]
+    """the stage's speculative decoding, from the scrapes around its window and its records"""
     steady_state: dict[str, Any]
     """steady: completion rate and in-flight requests within 20% from the first to the last third of the
     stage's dispatch window; reason when not"""

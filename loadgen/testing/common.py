@@ -9,6 +9,7 @@ between an encoder and a decoder cannot hide itself.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import re
 import socket
@@ -111,6 +112,27 @@ def prompt_text(body: dict, chat: bool) -> str:
                 return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
             return content if isinstance(content, str) else ""
     return ""
+
+
+def media_received(messages: Any) -> dict[str, int]:
+    """What a chat request's content parts carried, as the server decoded it: images, audio
+    clips, and the bytes of the media sent inline (base64 decoded; a URL adds a count only)."""
+    got = {"images": 0, "audio_clips": 0, "media_bytes": 0}
+    for m in messages if isinstance(messages, list) else []:
+        parts = m.get("content") if isinstance(m, dict) else None
+        for p in parts if isinstance(parts, list) else []:
+            kind = p.get("type") if isinstance(p, dict) else None
+            if kind == "image_url":
+                got["images"] += 1
+                url = str((p.get("image_url") or {}).get("url", ""))
+                if url.startswith("data:"):
+                    got["media_bytes"] += len(base64.b64decode(url.partition(",")[2]))
+            elif kind == "input_audio":
+                got["audio_clips"] += 1
+                got["media_bytes"] += len(base64.b64decode((p.get("input_audio") or {}).get("data", "")))
+            elif kind == "audio_url":
+                got["audio_clips"] += 1
+    return got
 
 
 def solve(text: str) -> str | None:

@@ -69,6 +69,13 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     typed_choices_str     an event with ``"choices": "abc"``
     typed_delta_str       an event whose ``delta`` is a string (completions: a string choice)
     typed_usage_null      the usage chunk says ``"completion_tokens": null`` (always sent)
+    tool_no_index         chat: a tool call whose second ``delta.tool_calls`` piece has no index
+    tool_args_not_string  chat: a tool call piece whose ``function.arguments`` is an object
+    tool_cut_mid_call     chat: a tool call's name and two argument pieces, then the stream ends
+                          (no finish reason, no ``[DONE]``)
+    image_too_large       a chat request carrying an image is a 400 whose JSON error says the
+                          image is too large (as a server with a pixel limit answers); one
+                          without is streamed normally
     responses_*, messages_*  one fault per event shape of the Responses and Messages APIs
                           (``hostile_hosted.py`` lists them); their paths answer every other
                           mode with a well-formed stream of their own shape
@@ -95,7 +102,7 @@ import ssl
 import time
 from typing import Any
 
-from loadgen.testing.hostile_events import full_completion, huge_text, stream_events
+from loadgen.testing.hostile_events import TOOL_MODES, full_completion, huge_text, stream_events
 from loadgen.testing.hostile_hosted import HOSTED_MODES, messages_events, responses_events
 from loadgen.testing.hostile_http import (
     Conn,
@@ -143,6 +150,8 @@ MODES: tuple[str, ...] = (
     "typed_choices_str",
     "typed_delta_str",
     "typed_usage_null",
+    *TOOL_MODES,
+    "image_too_large",
     *HOSTED_MODES,
     *POOLING_MODES,
 )
@@ -151,6 +160,7 @@ HOSTED = {"/v1/responses": responses_events, "/v1/messages": messages_events}
 STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED, *POOLING_PATHS))
 ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
 RETRY_AFTER_S = 7
+IMAGE_TOO_LARGE = "image too large: 4096x4096 exceeds the server's limit of 1003520 pixels"
 _KEEP_ALIVE = {"close_after_keepalive": "timeout=5, max=100", "keepalive_limits": "timeout=1, max=3"}
 LIMIT_TIMEOUT_S, LIMIT_MAX = 1.0, 3  # keepalive_limits' announced timeout and max
 
@@ -300,6 +310,9 @@ class HostileServer(ThreadedServer):
         auth = req.headers.get("authorization", "")
         if self.mode in ("http_500", "http_429", "echo_auth_body"):
             return await self._error_answer(conn, req, auth)
+        if self.mode == "image_too_large" and '"image_url"' in req.body.decode("utf-8", "replace"):
+            err = {"message": IMAGE_TOO_LARGE, "type": "BadRequestError", "param": "messages", "code": 400}
+            return await self._json(conn, req, 400, {"error": err})
         if req.path in POOLING_PATHS:
             return await self._pooling(conn, req, body)
         chat = req.path.endswith("/chat/completions")
@@ -329,8 +342,7 @@ class HostileServer(ThreadedServer):
         return await self._after_stream(conn)
 
     async def _pooling(self, conn: Conn, req: Request, body: dict) -> bool:
-        """A pooling request's whole JSON answer, with the mode's fault (``stall``: the head,
-        then silence)."""
+        """A pooling request's whole JSON answer, with the mode's fault (stall: head, silence)."""
         rid = f"pool-hostile-{self.requests_seen}"
         data = pooling_answer(self.mode, req.path, body, rid)
         head = [

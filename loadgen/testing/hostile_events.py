@@ -15,6 +15,8 @@ from typing import Any
 from loadgen.testing.hostile_http import dumps, sse
 
 WORDS = ("alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta")
+# A chat stream that answers with a tool call, one fault each (completions stream normally).
+TOOL_MODES: tuple[str, ...] = ("tool_no_index", "tool_args_not_string", "tool_cut_mid_call")
 
 
 def huge_text(size: int) -> bytes:
@@ -60,6 +62,8 @@ def stream_events(
             b"this is not an event stream\n\n",
             b"</html>\n\n",
         ]
+    if mode in TOOL_MODES and chat:
+        return [sse(p) for p in _tool_call(mode, base)]
     payloads = _payloads(mode, chat, base, 0 if mode == "zero_tokens" else n, usage_on, prompt_tokens, huge)
     bad = _bad_event(mode, chat, base)
     if bad is not None:
@@ -152,3 +156,36 @@ def _bad_event(mode: str, chat: bool, base: dict[str, Any]) -> bytes | None:
             dict(base, choices=[{"index": 0, "delta": "str", "finish_reason": None}] if chat else ["str"])
         )
     return None
+
+
+def _tool_call(mode: str, base: dict[str, Any]) -> list[bytes]:
+    """A chat answer that calls ``get_weather`` in pieces, with the mode's fault: the second
+    piece without its ``index`` (``tool_no_index``), its arguments an object instead of a
+    string (``tool_args_not_string``), or the stream ending after two argument pieces with no
+    finish reason and no ``[DONE]`` (``tool_cut_mid_call``)."""
+
+    def piece(call: dict[str, Any]) -> bytes:
+        return dumps(_obj(base, {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}))
+
+    role = {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}
+    name = {
+        "index": 0,
+        "id": "call_0",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": ""},
+    }
+    first: dict[str, Any] = {"index": 0, "function": {"arguments": '{"city": '}}
+    if mode == "tool_no_index":
+        first = {"function": {"arguments": '{"city": '}}
+    elif mode == "tool_args_not_string":
+        first = {"index": 0, "function": {"arguments": {"city": "Paris"}}}
+    out = [
+        dumps(_obj(base, role)),
+        piece(name),
+        piece(first),
+        piece({"index": 0, "function": {"arguments": '"Paris"'}}),
+    ]
+    if mode == "tool_cut_mid_call":
+        return out
+    finish = {"index": 0, "delta": {}, "finish_reason": "tool_calls"}
+    return [*out, piece({"index": 0, "function": {"arguments": "}"}}), dumps(_obj(base, finish)), b"[DONE]"]

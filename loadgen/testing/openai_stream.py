@@ -22,6 +22,7 @@ from loadgen.testing.common import (
     answer_pieces,
     end_stream,
     event,
+    media_received,
     pace_until,
     prompt_text,
     reset_connection,
@@ -44,6 +45,7 @@ class Plan:
     n_reason: int  # the first n tokens go out as reasoning_content
     script: list[str] | None  # answer mode: every token's text
     finish: str  # the finish reason
+    tool: str | None = None  # tool_call mode: the function the answer calls (chat)
 
     def usage(self, sent: int) -> dict[str, int]:
         return {
@@ -89,7 +91,22 @@ def plan(request: Any, body: dict, cfg: dict) -> Plan | Any:
             msg = f"unknown loadgen_test.answer {cfg['answer']!r}; valid: solve"
             return web.json_response({"error": {"message": msg, "code": 400}}, status=400)
         p.script, p.n_out, p.finish = answer_script(body, cfg, chat, p.n_reason)
+    elif chat and cfg.get("tool_call") and not _answers_a_tool(body):
+        p.tool, p.script, p.finish = str(cfg["tool_call"]), tool_script(p.n_out), "tool_calls"
     return p
+
+
+def _answers_a_tool(body: dict) -> bool:
+    """Whether the request's last message is a tool's result (answered in text, not a call)."""
+    msgs = body.get("messages") or []
+    return bool(msgs) and isinstance(msgs[-1], dict) and msgs[-1].get("role") == "tool"
+
+
+def tool_script(n: int) -> list[str]:
+    """A tool call's tokens: the name's (empty arguments), then ``{"q": "`` + words + ``"}`` in
+    pieces, ``n`` in all (from 3 tokens a whole JSON object)."""
+    words = [" " + WORDS[j % len(WORDS)] for j in range(max(n - 3, 0))]
+    return ["", '{"q": "', *words, '"}'][:n]
 
 
 async def stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_ns: int) -> Any:
@@ -106,6 +123,12 @@ async def stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_n
     entry["answer"] = ""
     # What was asked, as received: a test checks a multi-turn history against it.
     entry["messages" if p.chat else "prompt"] = body.get("messages" if p.chat else "prompt")
+    if p.chat:  # the media the request carried, counted and decoded here (a test compares them)
+        entry["media"] = media_received(body.get("messages"))
+        if entry["media"]["images"] or entry["media"]["audio_clips"]:  # the log keeps no base64
+            entry["messages"] = [
+                {**m, "content": prompt_text({"messages": [m]}, True)} for m in body["messages"]
+            ]
     content: list[str] = []  # the content text as sent, logged however the stream ends
     try:
         if p.fail_kind == "garbage":
@@ -176,7 +199,16 @@ async def _tokens(
         else:
             text = "".join(" " + WORDS[(sent + j) % len(WORDS)] for j in range(n))
         key = "reasoning_content" if sent < p.n_reason else "content"
-        if p.chat:
+        if p.tool is not None:  # the first token names the call, the rest are its arguments
+            key = "tool_calls"
+            fn = {"name": p.tool, "arguments": ""} if sent == 0 else {"arguments": text}
+            call = {
+                "index": 0,
+                "function": fn,
+                **({"id": f"call_{rid}", "type": "function"} if sent == 0 else {}),
+            }
+            choice = {"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": None}
+        elif p.chat:
             choice = {"index": 0, "delta": {key: text}, "finish_reason": None}
         else:
             choice = {"index": 0, "text": text, "finish_reason": None}
@@ -190,6 +222,8 @@ async def _tokens(
         entry["chunk_tokens"].append(n)
         if key == "content":
             content.append(text)
+        elif key == "tool_calls":
+            entry["tool_call"] = p.tool
         if entry["first_token_ns"] is None:
             entry["first_token_ns"] = t
         k += 1
@@ -252,8 +286,13 @@ def toy_token_count(prompt: Any, chat: bool) -> int:
     def words(text: str) -> int:
         return sum(1 + len(w) // 7 for w in text.split())
 
+    def text(content: Any) -> str:
+        if isinstance(content, list):  # content parts: their text (media count nothing here)
+            return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return content or ""
+
     if chat:
-        return sum(3 + words(m.get("content") or "") for m in prompt) + 2
+        return sum(3 + words(text(m.get("content"))) for m in prompt) + 2
     if isinstance(prompt, list):
         return len(prompt) + 1
     return words(prompt) + 1

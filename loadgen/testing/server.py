@@ -4,7 +4,9 @@ The server runs in its own process (``StreamServer``), so its timing is not dist
 client under test, and logs on the same monotonic clock (CLOCK_MONOTONIC via
 ``time.perf_counter_ns``) exactly when it handed each event to the socket. ``GET /_log`` returns
 that log; tests match it to loadgen's records through the response id. Each OpenAI entry also
-carries ``answer``, the content text the server really sent (reasoning excluded).
+carries ``answer``, the content text the server really sent (reasoning excluded), and each chat
+entry ``media``: the images and audio clips its content parts carried and the bytes their
+base64 decoded to (its ``messages`` then keep the text only).
 
 Behaviour is scripted per request through a ``loadgen_test`` object in the request body (the
 profile's ``target.extra_body`` puts it there), over the server's defaults:
@@ -21,6 +23,10 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
                            word a token ("475" / "apple", " river"), then finish_reason "stop";
                            max_tokens caps it ("length"). Other prompts get max_tokens (or the
                            default) words seeded by the prompt's crc32: same prompt, same words
+    tool_call              NAME: chat answers are a call of function NAME (its first event names
+                           it, each later one a piece of its JSON arguments, finish_reason
+                           "tool_calls"; the log's ``tool_call`` names it), except an answer to a
+                           request whose last message is a ``role: tool`` result: text
     wrong_mod              n: with ``answer``, prompts whose crc32(text, utf-8) % n == 0 get a
                            wrong answer (a number off by one, else the first word changed), so a
                            test knows exactly which prompts of N change, whatever their order

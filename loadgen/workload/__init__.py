@@ -16,13 +16,14 @@ import numpy as np
 from loadgen.backends import registry
 from loadgen.config import LoadConfig, WorkloadConfig
 from loadgen.config.stages import Stage
-from loadgen.records import RequestSpec
+from loadgen.records import MediaPart, RequestSpec
 from loadgen.summary import LengthStats
 from loadgen.summary.conditions import ConditionsTraffic
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.batches import Batches
-from loadgen.workload.datasets import word_count
+from loadgen.workload.datasets import DatasetError, word_count
 from loadgen.workload.lengths import describe, sample_lengths
+from loadgen.workload.media import MediaCache, MediaPlan
 from loadgen.workload.models import ModelPicker
 from loadgen.workload.prompts import (
     TextPrompts,
@@ -34,6 +35,7 @@ from loadgen.workload.prompts import (
 )
 from loadgen.workload.sessions import SessionPlan
 from loadgen.workload.sources import DatasetSource, PrefixGroups, TaskSource, TraceSource, trace_for
+from loadgen.workload.tool_rounds import ToolRounds
 from loadgen.workload.traces import prefix_reuse
 
 __all__ = ["RequestSpec", "Workload", "build_schedule"]
@@ -60,6 +62,7 @@ class Workload:
         # Chat, Responses, Messages: prompts go as messages (the protocol says so in the registry).
         backend = registry.get(endpoint)
         self.messages = backend is not None and backend.messages
+        self.carries_media = backend is not None and backend.media
         pooling = backend is not None and not backend.streamed
         self.prompt_format = prompt_format
         path = tokenizer_path or cfg.prompt.tokenizer
@@ -83,21 +86,37 @@ class Workload:
         # A tokenizer may miss the exact target; remember what it realised for realised().
         self._prompt_tokens: dict[int, int] = {}
         count = self._counter()
+        self.media_cache = MediaCache()  # one encode per distinct medium, for the whole run
         self._source: DatasetSource | TraceSource | TaskSource | None = None
         if cfg.dataset is not None:
-            self._source = DatasetSource(cfg.dataset, cfg.seed, count)
+            self._source = DatasetSource(cfg.dataset, cfg.seed, count, self.media_cache)
         elif cfg.trace is not None:
             self._source = TraceSource(cfg.trace)
         elif cfg.tasks is not None:
             self._source = TaskSource(cfg.tasks, cfg.seed)
+        src = self._source
+        if isinstance(src, DatasetSource) and not self.carries_media and any(e.media for e in src.entries):
+            takes = ", ".join(registry.names(lambda b: b.media))
+            raise DatasetError(f"{src.cfg.path}: its rows name images or audio; endpoint {endpoint} "
+                               f"cannot carry them, use {takes}")  # fmt: skip
         self._groups = PrefixGroups(cfg.prefix, cfg.seed, self._prompts) if cfg.prefix else None
         self._models = ModelPicker(cfg.models, cfg.seed) if cfg.models is not None else None
+        # What an agent's requests carry: the tools and their choice, a response_format.
+        tools = cfg.tools
+        self._tools = (tools.functions, tools.tool_choice()) if tools is not None else (None, None)
+        self._format = cfg.response_format.body() if cfg.response_format is not None else None
+        generated = cfg.images is not None or cfg.audio is not None
+        self._media = MediaPlan(cfg.images, cfg.audio, cfg.seed, self.media_cache) if generated else None
+        if self._media is not None:
+            self._media.warm()  # encoded before the run, not in the loop that stamps tokens
         # A pooling protocol (embeddings, rerank): a batch of items a request (config/pooling.py
         # has ruled out every other source of prompts for it).
         self._batches = Batches(cfg, self._prompts, backend.query) if pooling and backend else None
-        self.sessions: SessionPlan | None = None
+        self.sessions: SessionPlan | ToolRounds | None = None
         if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
             self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)
+        elif tools is not None and tools.rounds > 1:  # conversation s opens with request s
+            self.sessions = ToolRounds(tools, self.single, self._prompts)
 
     def _counter(self) -> Callable[[str], int]:
         """How a given prompt's tokens are counted: the tokenizer's, or one a word."""
@@ -185,12 +204,17 @@ class Workload:
 
     def request(self, i: int) -> RequestSpec:
         """Request ``i``; its input length counts the shared prefix, if any."""
-        if i < 0:
-            raise ValueError(f"request index must be >= 0, got {i}")
         if self.sessions is not None:
             raise TypeError("a multi-turn request depends on its history: build it with workload.sessions")
-        model = self._models.model(i) if self._models is not None else None
+        return self.single(i)
+
+    def single(self, i: int) -> RequestSpec:
+        """Request ``i`` on its own, as a conversation's first turn is (``request`` refuses a
+        workload of conversations, whose later turns depend on their history)."""
+        if i < 0:
+            raise ValueError(f"request index must be >= 0, got {i}")
         if self._batches is not None:
+            model = self._models.model(i) if self._models is not None else None
             return self._batches.request(i, model)
         n_in, n_out = self.lengths(i)
         system, n_sys = self._shared(i)
@@ -215,7 +239,30 @@ class Workload:
                 total = self._prompts.count(prompt)
         if isinstance(self._prompts, TokenizerPrompts):
             self._prompt_tokens[i] = total
-        return RequestSpec(i, prompt, messages, total, n_out, expected, match, model=model)
+        model = self._models.model(i) if self._models is not None else None
+        tools, choice = self._tools
+        return RequestSpec(
+            i,
+            prompt,
+            messages,
+            total,
+            n_out,
+            expected,
+            match,
+            model=model,
+            tools=tools,
+            tool_choice=choice,
+            response_format=self._format,
+            media=self._media_of(i),
+        )
+
+    def _media_of(self, i: int) -> tuple[MediaPart, ...]:
+        """A dataset row's own media, then the generated ones (the profile and the constructor
+        refuse media for a protocol that cannot carry them)."""
+        if not self.carries_media:
+            return ()
+        own = self._source.media(i) if isinstance(self._source, DatasetSource) else ()
+        return own + (self._media.media(i) if self._media is not None else ())
 
     def take(self, n: int) -> tuple[RequestSpec, ...]:
         """Requests 0..n-1."""

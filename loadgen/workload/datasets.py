@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 
 from loadgen.errors import LoadgenError
+from loadgen.workload.media_files import MediaRef, read_media
 
 __all__ = ["Dataset", "DatasetError", "Entry", "load_dataset", "select", "word_count"]
 
@@ -38,6 +39,7 @@ class Entry:
     output_tokens: int | None  # the reference answer's length: given, or its whitespace words
     expected: str | None  # an expected answer, for the quality axis
     line: int  # 1-based line (JSONL) or 0-based entry index (JSON array) it came from
+    media: tuple[MediaRef, ...] = ()  # the row's ``images`` and ``audio`` (media_files.py)
 
 
 class Dataset(list[Entry]):
@@ -110,7 +112,8 @@ def _sharegpt(path: Path, data: bytes) -> Dataset:
         if pair is None:
             skipped += 1
             continue
-        entries.append(Entry(pair[0], word_count(pair[1]), None, i))
+        media = read_media(f"{path} entry {i}", path.parent, item, DatasetError)
+        entries.append(Entry(pair[0], word_count(pair[1]), None, i, media))
     if not entries:
         raise DatasetError(
             f"{path}: no usable conversations among {len(items)} "
@@ -189,7 +192,7 @@ def _jsonl_entry(path: Path, n: int, obj: dict[str, Any]) -> Entry:
         raise DatasetError(
             f"{path} line {n}: expected is {expected!r}, expected a string (the answer's text)"
         )
-    return Entry(prompt, out, expected, n)
+    return Entry(prompt, out, expected, n, read_media(f"{path} line {n}", path.parent, obj, DatasetError))
 
 
 def _bound(value: int | None) -> str:

@@ -25,13 +25,15 @@ __all__ = ["SessionPlan", "Turn"]
 
 
 class Turn:
-    """One finished turn of a session: what the user said and what the server answered."""
+    """One finished turn of a session: what the user said and what the server answered (its
+    text, and the tool calls it made: id, name, arguments)."""
 
-    __slots__ = ("user", "user_tokens", "answer", "answer_tokens")
+    __slots__ = ("user", "user_tokens", "answer", "answer_tokens", "tool_calls")
 
     def __init__(self, user: str, user_tokens: int, answer: str, answer_tokens: int) -> None:
         self.user, self.user_tokens = user, user_tokens
         self.answer, self.answer_tokens = answer, answer_tokens
+        self.tool_calls: tuple[dict[str, str], ...] = ()
 
 
 class SessionPlan:
@@ -56,6 +58,10 @@ class SessionPlan:
 
     def turns(self, s: int) -> int:
         return min(MAX_TURNS, int(sample_lengths(self.cfg.turns, 1, self._rng(14, s))[0]))
+
+    def goes_on(self, calls: Sequence[dict[str, str]]) -> bool:
+        """A session runs all its turns, whatever an answer was."""
+        return True
 
     def think_s(self, s: int, turn: int) -> float:
         """Seconds between the answer to ``turn - 1`` and the sending of ``turn``."""

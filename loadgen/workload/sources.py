@@ -23,7 +23,9 @@ import numpy as np
 
 from loadgen.config.traffic import DatasetConfig, PrefixConfig, TasksConfig, TraceConfig
 from loadgen.quality.tasks import Task, TaskSet
+from loadgen.records import MediaPart
 from loadgen.workload.datasets import Entry, load_dataset, select, word_count
+from loadgen.workload.media import MediaCache, file_part
 from loadgen.workload.traces import Trace, load_trace
 
 Prompt = str | list[int]
@@ -42,8 +44,8 @@ def trace_for(cfg: TraceConfig) -> Trace:
 
 
 class DatasetSource:
-    def __init__(self, cfg: DatasetConfig, seed: int, count: Callable[[str], int]):
-        self.cfg, self._count = cfg, count
+    def __init__(self, cfg: DatasetConfig, seed: int, count: Callable[[str], int], cache: MediaCache):
+        self.cfg, self._count, self._cache = cfg, count, cache
         self.entries: list[Entry] = select(
             load_dataset(cfg.path, cfg.format),
             seed=seed,
@@ -54,6 +56,11 @@ class DatasetSource:
             max_output_tokens=cfg.max_output_tokens,
         )
         self._inputs = [count(e.prompt) for e in self.entries]
+        for e in self.entries:  # read and encoded before the run, not in the loop that stamps tokens
+            if cache.held >= cache.limit // 2:
+                break  # the rest when first sent
+            for m in e.media:
+                file_part(m.kind, m.ref, m.pixels, m.seconds, cache)
 
     def lengths(self, i: int, profile_output: int) -> tuple[int, int]:
         """The entry's input length, and its output length (the profile's ``profile_output``
@@ -73,6 +80,11 @@ class DatasetSource:
             head, _ = prompts.build(i, _REPEAT_WORDS)
             text, n = f"{head} {text}", n + _REPEAT_WORDS
         return text, n, e.expected, self.cfg.match
+
+    def media(self, i: int) -> tuple[MediaPart, ...]:
+        """The entry's own images and audio (read once per process, then shared)."""
+        e = self.entries[i % len(self.entries)]
+        return tuple(file_part(m.kind, m.ref, m.pixels, m.seconds, self._cache) for m in e.media)
 
 
 _REPEAT_WORDS = 4

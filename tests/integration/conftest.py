@@ -117,7 +117,10 @@ def vllm(request):
     # so the /metrics deltas count only these tests' requests.
     name = f"pytest-{os.getpid()}"
     try:
-        st = real_engines.serve(name=name)
+        # Tool parsing on, for the tool-call tests (a named tool_choice needs a parser set).
+        st = real_engines.serve(
+            name=name, extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
+        )
     except RuntimeError as exc:
         pytest.fail(f"vLLM did not start: {exc}")
     # The server is pinned to its core (real_engines.server_cpus); the client takes the others,

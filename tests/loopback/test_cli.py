@@ -219,3 +219,13 @@ def test_sigint_stops_cleanly_and_keeps_every_record(tmp_path):
     assert counts["cancelled"] > 0
     assert counts["sent"] < 10000
     assert len(records.read_bytes().splitlines()) == counts["sent"] + counts["warmup"]
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """`loadgen profiles | head -0`: the pipe is closed before loadgen writes; it exits 141
+    (128 + SIGPIPE, as shell tools do) with nothing on stderr."""
+    pipe = subprocess.PIPE
+    p = subprocess.Popen([*LOADGEN, "profiles"], stdout=pipe, stderr=pipe, env=cli_env())
+    p.stdout.close()  # before its imports are done: every write it makes meets a closed pipe
+    err = p.stderr.read().decode()
+    assert (p.wait(30), err) == (128 + signal.SIGPIPE, "")

@@ -482,6 +482,48 @@ class TestServerTokenize:
         assert cond["prompt_lengths"]["exact"] == 12
         assert cond["prompt_lengths_approximate"] is False
 
+    def test_a_rate_over_a_duration_fits_what_it_can_plausibly_send(self, tok_server, make_profile):
+        """20 req/s for 1 s: the Poisson count's mean plus five standard deviations (and one)
+        are fitted, 44, not FIT_LIMIT; every request sent is exact."""
+        res = run(
+            make_profile(
+                tok_server.url,
+                workload__num_requests=None,
+                workload__duration_s=1.0,
+                load__concurrency=None,
+                load__rate=20.0,
+                load__warmup_requests=0,
+            )
+        )
+        lengths = res.summary["conditions"]["prompt_lengths"]
+        assert lengths["requests_fitted"] == 44 == lengths["exact"]
+        assert "budget_s" not in lengths and len(res.records) < 44
+        assert all(r.prompt_tokens == r.requested_prompt_tokens for r in res.records)
+
+    def test_a_closed_loop_over_a_duration_fits_within_the_budget(
+        self, tok_server, make_profile, monkeypatch
+    ):
+        """A duration-bounded closed loop has no plausible count: fitting stops at the time
+        budget (here 0.3 s) instead of FIT_LIMIT; the fitted ones are requests 0..k-1 and
+        exact, and the conditions say where approximation starts."""
+        from loadgen.server import fit
+
+        monkeypatch.setattr(fit, "FIT_BUDGET_S", 0.3)
+        res = run(
+            make_profile(
+                tok_server.url,
+                workload__num_requests=None,
+                workload__duration_s=0.5,
+                load__concurrency=2,
+                load__warmup_requests=0,
+            )
+        )
+        lengths = res.summary["conditions"]["prompt_lengths"]
+        k = lengths["requests_fitted"]
+        assert 0 < k < fit.FIT_LIMIT and lengths["budget_s"] == 0.3
+        assert lengths["note"] == f"requests past {k} keep approximate lengths"
+        assert all(r.prompt_tokens == r.requested_prompt_tokens for r in res.records if r.id < k)
+
     def test_without_tokenize_lengths_are_flagged_approximate(self, server, make_profile):
         """A server without /tokenize leaves the word approximation, and the result says so."""
         res = run(make_profile(server.url, workload__num_requests=2))

@@ -128,7 +128,10 @@ backends:
     assert re.search(r"^loadgen_sim_cache_resets_total\{[^}]*\} 4$", text, re.M), text[-300:]
     state = json.loads((tmp_path / "e" / "experiment.json").read_text())
     assert state["cells"]["warm/repeat-2"]["state"] == "done"
-    assert "reset POST /no_such_reset: the server answered 404" in state["cells"]["wrong/repeat-1"]["error"]
+    assert (
+        "reset hook POST /no_such_reset (target.reset_path, --reset-path) answered HTTP 404"
+        in (state["cells"]["wrong/repeat-1"]["error"])
+    )
 
 
 def test_ctrl_c_stops_the_cell_and_its_server(tmp_path):

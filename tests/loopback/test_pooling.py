@@ -169,6 +169,8 @@ def test_report_and_compare_show_no_token_stream(server, make_profile, tmp_path)
     cost = json.loads((a.run_dir / "cost.json").read_text())
     assert cost["usd_per_million_items"] == 3.6 / 3600 / s["metrics"]["items_per_s"] * 1e6
     assert cost["usd_per_million_output_tokens"] is None and "| items (inputs, documents) |" in md
+    html = (a.run_dir / "report.html").read_text()  # the interactive section's SLO boxes: E2E only
+    assert 'id="lg-slo-e2e_ms"' in html and 'id="lg-slo-ttft_ms"' not in html
     assert not (a.run_dir / "plots" / "cdf_ttft.png").exists()
     assert (a.run_dir / "plots" / "cdf_e2e.png").exists()
     cmp = loadgen.compare([a.run_dir, b.run_dir])

@@ -190,16 +190,18 @@ def test_console_shows_the_figures_over_repeats(tmp_path):
 
 class TestResetHook:
     def test_called_once_per_repeat(self, tmp_path):
-        """Against one simulator, 3 repeats with the hook: its reset counter reads 3, and
-        SGLang's name reaches the same flush."""
+        """Against one simulator, 3 repeats with the hook, then a run with a list of two hooks
+        (SGLang's name, sent as GET): its reset counter reads 3 + 2."""
         with SimProcess(SimConfig.from_dict({"preset": PRESET, "time_scale": 0.2})) as sim:
             prof = profile(tmp_path, sim.url, load__repeats=3, target__reset_path="/reset_prefix_cache")
             run(prof)
-            prof = profile(tmp_path, sim.url, target__reset_path="/flush_cache")
-            run(prof)
+            hooks = ["/reset_prefix_cache", "GET /flush_cache"]
+            res = run(profile(tmp_path, sim.url, target__reset_path=hooks))
             with urllib.request.urlopen(sim.url + "/metrics") as r:
                 text = r.read().decode()
-        assert re.search(r"^loadgen_sim_cache_resets_total\{[^}]*\} 4$", text, re.M), text[-300:]
+        assert re.search(r"^loadgen_sim_cache_resets_total\{[^}]*\} 5$", text, re.M), text[-300:]
+        said = res.summary["conditions"]["profile"]["target"]["reset_path"]
+        assert said == ["POST /reset_prefix_cache", "GET /flush_cache"]
 
     def test_a_failing_reset_names_the_path_and_status(self, tmp_path):
         """A path the server does not serve stops the run before any load, naming both."""
@@ -214,7 +216,8 @@ class TestBadInput:
         [
             (["--repeats", "0"], "argument --repeats: 0 repeats: at least 1"),
             (["--repeats", "2.5"], "argument --repeats: '2.5' is not a whole number"),
-            (["--reset-path", "flush"], "target.reset_path: 'flush' is not a path"),
+            (["--reset-path", "flush"], "target.reset_path: 'flush' is not a reset hook"),
+            (["--reset-path", "PUT /flush_cache"], "'PUT /flush_cache' is not a reset hook"),
             (["--repeats", "2", "--sweep", "concurrency=1,2"], "load.repeats: repeats a single-stage load"),
         ],
     )

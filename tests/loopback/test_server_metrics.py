@@ -134,6 +134,10 @@ class TestNormalize:
             "prompt_seconds_total": None,  # llama.cpp's busy-time counters: vLLM has none
             "generation_seconds_total": None,
             "decode_calls_total": None,
+            "spec_accept_length": None,  # SGLang's gauge; and vLLM here runs no draft model
+            "spec_drafts_total": None,
+            "spec_draft_tokens_total": None,
+            "spec_accepted_tokens_total": None,
             "ttft_sum_s": 41.5,
             "ttft_count": 393.0,
             "itl_sum_s": 595.5,

@@ -101,7 +101,9 @@ class TestSessions:
         assert p2.split()[: len(p1.split()) + len(answer.split())] == p1.split() + answer.split()
 
     def test_sessions_in_several_processes_are_refused_with_the_fix(self, make_profile):
-        with pytest.raises(ConfigError, match=r"multi-turn sessions run in one process.*--workers 1"):
+        with pytest.raises(
+            ConfigError, match=r"multi-turn sessions and tool rounds run in one process.*--workers 1"
+        ):
             make_profile("http://127.0.0.1:9", workload__sessions={"turns": 2}, client__workers=2)
 
 

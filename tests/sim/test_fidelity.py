@@ -41,7 +41,16 @@ PRESET = "llama3-8b-fp16@h100"  # B=1 decode step ~7 ms, prefill of 32 tokens ~1
 NEG_MARGIN_MS = 0.2
 
 
-def _run_sim(tmp_path: Path, concurrency: int, num_requests: int, output_tokens: int):
+# The protocols the c=1 test runs over: the profiles' default (chat) and the native ones the
+# simulator serves beside it (their events are paced by the same engine loop).
+ENDPOINTS = {
+    "chat": {},
+    "triton_generate": {"target.endpoint": "triton_generate", "target.model": "ensemble"},
+    "sglang_generate": {"target.endpoint": "sglang_generate"},
+}
+
+
+def _run_sim(tmp_path: Path, concurrency: int, num_requests: int, output_tokens: int, **target):
     profile = helpers.profile(
         tmp_path,
         None,
@@ -51,6 +60,7 @@ def _run_sim(tmp_path: Path, concurrency: int, num_requests: int, output_tokens:
             "load.warmup_requests": 0,
             "workload.num_requests": num_requests,
             "workload.output_tokens": output_tokens,
+            **target,
         },
     )
     res = asyncio.run(api.run_async(profile))
@@ -93,27 +103,33 @@ def _p(x: np.ndarray, q: float) -> float:
 @pytest.mark.slow  # 16 requests of 48 tokens in real time: ~6 s
 @pytest.mark.timing_absolute
 @pytest.mark.serial  # a sub-millisecond or tight bound: measured with a core to itself
-def test_concurrency_1_matches_simulator_ground_truth(tmp_path):
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_concurrency_1_matches_simulator_ground_truth(tmp_path, endpoint):
     """At c=1: first token trails the simulator's send by p50 -0.2..0.5 ms (p90 < 1, p99 < 5 ms),
-    TTFT exceeds the simulator's by -0.2..3 ms (p10..p90), TPOT within 1 % (p90; max 3 %)."""
+    TTFT exceeds the simulator's by -0.2..3 ms (p10..p90), TPOT within 1 % (p90; max 3 %); over
+    chat and over Triton's and SGLang's native streams alike."""
     # Measured here (standalone, 9 runs of 16 x 48 tokens): first-token trail p50 -0.05..0.07,
     # p99 0.13-0.24 ms; every chunk's trail p50 0.09-0.13 ms, p99 0.37-0.46 ms; TTFT error
     # 0.5-1.6 ms (the request's own trip: serialise, write, the server reads its headers), with
     # single requests at 3.3-3.9 ms or -1.7 ms when the shared machine was busy; TPOT error
     # <= 0.25 %.
-    res, truth = _run_sim(tmp_path, concurrency=1, num_requests=16, output_tokens=48)
+    res, truth = _run_sim(tmp_path, concurrency=1, num_requests=16, output_tokens=48, **ENDPOINTS[endpoint])
     m = _compare(res, truth)
     assert _p(m["first"], 50) >= -NEG_MARGIN_MS and _p(m["chunks"], 50) >= -NEG_MARGIN_MS
-    assert_percentiles(m["first"], "c=1 first-token trail", p50=0.5, p90=1.0, p99=5.0)
-    assert_percentiles(m["chunks"], "c=1 chunk trail", p50=0.5, p99=2.0)
+    assert_percentiles(m["first"], f"{endpoint} c=1 first-token trail", p50=0.5, p90=1.0, p99=5.0)
+    assert_percentiles(m["chunks"], f"{endpoint} c=1 chunk trail", p50=0.5, p99=2.0)
     # Client TTFT counts from just before its write, the simulator's from its handler starting
     # (headers parsed): ours is longer by the request's trip, never shorter beyond the margin.
     assert _p(m["ttft_err"], 10) >= -NEG_MARGIN_MS
-    assert_percentiles(m["ttft_err"], "c=1 TTFT error", p50=2.0, p90=3.0)
-    assert_percentiles(np.abs(m["tpot_rel"]), "c=1 |TPOT error| / TPOT", unit="", p90=0.01, max=0.03)
+    assert_percentiles(m["ttft_err"], f"{endpoint} c=1 TTFT error", p50=2.0, p90=3.0)
+    assert_percentiles(
+        np.abs(m["tpot_rel"]), f"{endpoint} c=1 |TPOT error| / TPOT", unit="", p90=0.01, max=0.03
+    )
     tpot = res.summary["metrics"]["tpot_ms"]
     gt_tpot = np.mean([g["tpot_ms"] for g in truth.values()])
-    assert_within(abs(tpot["mean"] / gt_tpot - 1), 0.01, "c=1 |mean TPOT / the simulator's - 1|", unit="")
+    assert_within(
+        abs(tpot["mean"] / gt_tpot - 1), 0.01, f"{endpoint} c=1 |mean TPOT / the simulator's - 1|", unit=""
+    )
 
 
 @pytest.mark.timing_absolute

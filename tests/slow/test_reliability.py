@@ -86,6 +86,9 @@ INTENDED: dict[str, str | None] = {
     "typed_choices_str": R.MALFORMED,
     "typed_delta_str": R.MALFORMED,
     "typed_usage_null": R.MALFORMED,
+    "tool_no_index": R.MALFORMED,
+    "tool_args_not_string": R.MALFORMED,
+    "tool_cut_mid_call": R.NO_DONE,
 }
 # (requests, concurrency) where the default (8, 4) would be slow: a timeout costs ~1 s per wave.
 SIZES = {"stall": (4, 4), "slow_headers": (4, 4), "huge_event": (2, 2)}

@@ -18,6 +18,7 @@ import sys
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from pydantic import ValidationError
 
@@ -122,10 +123,13 @@ class Sla:
     e2e_ms: float | None = None
 
 
-def every_rule() -> list[str]:
-    """One rule text per metric (and per stat, for a distribution) the registry defines."""
+def every_rule(with_absent: bool = True) -> list[str]:
+    """One rule text per metric (and per stat, for a distribution) the registry defines;
+    without ``with_absent``, not those of a kind RECORDS lack (a tool call's)."""
     out = []
     for d in STREAMED:
+        if d.when_present and not with_absent:
+            continue
         stats = md.RULE_STATS if d.kind == "distribution" else (None,)
         out += [f"{s} {d.name} < 1e12" if s else f"{d.name} < 1e12" for s in stats]
     return out
@@ -144,7 +148,9 @@ class TestRegistry:
             "client_lag_ms",
             "ttft_from_sched_ms",
             "e2e_from_sched_ms",
+            "ttft_tool_ms",
         ]
+        assert [d.name for d in md.DISTRIBUTIONS if d.when_present] == ["ttft_tool_ms"]
         assert {d.name: d.same_as for d in md.DISTRIBUTIONS if d.same_as} == {
             "ttft_from_sched_ms": "ttft_ms",
             "e2e_from_sched_ms": "e2e_ms",
@@ -226,7 +232,14 @@ class TestProfileRules:
                     config_ok = False
                 # The error-rate check leads every verdict's details; the rule under test follows.
                 _errors, detail = sla_mod.evaluate(Sla(rules=(Rule(metric, stat),)), SUMMARY)["details"]
-                assert config_ok == (detail["reason"] is None), (metric, stat, detail["reason"])
+                # A tool call's metric is a valid rule with no data in a run without tool calls.
+                absent = metric in md.BY_NAME and md.get(metric).when_present
+                reason = detail["reason"]
+                assert config_ok == (reason is None or (absent and reason.startswith("no data"))), (
+                    metric,
+                    stat,
+                    reason,
+                )
                 if config_ok:  # 'p99.9' is accepted, as 'p99_9'
                     accepted.add((metric, stat and stat.replace(".", "_")))
         assert accepted == (
@@ -248,6 +261,9 @@ class TestSummary:
     def test_every_metric_at_its_path(self):
         for d in md.DISTRIBUTIONS:
             dist = md.lookup(SUMMARY, d.name)
+            if d.when_present:  # RECORDS made no tool call: absent, not an empty distribution
+                assert dist is None, d.name
+                continue
             assert tuple(dist) == md.STATS and dist["count"] > 0, d.name
         for d in md.RUN_SCALARS:
             if d.applies_to(True):
@@ -258,7 +274,7 @@ class TestSummary:
     def test_key_order_of_the_metrics_block(self):
         """summary.json keeps its order: the registry's distributions, then the run numbers."""
         assert list(SUMMARY["metrics"]) == [
-            *(d.name for d in md.DISTRIBUTIONS),
+            *(d.name for d in md.DISTRIBUTIONS if not d.when_present),
             "request_throughput_rps",
             "input_tokens_per_s",
             "output_tokens_per_s",
@@ -285,7 +301,8 @@ class TestSummary:
         # from t_sched: sent 1 and 2 ms late, so TTFT 29, 40 -> 30, 42 and E2E 54, 68 -> 55, 70
         assert m["ttft_from_sched_ms"]["mean"] == 36.0 and m["e2e_from_sched_ms"]["min"] == 55.0
         samples = distribution_samples(RECORDS)
-        assert list(samples) == list(md.NAMES[:9])
+        assert list(samples) == list(md.NAMES[:10])
+        assert distribution(samples.pop("ttft_tool_ms"))["count"] == 0  # no tool call: absent from m
         for name, values in samples.items():
             assert distribution(values) == m[name]
 
@@ -302,7 +319,7 @@ class TestSlaEvaluation:
             sets=[
                 "workload.num_requests=4",
                 "load.concurrency=1",
-                f"sla.rules={json.dumps(every_rule())}",
+                f"sla.rules={json.dumps(every_rule(with_absent=False))}",
                 "sla.max_error_rate=1",  # RECORDS hold failures on purpose
             ],
         )
@@ -310,7 +327,7 @@ class TestSlaEvaluation:
         assert block["verdict"] == "pass"
         errors, *details = block["details"]
         assert errors["max_error_rate"] is True and errors["passed"] is True
-        assert len(details) == len(every_rule())
+        assert len(details) == len(every_rule(with_absent=False))
         for d in details:
             assert d["reason"] is None, d
             assert d["value"] == md.lookup(SUMMARY, d["metric"], d["stat"])
@@ -327,7 +344,7 @@ class TestGate:
                 accepted.add(d.name)
             except ValidationError as exc:
                 assert "not resampled by the bootstrap" in str(exc)
-        assert accepted == {d.name for d in md.GATED} == set(md.NAMES) - {"mean_concurrency"}
+        assert accepted == {d.name for d in md.GATED} == set(md.NAMES) - {"mean_concurrency", "ttft_tool_ms"}
         assert bs.STATS == md.GATE_STATS == ("p50", "p90", "p95", "p99", "p99_9", "mean")
         with pytest.raises(ValidationError, match="unknown metric 'ttft'"):
             GateRule.model_validate({"metric": "ttft", "stat": "p99", "max": 1})
@@ -393,7 +410,7 @@ class TestCompare:
 class TestShown:
     def test_console_latency_rows(self):
         table = summary_table(SUMMARY)
-        shown = [d for d in md.DISTRIBUTIONS if d.console]
+        shown = [d for d in md.DISTRIBUTIONS if d.console and not d.when_present]
         assert [c.header for c in table.columns] == [
             "metric",
             "n",
@@ -427,7 +444,9 @@ class TestShown:
     def test_report_tables(self):
         lat = latency_table(SUMMARY)
         assert lat.header == ("metric (ms)", "n", "p50", "p90", "p95", "p99", "p99.9", "mean")
-        assert [r[0] for r in lat.rows] == [d.label for d in md.DISTRIBUTIONS if d.report == "latency"]
+        assert [r[0] for r in lat.rows] == [
+            d.label for d in md.DISTRIBUTIONS if d.report == "latency" and not d.when_present
+        ]
         thr = throughput_section(SUMMARY).blocks[0]
         assert [r[0] for r in thr.rows] == [
             *(d.label for d in STREAMED if d.kind == "run" and d.report == "throughput"),
@@ -458,7 +477,7 @@ class TestShown:
             assert console_rows & twins == report_rows & twins == (twins if shown else set())
             assert ("include the time the request waited to be sent" in text) == shown
         assert {r[0] for r in latency_table(on_time).rows} == {
-            d.label for d in md.DISTRIBUTIONS if d.report == "latency"
+            d.label for d in md.DISTRIBUTIONS if d.report == "latency" and not d.when_present
         } - twins
 
     def test_every_metric_is_shown(self):
@@ -476,7 +495,8 @@ class TestDerivedLists:
         cols = derived_columns(RECORDS)
         assert list(cols) == list(DERIVED_COLUMNS) == [d.name for d in md.PER_REQUEST]
         assert all(d.formula is not None for d in md.PER_REQUEST)
-        assert [cols[k][0] for k in DERIVED_COLUMNS] == [29.0, 19.0, 5.0, 54.0, 1.0, 30.0, 55.0]
+        assert [cols[k][0] for k in DERIVED_COLUMNS[:7]] == [29.0, 19.0, 5.0, 54.0, 1.0, 30.0, 55.0]
+        assert DERIVED_COLUMNS[7:] == ("ttft_tool_ms",) and np.isnan(cols["ttft_tool_ms"]).all()
         # the failed request: a TTFB/TTFT/TPOT never came, and a failure's end is no latency
         assert [k for k in DERIVED_COLUMNS if not math.isnan(cols[k][2])] == ["client_lag_ms"]
 

@@ -106,7 +106,7 @@ class TestRequestFrame:
         assert "chunk_times_ns" not in cols and "chunk_tokens" not in cols
         assert "n_chunks" not in cols
         assert {"id", "ok", "error_class", "t_end_ns", "output_tokens", "token_source"} <= set(cols)
-        assert cols[-7:] == [  # the registry's per-request distributions, in its order
+        assert cols[-8:] == [  # the registry's per-request distributions, in its order
             "ttft_ms",
             "ttfb_ms",
             "tpot_ms",
@@ -114,6 +114,7 @@ class TestRequestFrame:
             "client_lag_ms",
             "ttft_from_sched_ms",
             "e2e_from_sched_ms",
+            "ttft_tool_ms",
         ]
 
     def test_one_token_request_has_no_tpot(self):

@@ -122,6 +122,10 @@ def test_installed_wheel_runs_a_shipped_profile_from_an_empty_folder(tmp_path):
     assert [r["ok"] for r in records] == [True] * 4
     assert summary["counts"]["ok"] == 4
     assert summary["conditions"]["profile"]["name"] == "quickstart"
+    # report.html's chart library and scripts ship as package data: its interactive section renders.
+    _run(venv / "bin" / "loadgen", "report", run_dir, cwd=empty, env=env)
+    page = (run_dir / "report.html").read_text()
+    assert 'id="lg-data"' in page and "/*! https://github.com/leeoniya/uPlot" in page and "lgTimeline" in page
     # The sample data ship beside the profiles: a profile naming ../data or ../traces runs too.
     for name in ("sharegpt", "replay"):
         extra = ["--set", "workload.trace.window_s=2"] if name == "replay" else []

@@ -127,7 +127,25 @@ class Case:
     status: int = 200
     raw_body: bytes | None = None  # a non-SSE body (an HTTP error)
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "text/event-stream"})
+    tools: tuple[str, ...] = ()  # a tool-call answer: the names its record must carry
 
+
+def call(index: Any, name: str | None = None, args: Any = None, cid: str | None = None) -> dict:
+    """One ``delta.tool_calls`` piece (``index`` None: a piece without one)."""
+    fn = {k: v for k, v in (("name", name), ("arguments", args)) if v is not None}
+    piece: dict[str, Any] = {"function": fn}
+    if index is not None:
+        piece["index"] = index
+    if cid is not None:
+        piece.update(id=cid, type="function")
+    return piece
+
+
+TOOL_HEAD = [
+    chat({"role": "assistant", "content": None}),
+    chat({"tool_calls": [call(0, "get_weather", "", cid="call_a")]}),  # the name: a token
+    chat({"tool_calls": [call(0, args='{"city": ')]}),
+]
 
 CASES = [
     Case(
@@ -215,6 +233,71 @@ CASES = [
         raw_body=j({"error": {"message": "max_tokens is too large", "type": "BadRequestError", "code": 400}}),
         headers={"content-type": "application/json"},
         error_message="max_tokens is too large",
+    ),
+    Case(
+        "chat_tool_calls",
+        "chat",
+        [
+            *TOOL_HEAD,
+            chat({"tool_calls": [call(0, args='"Paris"}')]}),
+            chat(
+                {"tool_calls": [call(1, "get_time", '{"zone": "UTC"}', cid="call_b")]}
+            ),  # one piece, 2nd call
+            chat({"tool_calls": [call(1)]}),  # nothing in it: no token
+            chat({}, finish="tool_calls"),
+            j({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 4}}),
+            DONE,
+        ],
+        token_events=[1, 2, 3, 4],
+        chunk_tokens=[1, 1, 1, 1],
+        ok=True,
+        error_class=None,
+        output_tokens=4,
+        response_id="chatcmpl-1",
+        token_source="usage",
+        tools=("get_weather", "get_time"),
+    ),
+    Case(
+        "chat_tool_call_without_index",
+        "chat",
+        [*TOOL_HEAD, chat({"tool_calls": [call(None, args='"Paris"}')]}), DONE],
+        token_events=[1, 2],
+        chunk_tokens=[1, 1],
+        ok=False,
+        error_class=R.MALFORMED,
+        output_tokens=None,
+        response_id="chatcmpl-1",
+        fail_event=3,
+        tools=("get_weather",),
+    ),
+    Case(
+        "chat_tool_call_arguments_not_a_string",
+        "chat",
+        [*TOOL_HEAD, chat({"tool_calls": [call(0, args={"city": "Paris"})]}), DONE],
+        token_events=[1, 2],
+        chunk_tokens=[1, 1],
+        ok=False,
+        error_class=R.MALFORMED,
+        output_tokens=None,
+        response_id="chatcmpl-1",
+        fail_event=3,
+        tools=("get_weather",),
+    ),
+    Case(
+        "chat_tool_call_cut",
+        "chat",
+        TOOL_HEAD,
+        token_events=[1, 2],
+        chunk_tokens=[1, 1],
+        ok=False,
+        error_class=R.NO_DONE,
+        output_tokens=None,
+        response_id="chatcmpl-1",
+        error_message=(
+            "the stream closed without data: [DONE] "
+            "(inside tool call 0 (get_weather, 9 characters of arguments))"
+        ),
+        tools=("get_weather",),
     ),
     Case(
         "completions",
@@ -478,7 +561,14 @@ def check(case: Case, timed: list[Read], ends: list[int]) -> None:
     if case.fail_event is not None:
         assert rec.t_end_ns == completed_at[case.fail_event]
     assert rec.reasoning_times_ns == []
-    assert rec.t_first_content_ns == rec.t_first_token_ns
+    if case.tools:  # every token a tool call's: timed, counted, never content
+        assert rec.t_first_tool_ns == rec.t_first_token_ns and rec.t_first_content_ns is None
+        assert (rec.tool_calls, rec.tool_names) == (
+            (len(case.tools), list(case.tools)) if case.ok else (0, None)
+        )
+        assert rec.finish_reason == ("tool_calls" if case.ok else None)
+    else:
+        assert rec.t_first_content_ns == rec.t_first_token_ns and rec.t_first_tool_ns is None
 
 
 # --- (a) one read, (b) one byte per read, (c) CRLF ---------------------------------------------

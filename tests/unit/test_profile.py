@@ -24,7 +24,9 @@ def problems(tmp_path: Path, text: str, **kw) -> list[str]:
 
 
 class TestShippedProfiles:
-    @pytest.mark.parametrize("name", ["chat", "long-context", "code-completion", "ci-smoke"])
+    @pytest.mark.parametrize(
+        "name", ["chat", "long-context", "code-completion", "ci-smoke", "vision", "speech"]
+    )
     def test_loads(self, name):
         """Every shipped profile validates and leaves target.url to the command line."""
         profile = load_profile(PROFILES / f"{name}.yaml")

@@ -31,6 +31,7 @@ BUILT_IN = (
     "sglang_generate",
     "responses",
     "messages",
+    "triton_grpc",
     "embeddings",
     "rerank",
 )
@@ -87,7 +88,8 @@ class EchoBackend(StreamingBackend):
 
 class TestTheRegistry:
     def test_lists_exactly_the_built_in_protocols(self):
-        """Importing loadgen.backends registers chat, completions, triton_generate, sglang_generate."""
+        """Importing loadgen.backends registers chat, completions, triton_generate, sglang_generate,
+        responses, messages and triton_grpc (which imports without its extra)."""
         assert registry.names() == BUILT_IN
         assert all(registry.backend(n).name == n for n in BUILT_IN)
 

@@ -47,6 +47,7 @@ CSV_COLUMNS = [
     "t_first_byte_ns",
     "t_first_token_ns",
     "t_first_content_ns",
+    "t_first_tool_ns",
     "t_end_ns",
     "prompt_tokens",
     "output_tokens",
@@ -61,6 +62,14 @@ CSV_COLUMNS = [
     "turn",
     "model",
     "items",
+    "finish_reason",
+    "tool_calls",
+    "json_valid",
+    "images",
+    "audio_clips",
+    "media_bytes",
+    "megapixels",
+    "audio_s",
     "prompt_hash",
     "answer_truncated",
     "correct",
@@ -71,6 +80,7 @@ CSV_COLUMNS = [
     "client_lag_ms",
     "ttft_from_sched_ms",
     "e2e_from_sched_ms",
+    "ttft_tool_ms",
 ]
 
 
@@ -111,7 +121,7 @@ class TestMarkdown:
 
     def test_sections_come_in_order_conditions_first(self, base_a):
         """The headline, then conditions, SLA, latency, throughput, errors, client, server,
-        Little's law, cost, plots."""
+        Little's law, cost, the interactive section (report.md: its slowest requests), plots."""
         heads = [ln for ln in (base_a / "report.md").read_text().splitlines() if ln.startswith("## ")]
         assert heads == [
             "## At a glance",
@@ -124,6 +134,7 @@ class TestMarkdown:
             "## Server view",
             "## Little's law",
             "## Cost",
+            "## Interactive",
             "## Plots",
         ]
 
