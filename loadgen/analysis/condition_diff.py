@@ -14,6 +14,8 @@ purpose and all listed here:
 - A realised length distribution (``lengths.realised.*``, a dict of count/mean/p50/...) is one
   field, compared without its ``count`` (the number of requests, which is listed on its own as
   ``profile.workload.num_requests``); an empty mapping is the same as an absent one.
+- A null is the same as an absent field: a profile field a newer loadgen added (at its default,
+  null) does not make its runs differ from an older loadgen's, which never wrote it.
 
 Pure: ``conditions`` blocks in, the fields that differ out.
 """
@@ -80,7 +82,8 @@ def condition_diff(conditions: Sequence[Mapping[str, Any]]) -> list[ConditionDif
     out = []
     for f in fields:
         values = tuple(d.get(f, ABSENT) for d in flat)
-        if any(v != values[0] for v in values[1:]):
+        same = [ABSENT if v is None else v for v in values]
+        if any(v != same[0] for v in same[1:]):
             out.append(ConditionDiff(f, values))
     return out
 

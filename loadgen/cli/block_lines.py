@@ -22,7 +22,10 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
     if q and (q["scored"] or q["answers_kept"] or not q.get("json_scored")):
         acc = "not scored" if q["accuracy"] is None else f"accuracy {q['accuracy']:.1%}"
         kept = f"; {q['answers_kept']} answers kept" if q["answers_kept"] else ""
-        lines.append(f"quality     {acc} ({q['correct']} of {q['scored']} scored answers right){kept}")
+        modelled = " (modelled by the simulator, not measured)" if q.get("modelled") else ""
+        lines.append(
+            f"quality     {acc} ({q['correct']} of {q['scored']} scored answers right){modelled}{kept}"
+        )
     if q and q.get("json_scored"):
         lines.append(
             f"json valid  {q['json_valid']:.1%} ({q['json_valid_answers']} of {q['json_scored']} "

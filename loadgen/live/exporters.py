@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector, CollectorRegistry
 
@@ -82,18 +83,33 @@ class PrometheusExporter(Collector):
         if o.warmup:
             return
         attrs = self._attrs(o)
+        if o.gaps_s.size:  # a long stream's every gap: counted into the buckets at once
+            self._observe_many(_BY_FIELD["gaps_s"], attrs, o.gaps_s)
         for field, value, extra in o.points():
+            if field == "gaps_s":
+                continue
             named = tuple((k.replace(".", "_"), v) for k, v in extra)
             self._observe(_BY_FIELD[field], (*attrs, *named), value)
 
     def _attrs(self, o: Observation) -> tuple[tuple[str, str], ...]:
         return (("gen_ai_request_model", o.model or self.labels.get("model", "")),)
 
-    def _observe(self, inst: Instrument, attrs: tuple[tuple[str, str], ...], value: float) -> None:
+    def _observe_many(self, inst: Instrument, attrs: tuple[tuple[str, str], ...], values: np.ndarray) -> None:
+        b = self._buckets(inst, attrs)
+        counts = np.bincount(np.searchsorted(inst.buckets, values, side="left"), minlength=len(b.counts))
+        b.counts = [c + int(k) for c, k in zip(b.counts, counts)]
+        b.sum += float(values.sum())
+        b.n += len(values)
+
+    def _buckets(self, inst: Instrument, attrs: tuple[tuple[str, str], ...]) -> _Buckets:
         key = (inst.name, attrs)
         b = self._hist.get(key)
         if b is None:
             b = self._hist[key] = _Buckets(len(inst.buckets))
+        return b
+
+    def _observe(self, inst: Instrument, attrs: tuple[tuple[str, str], ...], value: float) -> None:
+        b = self._buckets(inst, attrs)
         b.counts[bisect.bisect_left(inst.buckets, value)] += 1
         b.sum += value
         b.n += 1

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 __all__ = ["INSTRUMENTS", "Instrument", "Observation", "observe", "prometheus_name"]
 
 Kind = Literal["counter", "gauge", "histogram"]
@@ -111,7 +113,7 @@ class Observation:
     warmup: bool
     e2e_s: float | None
     ttft_s: float | None
-    gaps_s: list[float]
+    gaps_s: np.ndarray  # every gap between token-bearing chunks, s
     input_tokens: int | None
     output_tokens: int | None
 
@@ -122,11 +124,14 @@ class Observation:
             yield "e2e_s", self.e2e_s, ()
         if self.ttft_s is not None:
             yield "ttft_s", self.ttft_s, ()
-        for gap in self.gaps_s:
+        for gap in self.gaps_s.tolist():
             yield "gaps_s", gap, ()
         for kind, n in (("input", self.input_tokens), ("output", self.output_tokens)):
             if n is not None:
                 yield "tokens", n, (("gen_ai.token.type", kind),)
+
+
+_NO_GAPS = np.empty(0)
 
 
 def observe(rec: object) -> Observation:
@@ -146,7 +151,7 @@ def observe(rec: object) -> Observation:
         warmup=bool(getattr(rec, "warmup", False)),
         e2e_s=(end - send) / 1e9 if ok and end is not None and send else None,
         ttft_s=(first - send) / 1e9 if ok and first is not None and send else None,
-        gaps_s=[(b - a) / 1e9 for a, b in zip(chunks, chunks[1:])] if ok else [],
+        gaps_s=np.diff(np.asarray(chunks, dtype=np.int64)) / 1e9 if ok and len(chunks) > 1 else _NO_GAPS,
         input_tokens=getattr(rec, "prompt_tokens", None) if ok else None,
         output_tokens=getattr(rec, "output_tokens", None) if ok else None,
     )

@@ -11,13 +11,15 @@ deque trimmed by the record's end time), and the current stage so far (log-space
 with 1 % wide bins from 0.01 ms to 1000 s, exact to 1 % and of fixed size however long the
 stage). The definitions are the summary's: TTFT from send to the first token-bearing chunk, TPOT
 from the first to the last chunk over the output tokens after the first, ITL the gaps between
-chunks (a record gives at most ``ITL_PER_RECORD`` of its gaps, evenly spaced, to the window).
+chunks (a record gives at most ``ITL_PER_RECORD`` of its gaps, evenly spaced, to the window and
+the stage's histogram). The window lives in fixed numpy rings (``_RECENT`` records, ``_GAPS``
+gaps; a run faster than that over the window shows its last ones): one index write a value.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +33,8 @@ from loadgen.records import RequestRecord
 
 __all__ = ["ITL_PER_RECORD", "LiveStats", "LogHistogram", "Snapshot"]
 
-ITL_PER_RECORD = 32
+ITL_PER_RECORD = 8
+_RECENT, _GAPS = 1 << 17, 1 << 18  # the window's capacity: records, and sampled gaps
 _LO_MS, _RATIO = 0.01, 1.01
 _BINS = int(math.log(1e6 / _LO_MS) / math.log(_RATIO)) + 2  # 0.01 ms .. 1000 s
 
@@ -99,6 +102,27 @@ class _Stage:
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms")
 
 
+class _Ring:
+    """The last ``cap`` rows of (time, values...), in fixed arrays: append is an index write."""
+
+    __slots__ = ("cap", "cols", "n", "t")
+
+    def __init__(self, cap: int, width: int) -> None:
+        self.cap, self.n = cap, 0
+        self.t = np.zeros(cap, np.int64)
+        self.cols = np.full((cap, width), np.nan)
+
+    def append(self, t: int, values: tuple[float, ...]) -> None:
+        i = self.n % self.cap
+        self.t[i] = t
+        self.cols[i] = values
+        self.n += 1
+
+    def since(self, cut: int) -> np.ndarray:
+        k = min(self.n, self.cap)
+        return self.cols[:k][self.t[:k] >= cut]
+
+
 class LiveStats:
     """Finished records in, snapshots out (see the module's docstring)."""
 
@@ -108,9 +132,9 @@ class LiveStats:
         self._t0 = now_ns()
         self._done = 0
         self._errors: Counter[str] = Counter()
-        # (t_end_ns, ttft_ms | nan, tpot_ms | nan, output tokens) per measured ok record
-        self._recent: deque[tuple[int, float, float, int]] = deque()
-        self._gaps: deque[tuple[int, float]] = deque()  # (t_end_ns, itl gap ms)
+        # (t_end_ns; ttft_ms | nan, tpot_ms | nan, output tokens) per measured ok record
+        self._recent = _Ring(_RECENT, 3)
+        self._gaps = _Ring(_GAPS, 1)  # (t_end_ns; a sampled itl gap, ms)
         self._stage = _Stage(0)
         self.listeners: list[Callable[[RequestRecord], None]] = []  # exporters: every record
         # Set by the runner as it goes: the stage (index, name, count, load), the machine's
@@ -142,8 +166,8 @@ class LiveStats:
             for i in range(1, len(chunks), step):
                 gap = (chunks[i] - chunks[i - 1]) / 1e6
                 st.itl.add(gap)
-                self._gaps.append((end, gap))
-        self._recent.append((end, ttft, tpot, out))
+                self._gaps.append(end, (gap,))
+        self._recent.append(end, (ttft, tpot, out))
 
     def add_lines(self, lines: bytes) -> None:
         """Records as worker processes serialised them, one JSON line each."""
@@ -154,14 +178,10 @@ class LiveStats:
     def snapshot(self, live: Any = None) -> Snapshot:
         now = now_ns()
         cut = now - self._window_ns
-        while self._recent and self._recent[0][0] < cut:
-            self._recent.popleft()
-        while self._gaps and self._gaps[0][0] < cut:
-            self._gaps.popleft()
         elapsed = (now - self._t0) / 1e9
         span = min(self.window_s, elapsed) or 1e-9
-        rows = np.array([(r[1], r[2], r[3]) for r in self._recent], dtype=float).reshape(-1, 3)
-        gaps = np.array([g for _, g in self._gaps], dtype=float)
+        rows = self._recent.since(cut)
+        gaps = self._gaps.since(cut)[:, 0]
         window = {
             "ttft_ms": _p(rows[:, 0]),
             "tpot_ms": _p(rows[:, 1]),

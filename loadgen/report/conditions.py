@@ -70,7 +70,11 @@ def server_rows(server: Mapping[str, Any], sim: Any) -> list[tuple[str, str]]:
     rendered: the live protocol registry is never asked."""
     rows = []
     if sim:
-        rows.append(("backend", "built-in simulator: " + _flat(sim)))
+        shown = {k: v for k, v in sim.items() if k not in ("calibration", "answers")}
+        rows.append(("backend", "built-in simulator: " + _flat(shown)))
+        cal = sim.get("calibration")
+        if cal:  # how far the calibration table vouches for this preset (loadgen/sim/calibration.py)
+            rows.append(("simulator calibration", f"{cal['summary']} (the table: {cal['table']})"))
     headers = server.get("headers") or {}
     rows.append(
         (

@@ -87,6 +87,13 @@ def quality(summary: Summary) -> str:
             f"JSON valid {pct(q.get('json_valid'))} ({q.get('json_valid_answers')} of {q['json_scored']} "
             "structured answers valid against their schema)"
         )
+    modelled = q.get("modelled")
+    if modelled and parts and q.get("scored"):
+        parts[0] += (
+            f", {modelled.get('note')}: the preset is set to {pct(modelled.get('accuracy'))} "
+            f"({modelled.get('base_source')}, x {modelled['weights']['retained']} for "
+            f"{modelled['weights']['precision']} weights)"
+        )
     text = "; ".join(parts) or NOT_MEASURED
     kept = q.get("answers_kept")
     if kept:

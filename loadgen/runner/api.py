@@ -32,6 +32,7 @@ from loadgen.runner.plan import StagePlan
 from loadgen.runner.prepare import make_run_dir, prepare, start_simulator, target_for
 from loadgen.runner.reset import reset_server
 from loadgen.runner.summarize import summarize
+from loadgen.sim import answers, calibration
 from loadgen.summary import ClientSelfcheck
 
 __all__ = ["Progress", "RunError", "run", "run_async"]
@@ -93,7 +94,11 @@ async def _run_once(
         url, sim_info = profile.target.url, None
         if url is None:
             sim, url = stack.enter_context(start_simulator(profile, run_dir))
-            sim_info = {"config": sim.config.model_dump(mode="json")}
+            sim_info = {
+                "config": sim.config.model_dump(mode="json"),
+                "calibration": calibration.status(sim.config),
+                "answers": answers.accuracy_model(sim.config),
+            }
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
         if profile.target.reset_path:

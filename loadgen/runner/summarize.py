@@ -85,6 +85,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
         table, answers_kept=profile.output.answers.keep, max_chars=profile.output.answers.max_chars
     )
     if quality is not None:
+        sim = p.target.sim_info
+        if sim is not None and quality["scored"] and sim.get("answers"):
+            quality["modelled"] = sim["answers"]  # the simulator's answers are a model, not a measurement
         summary["quality"] = quality
     if precision is not None:
         summary["precision"] = precision

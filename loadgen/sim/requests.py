@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import orjson
 
+from . import answers
 from .config import SimConfig
 from .hosted_sse import MessagesEncoder, ResponsesEncoder, as_chat
 from .media import MediaError, MediaRule, MediaSeen
@@ -336,6 +337,16 @@ def parse_request(body: Any, chat: bool, config: SimConfig, rid: str, created: i
         state.encoder.n_reason = min(config.reasoning_tokens, out)
     if chat:
         _agent_answer(state, body, config, continuous)
+    task = (
+        None
+        if state.pieces is not None
+        else answers.task_answer(body, chat, config, words, max_tokens, min_tokens)
+    )
+    if task is not None:  # a built-in quality task's answer (answers.py), with no reasoning before it
+        state.output_tokens = len(task)
+        state.set_pieces(task, "length" if len(task) >= max_tokens else "stop")
+        if isinstance(state.encoder, ChunkEncoder):
+            state.encoder.n_reason = 0
     # Hashed here, in the handler, not in the engine loop that paces every stream.
     if config.prefix_caching:
         state.block_hashes = block_hashes(tokens, config.block_size)

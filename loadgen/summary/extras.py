@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, with_config
 from typing_extensions import NotRequired, TypedDict
@@ -82,6 +82,11 @@ class Quality(TypedDict, total=True):
     """of the kept answers, those cut at max_chars (`answer_truncated`)"""
     max_chars: int | None
     """characters kept of each answer (output.answers.max_chars); null when answers were not kept"""
+    modelled: NotRequired[dict[str, Any]]
+    """present when the built-in simulator served the run and answered built-in tasks: its answers are
+    modelled by the simulator, not measured. note (that sentence), accuracy (the share of right answers it
+    was set to give), base_accuracy and base_source (the model's published score it starts from), weights
+    and kv (each precision's retained share of that score and its source; loadgen/sim/answers.py)"""
     json_scored: NotRequired[Annotated[int, Field(ge=0)]]
     """structured output (workload.response_format): measured ok answers validated against its JSON schema"""
     json_valid_answers: NotRequired[Annotated[int, Field(ge=0)]]

@@ -11,9 +11,11 @@ import jsonschema
 import pytest
 
 from loadgen.analysis.cost import CostInputs, cost_figures
+from loadgen.quality.tasks import TaskSet
 from loadgen.report import write_report
 from loadgen.report.corners import corner_rows
 from loadgen.report.traffic import sessions_section, traffic_text
+from loadgen.sim import SimConfig, answers
 
 from helpers import profile, run
 
@@ -175,7 +177,7 @@ def sim_run(out: Path, **overrides) -> Path:
 @pytest.fixture(scope="module")
 def sim_runs(tmp_path_factory) -> dict[str, Path]:
     """sessions: 2-turn conversations, answers not kept; tasks: the built-in task set, answers
-    kept and scored (the simulator does not solve them: it models speed, not answers)."""
+    kept and scored (the simulator answers them right at its preset's modelled accuracy)."""
     out = tmp_path_factory.mktemp("sim")
     return {
         "sessions": sim_run(out, workload__sessions={"turns": 2}),
@@ -212,11 +214,16 @@ class TestRealRuns:
     def test_with_quality_the_corner_gives_accuracy_and_kept_answers(self, sim_runs):
         summary = json.loads((sim_runs["tasks"] / "summary.json").read_text())
         q = summary["quality"]
-        assert (q["scored"], q["correct"], q["answers_kept"], q["answers_truncated"]) == (12, 0, 12, 0)
-        assert (
-            "| quality | accuracy 0.0% (0 of 12 scored answers right); "
-            "12 answers kept for `loadgen compare`'s output agreement |"
-        ) in report_lines(sim_runs["tasks"])
+        config = SimConfig.from_dict({"preset": "llama3-8b-fp16@h100", "seed": 1})
+        tasks = TaskSet(summary["conditions"]["seed"])
+        right = sum(answers.answer(config, tasks.task(i).prompt) == tasks.task(i).expected for i in range(12))
+        assert (q["scored"], q["correct"], q["answers_kept"], q["answers_truncated"]) == (12, right, 12, 0)
+        corner = next(ln for ln in report_lines(sim_runs["tasks"]) if ln.startswith("| quality | "))
+        assert corner.startswith(
+            f"| quality | accuracy {right / 12:.1%} ({right} of 12 scored answers right), "
+            "modelled by the simulator, not measured: "
+        )
+        assert corner.endswith("; 12 answers kept for `loadgen compare`'s output agreement |")
 
     def test_sessions_and_traffic_sections(self, sim_runs):
         """The sessions run has TTFT by turn after the latency table; the tasks run names its

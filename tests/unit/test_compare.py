@@ -118,6 +118,15 @@ class TestConditionDiff:
         ]
         assert flatten_conditions(a) == {"profile.workload.num_requests": 10, "load.rate": 1}
 
+    def test_a_field_an_older_run_never_wrote_is_the_same_when_null(self):
+        """A profile field a newer loadgen added at its null default (workload.images) does not
+        set its run apart from an older one that lacks it; set, it does."""
+        old = {"profile": {"workload": {"seed": 0}}}
+        new = {"profile": {"workload": {"seed": 0, "images": None}}}
+        used = {"profile": {"workload": {"seed": 0, "images": {"count": 1}}}}
+        assert condition_diff([old, new]) == []
+        assert [d.field for d in condition_diff([old, used])] == ["profile.workload.images.count"]
+
 
 class TestWarnings:
     def test_workload_difference_is_warned_at_the_top(self, tmp_path):
