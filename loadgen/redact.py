@@ -41,7 +41,8 @@ def redact_headers(headers: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def redact_profile(resolved: dict[str, Any]) -> dict[str, Any]:
-    """The resolved profile as written to results: URL credentials and secret headers removed."""
+    """The resolved profile as written to results: URL credentials (the target's, the DCGM
+    exporters') and secret headers removed."""
     out = dict(resolved)
     target = dict(out.get("target") or {})
     if "url" in target:
@@ -53,6 +54,9 @@ def redact_profile(resolved: dict[str, Any]) -> dict[str, Any]:
             k: (REDACTED if _SECRET_NAME.search(k) else v) for k, v in target["extra_body"].items()
         }
     out["target"] = target
+    telemetry = out.get("telemetry")
+    if isinstance(telemetry, dict) and telemetry.get("dcgm"):  # an exporter's URL may carry a login
+        out["telemetry"] = {**telemetry, "dcgm": [redact_url(u) for u in telemetry["dcgm"]]}
     return out
 
 

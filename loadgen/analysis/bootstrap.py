@@ -38,7 +38,7 @@ from loadgen.records import CANCELLED
 # What the bootstrap resamples: the registry's metrics with ``gate`` set, and their stats.
 STATS: tuple[str, ...] = metric_defs.GATE_STATS
 HIGHER_IS_BETTER = frozenset(d.name for d in metric_defs.METRICS if d.higher_is_better)
-RATE_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.RUN_SCALARS if d.gate)
+RATE_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.RUN_SCALARS if d.gate and d.resampled)
 DISTRIBUTION_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.DISTRIBUTIONS if d.gate)
 
 

@@ -54,6 +54,7 @@ __all__ = [
     "FIDELITY_VERDICT_ROW",
     "IGNORED_CONDITIONS",
     "LATENCIES",
+    "OPTIONAL_RUN_METRICS",
     "QUALITY_ROWS",
     "SHADOWED",
     "TABLE_COUNTS",
@@ -76,7 +77,13 @@ __all__ = [
 # The table's rows and CDF plots: the registry's metrics with ``compare`` set, then counts.
 LATENCIES: tuple[str, ...] = tuple(d.name for d in metric_defs.DISTRIBUTIONS if d.compare)
 TABLE_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
-TABLE_RUN_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.RUN_SCALARS if d.compare)
+TABLE_RUN_METRICS: tuple[str, ...] = tuple(
+    d.name for d in metric_defs.RUN_SCALARS if d.compare and not d.when_present
+)
+# Rows of a block only some runs have (GPU energy, ``summary.telemetry``): shown when one has it.
+OPTIONAL_RUN_METRICS: tuple[str, ...] = tuple(
+    d.name for d in metric_defs.RUN_SCALARS if d.compare and d.when_present
+)
 TABLE_COUNTS: tuple[str, ...] = ("sent", "ok", "failed")
 # Rows of the client's measurement error against the built-in simulator (``summary.fidelity``),
 # after the others and only when some run has the block: the two lags its verdict judges, and
@@ -251,7 +258,9 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     summaries = [s.summary for s in sources]
     run_dirs, peers = tuple(s.path for s in sources), tuple(s.peer for s in sources)
     names = _unique_names([s.name for s in sources])
-    rows = tuple(r for r in TABLE_ROWS if _some_run_has(summaries, r))
+    rows = tuple(r for r in TABLE_ROWS if _some_run_has(summaries, r)) + tuple(
+        m for m in OPTIONAL_RUN_METRICS if any(metric_value(s, m) is not None for s in summaries)
+    )
     rows += FIDELITY_ROWS if any(s.get("fidelity") for s in summaries) else ()
     rows += QUALITY_ROWS[:2] if any(metric_value(s, QUALITY_ROWS[0]) is not None for s in summaries) else ()
     rows += QUALITY_ROWS[2:] if any(metric_value(s, QUALITY_ROWS[2]) is not None for s in summaries) else ()

@@ -85,6 +85,7 @@ def cost_figures(summary: Summary, inputs: CostInputs) -> dict:
             per_hour, rates["goodput_output_tokens_per_s"]
         ),
         "formula": FORMULA,
+        "energy": energy_cost(summary),
     }
     if "items_per_s" in m:  # embeddings, rerank: no output; what they deliver is items and input
         rates["input_tokens_per_s"] = m.get("input_tokens_per_s")
@@ -92,6 +93,22 @@ def cost_figures(summary: Summary, inputs: CostInputs) -> dict:
         out["usd_per_million_input_tokens"] = per_million(per_hour, rates["input_tokens_per_s"])
         out["usd_per_million_items"] = per_million(per_hour, rates["items_per_s"])
     return out
+
+
+def energy_cost(summary: Summary) -> dict | None:
+    """The electricity the GPUs drew, priced (``telemetry.price_per_kwh``): $ per million output
+    and total tokens from the measured energy (the summary's ``telemetry.energy``), beside the
+    GPU-hour price; None without GPU energy or a price."""
+    block = summary.get("telemetry")
+    energy = block.get("energy") if block else None
+    if energy is None or energy["price_per_kwh"] is None:
+        return None
+    return {
+        "price_per_kwh": energy["price_per_kwh"],
+        "kwh": energy["kwh"],
+        "usd_per_million_output_tokens": energy["usd_per_million_output_tokens"],
+        "usd_per_million_total_tokens": energy["usd_per_million_total_tokens"],
+    }
 
 
 def per_million(usd_per_hour: float, tokens_per_s: float | None) -> float | None:

@@ -28,7 +28,7 @@ import numpy as np
 
 from loadgen import metric_defs
 from loadgen.analysis import bootstrap as bs
-from loadgen.analysis import fidelity
+from loadgen.analysis import fidelity, gate_summary
 from loadgen.analysis import gate_quality as gq
 from loadgen.analysis import gate_repeats as gr
 from loadgen.analysis import gate_stages as gs
@@ -190,6 +190,8 @@ def _evaluate(rule: GateRule, st: gs.Resolved | None, runs: _Runs, draw: _Draw) 
             rule,
             *gq.check(rule, runs.paths["candidate"], runs.paths["baseline"], cand_s, base_s),
         )
+    if not metric_defs.get(rule.metric).resampled:
+        return gate_summary.check(rule, cand_s, base_s, st)
     if st is None:
         repeated = _check_repeats(rule, runs, draw)
         if repeated is not None:

@@ -57,13 +57,17 @@ def resolve_stage(stage: int | str, summary: Mapping[str, Any], role: str) -> tu
 
 
 def stage_summary(summary: Mapping[str, Any], index: int) -> dict[str, Any]:
-    """The summary fields ``bootstrap.RunSamples.from_run`` reads, for stage ``index``."""
+    """The summary fields ``bootstrap.RunSamples.from_run`` reads, for stage ``index``, and its
+    GPU telemetry (what ``gate_summary`` reads of a stage)."""
     block = next(s for s in summary.get("stages") or [] if s.get("index") == index)
-    return {
+    out = {
         "window": block.get("window") or {},
         "sla": block.get("sla") or summary.get("sla") or {},
         "conditions": {"load": block.get("load") or {}},
     }
+    if "telemetry" in block:
+        out["telemetry"] = block["telemetry"]
+    return out
 
 
 def capacity_of(summary: Mapping[str, Any]) -> tuple[float | None, tuple[float, float] | None]:

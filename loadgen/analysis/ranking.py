@@ -11,7 +11,9 @@ A repeat's capacity at the SLA (the rule):
     when each SLO metric's percentile at A is within its bound, and the crossing is then the
     last passing stage.
 Goodput and output tokens/s at the SLA are read at the same point, cost per million output
-tokens from the GPU-hour price (``analysis.cost.per_million``), tokens/s per GPU by the count.
+tokens from the GPU-hour price (``analysis.cost.per_million``), tokens/s per GPU by the count,
+and joules per output token (runs with GPU telemetry) from the stages' energy counters, read at
+the same point too (none for a capacity search).
 
 Across repeats each figure has a Student t interval (``analysis.repeats.t_interval``). The
 ranking orders configurations by mean capacity; one beats the next only when their intervals
@@ -40,6 +42,7 @@ FIGURES: tuple[str, ...] = (
     "output_tokens_per_s",
     "usd_per_million_output_tokens",
     "output_tokens_per_s_per_gpu",
+    "energy_per_output_token_j",
 )
 MAX_REPEATS = 100  # beyond this the ranking says the difference is within the noise
 
@@ -57,18 +60,26 @@ class ConfigRuns:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
+def _energy(block: Mapping[str, Any] | None) -> float | None:
+    """Joules per output token of a run's or a stage's telemetry block, when it has one."""
+    return (((block or {}).get("telemetry") or {}).get("energy") or {}).get("j_per_output_token")
+
+
 def _points(summary: Summary) -> list[dict[str, Any]]:
     s: Any = summary
     points = (s.get("curve") or {}).get("points")
     if points is None and s.get("stages"):
         points = curve_mod.curve(s["stages"])["points"]
+    if points is not None:  # each stage's energy beside its figures (GPU telemetry runs)
+        energy = {st["index"]: _energy(st) for st in s.get("stages") or []}
+        points = [{**p, "j_per_output_token": energy.get(p["stage"])} for p in points]
     if points is None:
         m = s.get("metrics") or {}
         good = m.get("goodput") or {}
         points = [{
             "stage": 0, "name": "run", "offered": None, "throughput_rps": m.get("request_throughput_rps"),
             "output_tokens_per_s": m.get("output_tokens_per_s"), "goodput_rps": good.get("requests_per_s"),
-            "attained_fraction": good.get("attained_fraction"),
+            "attained_fraction": good.get("attained_fraction"), "j_per_output_token": _energy(s),
             **{d: m.get(d) for d in curve_mod.CURVE_METRICS},
         }]  # fmt: skip
     return sorted(points, key=lambda p: (p.get("offered") is None, p.get("offered") or 0, p["stage"]))
@@ -92,11 +103,17 @@ def at_sla(summary: Summary, attainment: float, slos: Mapping[str, float]) -> di
     if cap is not None:
         return {
             "capacity_rps": cap.get("capacity_rps"), "goodput_rps": cap.get("goodput_rps"),
-            "output_tokens_per_s": cap.get("output_tokens_per_s"), "basis": "capacity search",
+            "output_tokens_per_s": cap.get("output_tokens_per_s"), "energy_per_output_token_j": None,
+            "basis": "capacity search",
         }  # fmt: skip
     points = [p for p in _points(summary) if p.get("throughput_rps") is not None]
     flags = [_attained(p, attainment, slos) for p in points]
-    none = {"capacity_rps": None, "goodput_rps": None, "output_tokens_per_s": None}
+    none = {
+        "capacity_rps": None,
+        "goodput_rps": None,
+        "output_tokens_per_s": None,
+        "energy_per_output_token_j": None,
+    }
     if not points or flags[0] is None:
         return {**none, "basis": "no attainment measured"}
     if flags[0] < attainment:
@@ -125,6 +142,7 @@ def _read(p0: Mapping[str, Any], p1: Mapping[str, Any], f: float) -> dict[str, f
         "capacity_rps": lerp("throughput_rps"),
         "goodput_rps": lerp("goodput_rps"),
         "output_tokens_per_s": lerp("output_tokens_per_s"),
+        "energy_per_output_token_j": lerp("j_per_output_token"),
     }
 
 

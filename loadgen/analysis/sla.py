@@ -183,6 +183,9 @@ def _lookup(summary: Mapping[str, Any], metric: str, stat: str | None) -> tuple[
     if d.kind == "run":
         if stat is not None:
             return None, f"{metric} is a run-level number and takes no stat"
+        if d.when_present:  # GPU energy: a block only runs that read their GPUs have
+            where = ".".join(d.path[:-1])
+            return _present(metric_defs.lookup(summary, metric), f"no data: {metric} (no {where} block)")
         return _present(
             metric_defs.lookup(summary, metric),
             f"{metric} is undefined for this run (no requests or empty window)",

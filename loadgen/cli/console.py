@@ -270,6 +270,15 @@ def _print_rates(con: Console, s: dict) -> None:
         f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
         f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})"
     )
+    energy = (s.get("telemetry") or {}).get("energy")
+    if energy:
+        gpus = energy["gpus"]
+        con.print(
+            f"energy      {_scalar(s, 'energy_per_output_token_j')} J/output token   "
+            f"{_scalar(s, 'output_tokens_per_joule')} output tok/J   "
+            f"{_scalar(s, 'gpu_power_w')} W mean over {gpus} GPU{'' if gpus == 1 else 's'} "
+            f"(energy counter, {'complete' if energy['complete'] else 'see the notes'})"
+        )
 
 
 def _print_repeats(con: Console, s: dict) -> None:

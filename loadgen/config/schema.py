@@ -23,6 +23,7 @@ from loadgen.config.mix import ModelMixField
 from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig
 from loadgen.config.target import TargetConfig
+from loadgen.config.telemetry import TelemetryConfig
 from loadgen.config.tools import ResponseFormatConfig, ToolsField
 from loadgen.config.traffic import (
     DatasetConfig,
@@ -278,6 +279,8 @@ class Profile(StrictModel):
     # built-in simulator).
     sim: dict[str, Any] = {}
     server_metrics: ServerMetricsConfig = ServerMetricsConfig()
+    # GPU telemetry (DCGM exporters, NVML) and the electricity price (see the telemetry guide).
+    telemetry: TelemetryConfig = TelemetryConfig()
     client: ClientConfig = ClientConfig()
 
     @model_validator(mode="after")

@@ -23,6 +23,9 @@ def _run(name: str, path: tuple[str, ...], unit: str, label: str, description: s
 # told comparable. Change it, and add the entry under "Metric definitions", with any such change.
 DEFINITIONS_CHANGED = "0.1.0"
 
+# Where the GPU energy figures sit (``server.telemetry``), in a run's and in each stage's summary.
+ENERGY: tuple[str, ...] = ("telemetry", "energy")
+
 # Distributions first, in summary.json's order; then run scalars, in compare's row order.
 METRICS: tuple[MetricDef, ...] = (
     _dist(
@@ -258,6 +261,55 @@ METRICS: tuple[MetricDef, ...] = (
         digits=2,
         gate=False,
         report="throughput",
+    ),
+    # GPU energy over the measured window (the summary's telemetry block, when GPUs were read):
+    # one counter difference per run, so the gate judges the summary's value, not resamples.
+    _run(
+        "energy_per_output_token_j",
+        ENERGY + ("j_per_output_token",),
+        "J/token",
+        "joules per output token",
+        "GPU energy over the measured window (energy counters' difference, every GPU) per output token",
+        digits=3,
+        report="energy",
+        resampled=False,
+        when_present=True,
+        applies="streamed",
+    ),
+    _run(
+        "energy_per_token_j",
+        ENERGY + ("j_per_total_token",),
+        "J/token",
+        "joules per token",
+        "GPU energy over the measured window per input-plus-output token",
+        digits=3,
+        report="energy",
+        resampled=False,
+        when_present=True,
+    ),
+    _run(
+        "output_tokens_per_joule",
+        ENERGY + ("output_tokens_per_j",),
+        "token/J",
+        "output tokens per joule",
+        "output tokens of ok requests per joule of GPU energy",
+        higher_is_better=True,
+        digits=2,
+        report="energy",
+        resampled=False,
+        when_present=True,
+        applies="streamed",
+    ),
+    _run(
+        "gpu_power_w",
+        ENERGY + ("mean_watts",),
+        "W",
+        "mean GPU power",
+        "GPU energy over the measured window / its length, every GPU added (the draw at the throughput)",
+        digits=0,
+        report="energy",
+        resampled=False,
+        when_present=True,
     ),
 )
 

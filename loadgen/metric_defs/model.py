@@ -121,7 +121,10 @@ class MetricDef:
     # request, a column of ``analysis.metrics.request_frame``.
     formula: Span | None = None
     title: str = ""  # longer name for plot titles and axes; the label when empty
-    gate: bool = True  # the bootstrap resamples it, so a gate rule may bound it
+    gate: bool = True  # a gate rule may bound it (resampled by the bootstrap, unless ``resampled``)
+    # False: one number per run with no per-request samples to resample (GPU energy is one
+    # counter difference over the window); the gate judges the summary's value itself.
+    resampled: bool = True
     compare: bool = True  # rows in compare's table (distributions: TABLE_STATS rows, a CDF plot)
     console: bool = False  # distributions: a row of the console's latency table
     report: str | None = None  # the report table it is a row of: "latency", "throughput", "goodput"
@@ -141,8 +144,9 @@ class MetricDef:
         """Whether a run of a streamed (or, False, a pooling) protocol has this metric."""
         return self.applies == "all" or (self.applies == "streamed") == streamed
 
-    # Defined only for some requests' kind (a tool call): in summary.json, and a table row, only
-    # where some request has a sample, so a run without that kind shows no empty row.
+    # Defined only for some requests' kind (a tool call), or for a run with a block others lack
+    # (GPU telemetry): in summary.json, and a table row, only where some request has a sample
+    # (some run has the block), so a run without it shows no empty row.
     when_present: bool = False
 
     @property

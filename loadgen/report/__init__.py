@@ -123,15 +123,19 @@ def _write_plots(
     """Every plot of the run as ``plots/<name>.png`` (through ``put``), in the report's order:
     the run's own (``early``: those of the chunk lists, drawn before they were freed), a
     multi-stage run's curves, the server's view; returned as the report's images."""
+    from loadgen.report import telemetry_plot
     from loadgen.report.blocks import Image
     from loadgen.report.curve import render_curve_plots
     from loadgen.report.plots import render_plots
     from loadgen.report.server import load_rows, server_plot
 
     images = []
-    server = server_plot(summary, table, load_rows(run_dir))
+    gpu_rows = telemetry_plot.load_rows(run_dir)
+    server = server_plot(summary, table, load_rows(run_dir), gpu_rows)
+    gpus = telemetry_plot.telemetry_plot(summary, gpu_rows)
     curve_plots = render_curve_plots(summary)  # a multi-stage run's curves (none for one stage)
-    for plot in render_plots(summary, table, early) + curve_plots + ([server] if server is not None else []):
+    extra = [p for p in (server, gpus) if p is not None]
+    for plot in render_plots(summary, table, early) + curve_plots + extra:
         rel = f"{PLOTS_DIR}/{plot.name}.png"
         put(rel, plot.png)
         images.append(Image(rel, plot.title, plot.caption, plot.png))

@@ -16,6 +16,7 @@ from typing import Any
 from loadgen import metric_defs
 from loadgen.analysis.cost import COST_LABEL
 from loadgen.report.blocks import Table, money, num, pct
+from loadgen.report.telemetry import energy_text
 from loadgen.summary import GaugeStats, Summary
 from loadgen.summary.server import ServerGauges
 
@@ -108,7 +109,8 @@ def quality(summary: Summary) -> str:
 
 def memory_and_cost(summary: Summary, cost: Mapping[str, Any] | None) -> str:
     """The server's KV-cache use and prefix-cache hit rate (from its /metrics, when scraped),
-    and dollars per million output tokens (when a GPU price is known)."""
+    the GPUs' energy per token, power and memory (when read), and dollars per million output
+    tokens (when a GPU price is known)."""
     server = summary.get("server")
     gauges: ServerGauges = (server.get("gauges") or {}) if server else {}
     kv: GaugeStats = gauges.get("kv_cache_usage") or {}
@@ -123,6 +125,7 @@ def memory_and_cost(summary: Summary, cost: Mapping[str, Any] | None) -> str:
             f"prefix-cache hit rate {pct(prefix['hit_rate'])} "
             f"({prefix.get('hits'):,.0f} of {prefix.get('queries'):,.0f} prompt tokens)"
         )
+    parts.append(energy_text(summary))
     if cost is not None and "usd_per_million_items" in cost:  # embeddings, rerank
         parts.append(f"{money(cost.get('usd_per_million_items'))} per million items")
     elif cost is not None:

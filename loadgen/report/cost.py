@@ -62,5 +62,20 @@ def _cost(cost: dict, src: dict, rows: tuple, header: tuple[str, ...], note: str
             ),
             Table(header, rows, "lrr"),
             Text(f"{FORMULA}.{note}"),
+            *_energy_cost(cost),
+        ),
+    )
+
+
+def _energy_cost(cost: dict) -> tuple[Text, ...]:
+    """The electricity beside the GPU-hour, when the run read GPU energy and had a kWh price."""
+    e = cost.get("energy")
+    if not e:
+        return ()
+    return (
+        Text(
+            f"Electricity at {money(e['price_per_kwh'])} per kWh (telemetry.price_per_kwh), from the GPUs' "
+            f"measured energy: {money(e['usd_per_million_output_tokens'])} per million output tokens, "
+            f"{money(e['usd_per_million_total_tokens'])} per million total tokens."
         ),
     )

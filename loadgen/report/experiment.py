@@ -51,13 +51,14 @@ def ranking_table(ranking: Mapping[str, Any]) -> Table:
         rows.append((
             str(r["rank"]), r["label"], _num(cap["mean"]), ci, _num(f["goodput_rps"]["mean"]),
             _num(f["output_tokens_per_s"]["mean"], 0), _num(f["usd_per_million_output_tokens"]["mean"], 3),
-            _num(f["output_tokens_per_s_per_gpu"]["mean"], 0), f"{r['repeats']}/{r['planned']}",
+            _num(f["output_tokens_per_s_per_gpu"]["mean"], 0),
+            _num((f.get("energy_per_output_token_j") or {}).get("mean"), 3), f"{r['repeats']}/{r['planned']}",
             "; ".join(r["bases"]), "-" if vs is None else vs["text"],
         ))  # fmt: skip
     return Table(
         ("#", "configuration", "capacity req/s", "95% CI", "goodput req/s", "output tok/s", "$ / 1M out tok",
-         "tok/s per GPU", "repeats", "how found", "versus the next"),
-        tuple(rows), "rlrrrrrrrll",
+         "tok/s per GPU", "J / out tok", "repeats", "how found", "versus the next"),
+        tuple(rows), "rlrrrrrrrrll",
     )  # fmt: skip
 
 

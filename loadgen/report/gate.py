@@ -11,6 +11,7 @@ import math
 import xml.etree.ElementTree as ET
 from typing import Any
 
+from loadgen import metric_defs
 from loadgen.analysis.gate import FIDELITY_METRICS, GateResult, RuleResult
 from loadgen.analysis.gate_stages import CAPACITY
 from loadgen.report.compare import fmt
@@ -118,8 +119,13 @@ def _rules_table(res: GateResult) -> list[str]:
     return lines
 
 
+# The registry's metrics a gate judges on the summaries' values (``analysis.gate_summary``).
+UNRESAMPLED = frozenset(d.name for d in metric_defs.METRICS if d.gate and not d.resampled)
+
+
 def _rule_notes(res: GateResult) -> list[str]:
-    """What a stage rule, a ``capacity_rps`` rule and a ``fidelity.*`` rule compared."""
+    """What a stage rule, a ``capacity_rps`` rule, a GPU energy rule and a ``fidelity.*`` rule
+    compared."""
     lines: list[str] = []
     if any(r.stage is not None for r in res.results):
         lines += [
@@ -135,6 +141,15 @@ def _rule_notes(res: GateResult) -> list[str]:
             "",
         ]
         lines += [f"- `{r.label}`: {r.message}" for r in capacity]
+    energy = [r for r in res.results if r.method == "none" and r.rule.metric in UNRESAMPLED]
+    if energy:
+        lines += [
+            "",
+            "GPU energy rules (summary.telemetry.energy, a stage's for a stage rule: one energy "
+            "counter difference per run, compared as it is, not resampled):",
+            "",
+        ]
+        lines += [f"- `{r.label}`: {r.message}" for r in energy]
     measured = [r for r in res.results if r.rule.metric in FIDELITY_METRICS]
     if measured:
         lines += [

@@ -129,7 +129,7 @@ def _figure(image: Image) -> str:
     data = base64.b64encode(image.png).decode("ascii")
     wide = (
         ' class="wide"'
-        if image.file.endswith(("per_second.png", "server_view.png", "curve_ttft.png"))
+        if image.file.endswith(("per_second.png", "server_view.png", "curve_ttft.png", "gpu_telemetry.png"))
         else ""
     )
     return (

@@ -28,6 +28,8 @@ from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
 from loadgen.report.speculative import speculative_section
 from loadgen.report.stages import stages_sections
+from loadgen.report.telemetry import telemetry_section
+from loadgen.report.telemetry_plot import PLOT_NAME as GPU_PLOT
 from loadgen.report.traffic import sessions_section, with_traffic
 from loadgen.summary import Summary
 
@@ -51,6 +53,7 @@ def build_sections(summary: Summary, cost: dict | None, plots: Sequence[Image]) 
     out = [headline_section(summary, plots, cost)]
     out += [Section("Alerts", tuple(alerts))] if alerts else []
     server_plots = tuple(p for p in plots if p.file.endswith(f"/{SERVER_PLOT}.png"))
+    gpu_plots = tuple(p for p in plots if p.file.endswith(f"/{GPU_PLOT}.png"))
     curve_plots = tuple(p for p in plots if is_curve_plot(p))
     out += [
         with_traffic(conditions_section(summary), summary),
@@ -65,9 +68,10 @@ def build_sections(summary: Summary, cost: dict | None, plots: Sequence[Image]) 
         *fidelity_sections(summary),
         server_section(summary, server_plots),
         littles_law_section(summary),
+        *filter(None, [telemetry_section(summary, gpu_plots)]),
         cost_section(cost),
     ]
-    shown = (*server_plots, *curve_plots, main_plot(summary, plots))
+    shown = (*server_plots, *gpu_plots, *curve_plots, main_plot(summary, plots))
     out.append(Section("Plots", tuple(p for p in plots if p not in shown)))
     return out
 

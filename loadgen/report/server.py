@@ -21,7 +21,7 @@ import orjson
 from loadgen.analysis.client_means import COMPARED
 from loadgen.analysis.table import RecordTable, as_table
 from loadgen.records import RequestRecord
-from loadgen.report import timeseries
+from loadgen.report import telemetry_plot, timeseries
 from loadgen.report.blocks import Image, Section, Table, Text, num, pct
 from loadgen.summary import ClientVsServer, GaugeStats, ServerView, Summary
 
@@ -166,10 +166,14 @@ def means_table(server: ServerView) -> Table:
 
 
 def server_plot(
-    summary: Summary, records: RecordTable | Sequence[RequestRecord], rows: Sequence[Row]
+    summary: Summary,
+    records: RecordTable | Sequence[RequestRecord],
+    rows: Sequence[Row],
+    gpu_rows: Sequence[Row] = (),
 ) -> Plot | None:
     """The server-view figure, or None without scrapes: three panels on one time axis
-    (requests, KV cache, lag), both sides on loadgen's clock."""
+    (requests, KV cache with the GPUs' memory beside it when they were read, lag), every side
+    on loadgen's clock, each stage's start marked."""
     server = summary.get("server")
     if not rows or not server or not server.get("available"):
         return None
@@ -185,17 +189,20 @@ def server_plot(
     ax_req, ax_kv, ax_lag = fig.subplots(3, 1, sharex=True)
     _requests_panel(ax_req, x, rows, _in_flight(table, t_ns))
     _kv_panel(ax_kv, x, rows)
+    telemetry_plot.memory_overlay(ax_kv, gpu_rows, t0)
     _lag_panel(ax_lag, x, rows, table, t0)
     ax_req.set_title(f"Server view ({server.get('engine')}) beside the client's")
     for ax in (ax_req, ax_kv, ax_lag):
         ax.grid(True, color="#eeeeee")
         ax.set_ylim(bottom=0)
+        telemetry_plot.mark_stages(ax, t0, summary)
     return P.Plot(
         PLOT_NAME,
         "Server view beside the client's",
         "Scraped every interval from the server's /metrics: requests it was running and "
         "queueing (solid) against the requests the client had in flight (dashed), its "
-        "KV-cache usage, and its queue time against the client's send lag. A growing "
+        "KV-cache usage (with the GPUs' memory used, when they were read), and its queue time "
+        "against the client's send lag; dashed grey lines mark each stage's start. A growing "
         "server queue is queueing in the server; send lag with an empty queue is the client.",
         P._png(fig),
     )

@@ -101,6 +101,8 @@ async def _run_once(
             }
             status(f"built-in simulator {sim.config.preset} listening on {url}")
         target = target_for(profile, url, api_key, sim_info)
+        if sim_info is not None:
+            target.sim_http_url = sim.url
         if profile.target.reset_path:
             await reset_server(profile.target.transport, target, profile.target.reset_path)
             status(f"reset: {', '.join(profile.target.reset_path)} answered")

@@ -13,7 +13,7 @@ import asyncio
 import datetime as dt
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,8 @@ from loadgen.runner.driver import DriveResult
 from loadgen.runner.fleet import Fleet, InProcess, Workers, resolve_workers
 from loadgen.runner.plan import FixedPlan, StageOutcome, StagePlan, shape_for
 from loadgen.runner.prepare import Prepared
+from loadgen.server import gpu_scraper
+from loadgen.server.gpu_scraper import TelemetryScraper, TelemetrySeries
 from loadgen.server.scraper import ServerMetricsScraper, ServerSeries, write_rows
 
 _PROGRESS_EVERY_S = 0.25
@@ -57,6 +59,7 @@ class Executed:
     plan: StagePlan  # what decided the stages: it may add a block of its own to the summary
     workers: list[dict[str, Any]]  # per worker: where, CPU, loop lag, clock (fleet.figures)
     lost: list[str]  # one sentence per worker lost during the run
+    telemetry: TelemetrySeries | None = None  # the GPUs' readings (telemetry.jsonl)
 
 
 async def execute(
@@ -72,27 +75,34 @@ async def execute(
     profile = p.profile
     stop = stop or asyncio.Event()
     ran: StagePlan = plan or FixedPlan(p.stages)
-    scraper = None
+    scraper = gpus = None
     try:
         scraper = await ServerMetricsScraper.open(
             profile.server_metrics, profile.target.transport, p.target.opts
         )
+        gpus = await TelemetryScraper.open(profile.telemetry, p.target.sim_http_url, profile.target.transport)
         started_at = dt.datetime.now(dt.timezone.utc)
         cpu0 = time.process_time()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
             if watch is not None:
                 watch.server_row, watch.counters = scraper.latest, p.live
-            fleet, outcomes = await _drive(p, ran, sink, stop, on_progress, status, watch)
+            fleet, outcomes = await _drive(p, ran, sink, stop, on_progress, status, watch, gpus.mark)
         if sink.error is not None:
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
         ended_at = dt.datetime.now(dt.timezone.utc)
         result = _joined(outcomes)
+        # The GPUs first: their last reading right after the load bounds its energy closely
+        # (the server's last scrape may wait up to a second for its histograms to settle).
+        telemetry = await gpus.stop()
+        gpu_scraper.write_rows(p.run_dir, telemetry)
         series = await scraper.stop(expected_requests=result.ok)
         write_rows(p.run_dir, series)
     finally:
         if scraper is not None:
             await scraper.aclose()
+        if gpus is not None:
+            await gpus.aclose()
         await p.transport.aclose()
     figures = fleet.figures((result.ended_ns - result.started_ns) / 1e9)
     planned = len(outcomes) if plan is not None else len(p.stages)
@@ -109,6 +119,7 @@ async def execute(
         ran,
         figures,
         fleet.lost(),
+        telemetry,
     )
 
 
@@ -120,9 +131,11 @@ async def _drive(
     on_progress: Callable[[Progress], None] | None,
     status: Callable[[str], None],
     watch: LiveStats | None,
+    on_start: Callable[[], Awaitable[None]],
 ) -> tuple[Fleet, list[StageOutcome]]:
     """The stages through one fleet into ``sink`` (each record scrubbed on its way), with the
-    progress ticker; the garbage collector's long-lived objects frozen for the load."""
+    progress ticker; the garbage collector's long-lived objects frozen for the load;
+    ``on_start`` awaited just before the first stage (the GPUs' reading that opens the load)."""
     scrub = p.target.scrubber.scrub_record
 
     def keep(rec: RequestRecord) -> None:
@@ -137,6 +150,7 @@ async def _drive(
     ticker = _start_ticker(on_progress, p.total, duration_s, p.live)
     gc.collect()
     gc.freeze()
+    await on_start()
     try:
         outcomes = await _run_stages(p, plan, fleet, sink, stop, status, watch)
     finally:

@@ -49,6 +49,9 @@ class Target:
     opts: TransportOptions
     scrubber: Scrubber
     sim_info: dict[str, Any] | None
+    # The built-in simulator's HTTP address (its /dcgm/metrics), also when the run reaches it
+    # over gRPC; None for a run against a URL.
+    sim_http_url: str | None = None
 
 
 @dataclass(slots=True)

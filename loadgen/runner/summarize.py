@@ -14,7 +14,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from loadgen.analysis import curve, fidelity, metrics, saturation, traffic
+from loadgen.analysis import curve, fidelity, metrics, saturation, sla, traffic
 from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
 from loadgen.analysis.precision import precision_block
@@ -28,6 +28,7 @@ from loadgen.runner import conditions, health
 from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
+from loadgen.server import telemetry as gpu_telemetry
 from loadgen.server.scraper import server_view
 from loadgen.server.speculative import speculative_block
 from loadgen.summary import (
@@ -35,9 +36,11 @@ from loadgen.summary import (
     Conditions,
     Counts,
     EndedBy,
+    Metrics,
     Speculative,
     StageSummary,
     Summary,
+    Telemetry,
     Window,
 )
 from loadgen.summary.conditions import ConditionsLengthsRealised, ConditionsPromptLengths, ConditionsServer
@@ -114,9 +117,35 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     spec = speculative_block(_rows(ex), _span(measured["window"]), table)
     if spec is not None:
         summary["speculative"] = cast(Speculative, spec)
+    gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], bool(summary["counts"]["warmup"]))
+    if gpus is not None:
+        summary["telemetry"] = gpus
+        # SLA rules may bound the GPU energy, which exists only now: evaluated again with it.
+        summary["sla"] = sla.evaluate(profile.sla, summary, incomplete=reason is not None)
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
+
+
+def _telemetry(
+    profile: Any, ex: Executed, window: Window, measured: Metrics, includes_warmup: bool
+) -> Telemetry | None:
+    """The GPUs over a measured window, with the tokens delivered in it (its throughputs x its
+    length); None without readings."""
+    if ex.telemetry is None or window["start_ns"] is None or window["end_ns"] is None:
+        return None
+    seconds = window["seconds"]
+    tokens = (
+        (measured.get("output_tokens_per_s") or 0.0) * seconds,
+        (measured.get("total_tokens_per_s") or 0.0) * seconds,
+    )
+    return gpu_telemetry.telemetry_block(
+        ex.telemetry,
+        (window["start_ns"], window["end_ns"]),
+        tokens,
+        profile.telemetry.price_per_kwh,
+        includes_warmup,
+    )
 
 
 def _client(p: Prepared, ex: Executed, table: RecordTable) -> ClientHealth:
@@ -138,7 +167,7 @@ def _stages(profile: Any, ex: Executed, table: RecordTable) -> list[StageSummary
     stage_of = table.column("stage")
     waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
     return [
-        _stage(o, profile, table.select(stage_of == o.stage.index), waiting, _rows(ex)) for o in ex.stages
+        _stage(o, profile, ex, table.select(stage_of == o.stage.index), waiting, _rows(ex)) for o in ex.stages
     ]
 
 
@@ -156,6 +185,7 @@ def _span(window: Window) -> tuple[int, int] | None:
 def _stage(
     o: StageOutcome,
     profile: Any,
+    ex: Executed,
     table: RecordTable,
     waiting: list[tuple[int, float]],
     rows: list[dict] | None = None,
@@ -177,6 +207,10 @@ def _stage(
         "saturation": saturation.assess(table, waiting),
         "steady_state": curve.steady_state(table),
     }
+    gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], False)
+    if gpus is not None:
+        block["telemetry"] = gpus
+        block["sla"] = sla.evaluate(profile.sla, block, incomplete=o.result.interrupted)
     if s.until:
         block["precision"] = precision_block(table, s.until, o.result.precise, o.result.until_at_stop)
     spec = speculative_block(rows, _span(measured["window"]), table)
@@ -255,7 +289,7 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
     tls = None
     if p.target.url.startswith("https://"):
         tls = {"verify": t.verify_tls, "ca_bundle": t.ca_bundle}
-    return {
+    cond: Conditions = {
         "target": {
             "url": redact_url(p.target.url),
             "endpoint": t.endpoint,
@@ -288,6 +322,9 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
         "host": conditions.host_info(),
         "labels": dict(profile.labels),
     }
+    if ex.telemetry is not None:
+        cond["telemetry"] = gpu_telemetry.conditions(ex.telemetry)
+    return cond
 
 
 def _realised(workload: Workload, table: RecordTable) -> ConditionsLengthsRealised:

@@ -82,6 +82,10 @@ class Step:
     emitted: list[Seq]  # got one token this step (first tokens included)
     finished: list[Seq]  # subset of emitted that reached output_len
     admitted: list[Seq]
+    # The roofline's two times (seconds, each as if alone; ``Physics.step_times``): the GPU
+    # model's power reads how compute- and bandwidth-bound the step was.
+    memory_s: float = 0.0
+    compute_s: float = 0.0
 
 
 class Engine:
@@ -158,7 +162,7 @@ class Engine:
                 flops += ph.chunk_attention_flops(s.prefilled, c)
                 kv_read += s.prefilled
                 s.prefilled = s.prompt_len
-            duration = ph.step_seconds(new, kv_read, flops)
+            times = ph.step_times(new, kv_read, flops)
             self.prefilling.clear()
             self._start_decoding(admitted, emitted)
         else:
@@ -182,16 +186,16 @@ class Engine:
                     done.append(s)
             if new == 0:
                 return Step(0, [], [], [])
-            duration = ph.step_seconds(new, kv_read, flops)
+            times = ph.step_times(new, kv_read, flops)
             emitted.extend(decoding)
             self.decode_context += len(decoding)
             if done:
                 self.prefilling = [s for s in self.prefilling if s.prefilled < s.prompt_len]
                 self._start_decoding(done, emitted)
-        duration_ns = round(duration * 1e9) + self.adapters.take_cost()
+        duration_ns = round((max(times) + ph.overhead_s) * 1e9) + self.adapters.take_cost()
         self.now_ns += duration_ns
         finished = self._advance(emitted)
-        return Step(duration_ns, emitted, finished, admitted)
+        return Step(duration_ns, emitted, finished, admitted, *times)
 
     def _admit_one(self, budget_left: int) -> Seq | None:
         if not self.waiting or self.num_running >= self.max_num_seqs or budget_left <= 0:

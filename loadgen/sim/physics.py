@@ -74,9 +74,17 @@ class Physics:
 
     def step_seconds(self, new_tokens: int, kv_read_tokens: int, attention_flops: float = 0.0) -> float:
         """One forward step: the roofline maximum of memory time and compute time, plus overhead."""
+        memory, compute = self.step_times(new_tokens, kv_read_tokens, attention_flops)
+        return max(memory, compute) + self.overhead_s
+
+    def step_times(
+        self, new_tokens: int, kv_read_tokens: int, attention_flops: float = 0.0
+    ) -> tuple[float, float]:
+        """(memory time, compute time) of one step, each as if it ran alone: the simulated GPU's
+        power (``gpu.py``) reads how much of the step each keeps busy."""
         memory = (self.weight_bytes + kv_read_tokens * self.kv_bytes_per_token) / self.bandwidth
         compute = (2.0 * self.params * new_tokens + attention_flops) / self.flops
-        return max(memory, compute) + self.overhead_s
+        return memory, compute
 
     def chunk_attention_flops(self, done: int, chunk: int) -> float:
         """Causal attention FLOP for prompt tokens [done, done + chunk)."""

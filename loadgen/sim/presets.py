@@ -9,6 +9,11 @@ GPU figures are the vendor's dense (non-sparse) tensor-core peaks and HBM bandwi
 decimal GB as printed on the spec sheet (the usable capacity is a little higher, so KV capacity
 comes out slightly conservative). GPUs without FP8 tensor cores (A100) run FP8 weights as
 weight-only quantisation (vLLM's Marlin path): half the bytes, FP16 math.
+
+Power (``sim/gpu.py``): the board power is the spec sheet's maximum (TDP / "max thermal design
+power"); the idle power is not on any spec sheet, it is what ``nvidia-smi`` typically shows for
+an idle board with a model loaded (a modelling figure, said so in docs/simulator.md); the SM
+clock is the spec sheet's maximum boost clock, reported as a constant.
 """
 
 from __future__ import annotations
@@ -41,7 +46,8 @@ class ModelSpec:
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """One GPU: HBM bandwidth (bytes/s), dense FP16/BF16 and FP8 peaks (FLOP/s), HBM bytes."""
+    """One GPU: HBM bandwidth (bytes/s), dense FP16/BF16 and FP8 peaks (FLOP/s), HBM bytes,
+    and the power figures the simulated DCGM exporter reads (watts, MHz)."""
 
     key: str
     name: str
@@ -49,6 +55,9 @@ class GpuSpec:
     fp16_flops: float
     fp8_flops: float | None  # None: no FP8 tensor cores, FP8 weights compute at FP16 rate
     memory_bytes: float
+    board_watts: float  # the spec sheet's maximum board power (TDP)
+    idle_watts: float  # a loaded, idle board (typical nvidia-smi reading, not a spec figure)
+    sm_clock_mhz: int  # maximum boost clock
 
     def flops_for(self, precision: str) -> float:
         """Peak FLOP/s when the weights are stored in ``precision``."""
@@ -72,13 +81,13 @@ MODELS: dict[str, ModelSpec] = {
 GPUS: dict[str, GpuSpec] = {
     g.key: g
     for g in (
-        GpuSpec("a100", "NVIDIA A100-SXM4-80GB", 2.039e12, 312e12, None, 80e9),
-        GpuSpec("a100-40gb", "NVIDIA A100-SXM4-40GB", 1.555e12, 312e12, None, 40e9),
-        GpuSpec("h100", "NVIDIA H100-SXM5-80GB", 3.35e12, 989e12, 1979e12, 80e9),
-        GpuSpec("h100-pcie", "NVIDIA H100-PCIe-80GB", 2.0e12, 756e12, 1513e12, 80e9),
-        GpuSpec("h200", "NVIDIA H200-SXM-141GB", 4.8e12, 989e12, 1979e12, 141e9),
-        GpuSpec("l4", "NVIDIA L4", 0.3e12, 121e12, 242e12, 24e9),
-        GpuSpec("l40s", "NVIDIA L40S", 0.864e12, 362e12, 733e12, 48e9),
+        GpuSpec("a100", "NVIDIA A100-SXM4-80GB", 2.039e12, 312e12, None, 80e9, 400, 60, 1410),
+        GpuSpec("a100-40gb", "NVIDIA A100-SXM4-40GB", 1.555e12, 312e12, None, 40e9, 400, 55, 1410),
+        GpuSpec("h100", "NVIDIA H100-SXM5-80GB", 3.35e12, 989e12, 1979e12, 80e9, 700, 75, 1980),
+        GpuSpec("h100-pcie", "NVIDIA H100-PCIe-80GB", 2.0e12, 756e12, 1513e12, 80e9, 350, 50, 1755),
+        GpuSpec("h200", "NVIDIA H200-SXM-141GB", 4.8e12, 989e12, 1979e12, 141e9, 700, 75, 1980),
+        GpuSpec("l4", "NVIDIA L4", 0.3e12, 121e12, 242e12, 24e9, 72, 16, 2040),
+        GpuSpec("l40s", "NVIDIA L40S", 0.864e12, 362e12, 733e12, 48e9, 350, 35, 2520),
     )
 }
 

@@ -29,6 +29,8 @@ from aiohttp import web
 
 from .config import SimConfig
 from .engine import Engine, Seq
+from .gpu import PATH as DCGM_PATH
+from .gpu import SimGpus
 from .metrics import Metrics
 from .native_routes import native_routes
 from .pooling import ENDPOINTS as POOLING
@@ -61,6 +63,8 @@ class SimServer:
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
         self.engine = Engine(config)
         self.metrics = Metrics(config.served_model_name)
+        self.gpus = SimGpus(config, now_ns())  # read at DCGM_PATH as NVIDIA's exporter serves
+        self._arrival_j: dict[str, float] = {}  # the GPUs' energy when each live request arrived
         self.created = int(time.time())
         self._ids = itertools.count(1)
         self._wake = asyncio.Event()
@@ -92,6 +96,8 @@ class SimServer:
                 web.get("/metrics", self._metrics),
                 web.get("/sim/info", self._info),
                 web.get("/sim/ground_truth", self._ground_truth),
+                web.get("/sim/gpu", self._gpu_info),  # the GPU's ground truth (energy, tokens)
+                web.get(DCGM_PATH, self._dcgm),  # a DCGM exporter's metrics of its GPUs
                 web.post("/v1/completions", self._completions),
                 web.post("/v1/chat/completions", self._chat),
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
@@ -156,6 +162,7 @@ class SimServer:
                 continue
             for s in step.admitted:
                 s.owner.admitted_ns = started
+            self.gpus.meter.begin(deadline, step)  # it runs from the last step's deadline
             deadline += int(step.duration_ns * scale)
             t = now_ns()
             if deadline > t:
@@ -285,6 +292,7 @@ class SimServer:
             adapter=st.adapter,
         )
         st.seq = seq
+        self._arrival_j[st.rid] = self.gpus.energy_j(now_ns())
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         st.done = done
         self._live.add(st)
@@ -315,6 +323,9 @@ class SimServer:
         st.finish_ns = st.finish_ns or now_ns()
         assert st.seq is not None  # set before the request reaches the engine
         rec = st.ground_truth(st.seq.generated)
+        # The GPUs' energy counter (J, all of them) from its arrival to its end: the truth a
+        # client's energy per token over a window of these requests is checked against.
+        rec["gpu_energy_j"] = [self._arrival_j.pop(st.rid, None), self.gpus.energy_j(st.finish_ns)]
         self.metrics.observe_request(rec, st.chunk_ns if st.stream else [])
         if self._log:
             self._log.write(orjson.dumps(rec) + b"\n")
@@ -350,6 +361,15 @@ class SimServer:
         return web.Response(
             body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
         )
+
+    async def _dcgm(self, request: web.Request) -> web.Response:
+        text = self.gpus.render(self.engine, now_ns())
+        return web.Response(
+            body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
+        )
+
+    async def _gpu_info(self, request: web.Request) -> web.Response:
+        return _json(self.gpus.info(self.engine, now_ns()))
 
     async def _reset(self, request: web.Request) -> web.Response:
         """Flush the prefix cache, counted in /metrics (``loadgen_sim_cache_resets_total``) so

@@ -24,6 +24,13 @@ from loadgen.summary.models import Models
 from loadgen.summary.repeats import RepeatFigure, RepeatRun, Repeats
 from loadgen.summary.server import GaugeStats, ServerView, Speculative
 from loadgen.summary.stages import Capacity, CapacityStages, Curve, PrecisionBlock, StageSummary
+from loadgen.summary.telemetry import (
+    ConditionsTelemetry,
+    Telemetry,
+    TelemetryEnergy,
+    TelemetryGpu,
+    TelemetrySource,
+)
 
 # The layout's version: fields are added without a bump; a rename or removal bumps it, and
 # load_summary refuses versions it does not know.
@@ -53,6 +60,7 @@ class Summary(TypedDict, total=True):
     sla: SlaBlock
     client: ClientHealth
     server: NotRequired[ServerView]
+    telemetry: NotRequired[Telemetry]
     complete: NotRequired[bool]
     """true when the run sent everything its limits asked for (the count, or the duration); false when it was
     stopped early (Ctrl-C, SIGTERM) or its records could not be written; an incomplete run's SLA verdict
@@ -87,6 +95,7 @@ __all__ = [
     "ClientWarnings",
     "ClientWorkers",
     "Conditions",
+    "ConditionsTelemetry",
     "Counts",
     "Curve",
     "Distribution",
@@ -110,5 +119,9 @@ __all__ = [
     "Speculative",
     "StageSummary",
     "Summary",
+    "Telemetry",
+    "TelemetryEnergy",
+    "TelemetryGpu",
+    "TelemetrySource",
     "Window",
 ]

@@ -8,6 +8,7 @@ from pydantic import Field, with_config
 from typing_extensions import NotRequired, TypedDict
 
 from loadgen.summary.common import DOCS, LengthStats
+from loadgen.summary.telemetry import ConditionsTelemetry
 
 
 @with_config(DOCS)
@@ -295,4 +296,5 @@ class Conditions(TypedDict, total=True):
     host: ConditionsHost
     labels: dict[str, str]
     """user labels (--label gpu=H200)"""
+    telemetry: NotRequired[ConditionsTelemetry]
     prompt_lengths: NotRequired[ConditionsPromptLengths]

@@ -10,6 +10,7 @@ from typing_extensions import NotRequired, TypedDict
 from loadgen.summary.common import DOCS
 from loadgen.summary.measures import Counts, Metrics, SlaBlock, Window
 from loadgen.summary.server import Speculative
+from loadgen.summary.telemetry import Telemetry
 
 
 @with_config(DOCS)
@@ -100,6 +101,8 @@ class StageSummary(TypedDict, total=True):
     precision: NotRequired[PrecisionBlock]
     speculative: NotRequired[Speculative]
     """the stage's speculative decoding, from the scrapes around its window and its records"""
+    telemetry: NotRequired[Telemetry]
+    """the GPUs over this stage's measured window, when they were read"""
     steady_state: dict[str, Any]
     """steady: completion rate and in-flight requests within 20% from the first to the last third of the
     stage's dispatch window; reason when not"""

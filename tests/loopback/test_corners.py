@@ -44,6 +44,18 @@ FULL = {
         "gauges": {"kv_cache_usage": {"mean": 0.4213, "max": 0.9, "samples": 12}},
         "prefix_cache": {"queries": 30300, "hits": 22784, "hit_rate": 22784 / 30300},
     },
+    "telemetry": {
+        "gpus": [{"memory_used_peak_bytes": 17.24e9}, {"memory_used_peak_bytes": 16.9e9}],
+        "energy": {
+            "j_per_output_token": 0.24172,
+            "mean_watts": 810.4,
+            "gpus": 2,
+            "price_per_kwh": 0.15,
+            "kwh": 0.00055,
+            "usd_per_million_output_tokens": 0.01007,
+            "usd_per_million_total_tokens": 0.0033,
+        },
+    },
 }
 BARE = {
     "metrics": {
@@ -65,7 +77,8 @@ def rows(summary: dict, cost: dict | None = None) -> dict[str, str]:
 class TestCornerRows:
     def test_every_corner_of_a_full_summary(self):
         """Latency tails, throughput with goodput, accuracy with its count and kept answers,
-        KV cache, prefix-cache hits and the price of a million output tokens."""
+        KV cache, prefix-cache hits, the GPUs' energy per token, power, peak memory and
+        electricity, and the price of a million output tokens."""
         cost = cost_figures(FULL, CostInputs(3.6, 2, "label gpu_hour_cost", "label gpu_count"))
         assert rows(FULL, cost) == {
             "latency": "TTFT p50 52.76 ms, p99 54.88 ms; TPOT p50 10.01 ms, p99 10.14 ms",
@@ -74,20 +87,23 @@ class TestCornerRows:
             "quality": "accuracy 75.0% (30 of 40 scored answers right); 40 answers kept (2 cut at 2048 "
             "characters) for `loadgen compare`'s output agreement",
             "memory and cost": "KV cache 42.1% mean, 90.0% max; prefix-cache hit rate 75.2% (22,784 of "
-            "30,300 prompt tokens); $1.193 per million output tokens",
+            "30,300 prompt tokens); 0.242 J per output token, 810 W mean over 2 GPUs, GPU memory peak "
+            "17.2 GB, energy $0.01007 per million output tokens; $1.193 per million output tokens",
         }
 
     def test_a_corner_not_measured_says_how_to_measure_it(self):
         """No TPOT (one-token answers): ITL instead, and none of it either: TTFT alone; no
-        expected answers, no /metrics, no GPU price: each says so and names the way to get it."""
+        expected answers, no /metrics, no GPU read, no GPU price: each says so and names the way
+        to get it."""
         assert rows(BARE) == {
             "latency": "TTFT p50 100.00 ms, p99 120.00 ms",
             "throughput": "1.50 output tokens/s, 1.50 requests/s; goodput 1.50 requests/s "
             "(100.0% met every SLO)",
             "quality": "not measured: no expected answers (see profiles/quality.yaml)",
             "memory and cost": "KV cache not measured (the server's /metrics gave no KV-cache usage); "
-            "cost not computed: give a GPU-hour price (loadgen report --gpu-hour-cost USD, or "
-            "--label gpu_hour_cost=USD when running)",
+            "GPU energy not measured (no telemetry sources configured; set telemetry.dcgm or "
+            "telemetry.nvml); cost not computed: give a GPU-hour price (loadgen report "
+            "--gpu-hour-cost USD, or --label gpu_hour_cost=USD when running)",
         }
 
     def test_itl_stands_in_for_tpot_and_kept_answers_are_said_without_scores(self):

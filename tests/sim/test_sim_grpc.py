@@ -89,3 +89,11 @@ def test_concurrency_1_matches_simulator_ground_truth(tmp_path):
     assert_percentiles(first_a, "grpc c=1 first-token trail", p50=0.5, p90=1.0, p99=5.0)
     assert_percentiles(chunks_a, "grpc c=1 chunk trail", p50=0.5, p99=2.0)
     assert_percentiles(ttft_a, "grpc c=1 TTFT error", p50=2.0, p90=3.0)
+
+
+def test_a_run_over_grpc_reads_the_simulators_gpu_on_its_http_port(tmp_path):
+    """The run reaches the simulator at grpc://, its exporter stays on the HTTP port."""
+    res, truth = run_grpc(tmp_path, concurrency=4, num_requests=8, output_tokens=16)
+    (source,) = res.summary["telemetry"]["sources"]
+    assert source["kind"] == "simulator" and source["url"].startswith("http://")
+    assert source["note"] is None and res.summary["telemetry"]["energy"]["output_tokens"] == 8 * 16

@@ -166,13 +166,29 @@ class TestRegistry:
             "goodput_attained_fraction": ("metrics", "goodput", "attained_fraction"),
             "error_rate": ("counts", "error_rate"),
             "mean_concurrency": ("metrics", "mean_concurrency"),
+            "energy_per_output_token_j": ("telemetry", "energy", "j_per_output_token"),
+            "energy_per_token_j": ("telemetry", "energy", "j_per_total_token"),
+            "output_tokens_per_joule": ("telemetry", "energy", "output_tokens_per_j"),
+            "gpu_power_w": ("telemetry", "energy", "mean_watts"),
         }
+        # GPU energy: only runs that read their GPUs have it, and the gate judges it unresampled.
+        energy = [d.name for d in md.RUN_SCALARS if d.when_present]
+        assert (
+            energy
+            == [d.name for d in md.RUN_SCALARS if not d.resampled]
+            == [
+                "energy_per_output_token_j",
+                "energy_per_token_j",
+                "output_tokens_per_joule",
+                "gpu_power_w",
+            ]
+        )
         assert tuple(d.name for d in md.DISTRIBUTIONS + md.RUN_SCALARS) == md.NAMES
         assert md.STATS == ("count", "mean", "std", "min", "p50", "p90", "p95", "p99", "p99_9", "max")
         for d in md.DISTRIBUTIONS:
             assert d.path == ("metrics", d.name) and d.unit == "ms" and d.samples is not None
         for d in md.RUN_SCALARS:
-            assert d.samples is None and d.report in (None, "throughput", "goodput")
+            assert d.samples is None and d.report in (None, "throughput", "goodput", "energy")
             assert d.same_as is None
 
     def test_get_and_lookup(self):
@@ -266,6 +282,9 @@ class TestSummary:
                 continue
             assert tuple(dist) == md.STATS and dist["count"] > 0, d.name
         for d in md.RUN_SCALARS:
+            if d.when_present:  # no GPU was read for RECORDS: no telemetry block
+                assert md.lookup(SUMMARY, d.name) is None, d.name
+                continue
             if d.applies_to(True):
                 assert isinstance(md.lookup(SUMMARY, d.name), float), d.name
             else:  # items/s: a pooling run's only
@@ -368,12 +387,16 @@ class TestGate:
             "goodput_rps",
             "goodput_output_tokens_per_s",
             "goodput_attained_fraction",
+            "output_tokens_per_joule",
         } == bs.HIGHER_IS_BETTER
 
     def test_bootstrap_reproduces_every_gated_metric(self):
         """With every request drawn once, the bootstrap's statistic is the summary's value."""
         run = bs.RunSamples.from_run(RECORDS, SUMMARY)
         for d in (d for d in md.GATED if d.applies_to(True)):
+            if not d.resampled:  # judged on the summary's value (analysis.gate_summary)
+                assert d.name not in bs.RATE_METRICS
+                continue
             for stat in md.GATE_STATS if d.kind == "distribution" else (None,):
                 assert bs.statistic(run, d.name, stat) == pytest.approx(
                     md.lookup(SUMMARY, d.name, stat), rel=1e-12
@@ -386,11 +409,11 @@ class TestCompare:
         assert dists == list(LATENCIES) == ["ttft_ms", "itl_ms", "tpot_ms", "e2e_ms"]
         assert list(TABLE_ROWS) == [
             *(f"{m} {s}" for m in dists for s in md.TABLE_STATS),
-            *(d.name for d in md.RUN_SCALARS if d.compare),
+            *(d.name for d in md.RUN_SCALARS if d.compare and not d.when_present),
             *TABLE_COUNTS,
         ]
         assert {r.split(" ")[0] for r in TABLE_ROWS} - set(TABLE_COUNTS) == {
-            d.name for d in md.METRICS if d.compare
+            d.name for d in md.METRICS if d.compare and not d.when_present
         }
         for row in TABLE_ROWS:
             metric, _, stat = row.partition(" ")

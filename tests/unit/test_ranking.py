@@ -47,7 +47,19 @@ class TestAtSla:
     def test_a_capacity_search_gives_its_own_answer(self):
         summary = {"capacity": {"capacity_rps": 31.0, "goodput_rps": 30.8, "output_tokens_per_s": 2000.0}}
         want = {"capacity_rps": 31.0, "goodput_rps": 30.8, "output_tokens_per_s": 2000.0}
-        assert at_sla(summary, 0.99, SLOS) == {**want, "basis": "capacity search"}
+        got = at_sla(summary, 0.99, SLOS)
+        assert got == {**want, "energy_per_output_token_j": None, "basis": "capacity search"}
+
+    def test_energy_per_token_is_read_at_the_crossing(self):
+        """Stages of 0.2 and 0.4 J per output token, the SLA crossed halfway in attainment: 0.3."""
+        a, b = point(0, 8, 10.0, 1.0), point(1, 16, 20.0, 0.98)
+        summary = sweep(a, b)
+        summary["stages"] = [
+            {"index": 0, "telemetry": {"energy": {"j_per_output_token": 0.2}}},
+            {"index": 1, "telemetry": {"energy": {"j_per_output_token": 0.4}}},
+        ]
+        got = at_sla(summary, 0.99, SLOS)
+        assert got["basis"] == "crossing" and got["energy_per_output_token_j"] == pytest.approx(0.3)
 
     def test_without_attainment_the_percentiles_decide(self):
         """Another tool's stages carry p99s, not per-request flags: p99 within every bound passes."""
