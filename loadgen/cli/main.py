@@ -144,7 +144,15 @@ def cmd_sim(a: argparse.Namespace) -> int:
     from loadgen.config import parse_set  # one parser for --set values everywhere
     from loadgen.sim import SimConfig, SimConfigError, serve
 
-    data: dict[str, Any] = {"preset": a.preset}
+    if getattr(a, "sim_command", None) == "fit":
+        from loadgen.cli.sim_fit import cmd_fit
+
+        return cmd_fit(a)
+    data: dict[str, Any] = {}
+    if a.preset_file is not None:
+        data["preset_file"] = a.preset_file
+    if a.preset is not None:
+        data["preset"] = a.preset
     if a.time_scale is not None:
         data["time_scale"] = a.time_scale
     for raw in a.set:

@@ -14,6 +14,7 @@ from loadgen.cli.experiment import add_parser as add_experiment
 from loadgen.cli.overrides import FLAG_PATHS, overrides
 from loadgen.cli.run_flags import add_parser as add_run
 from loadgen.cli.selfcheck import add_parser as add_selfcheck
+from loadgen.cli.sim_fit import add_parser as add_fit
 
 # Re-exported: the flag types and the run flags' profile changes were defined here first.
 __all__ = ["FLAG_PATHS", "build_parser", "duration", "overrides", "parse_sla"]
@@ -63,7 +64,11 @@ def _sim(sub: Any) -> None:
         help="serve the built-in GPU-serving simulator",
         description="Serve the simulator as an OpenAI-compatible server for any client.",
     )
-    s.add_argument("--preset", default="llama3-8b-fp16@h100", help="<model>-<precision>@<gpu>")
+    s.add_argument("--preset", help="<model>-<precision>@<gpu> (default: llama3-8b-fp16@h100)")
+    s.add_argument(
+        "--preset-file",
+        help="a preset file (YAML of simulator fields, as `loadgen sim fit` writes): serve that twin",
+    )
     s.add_argument("--host", default="127.0.0.1", help="address to listen on")
     s.add_argument("--port", type=int, default=8000, help="port to listen on")
     s.add_argument("--time-scale", type=float, help="simulated-time pacing factor (see docs/simulator.md)")
@@ -81,6 +86,7 @@ def _sim(sub: Any) -> None:
         "--endpoint triton_grpc (needs loadgen[grpc])",
     )
     s.add_argument("--ground-truth", help="write the per-request ground-truth log (JSONL) here")
+    add_fit(s.add_subparsers(dest="sim_command", metavar="fit", help="fit the simulator to a measured sweep"))
 
 
 def _report(sub: Any) -> None:

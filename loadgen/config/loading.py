@@ -29,6 +29,7 @@ _PATH_KEYS = (
     ("workload", "tools", "file"),
     ("workload", "response_format", "json_schema", "file"),
     ("target", "ca_bundle"),
+    ("sim", "preset_file"),  # a fitted twin (loadgen sim fit) beside the profile
 )
 
 

@@ -83,7 +83,10 @@ def profile_for(
         ov.setdefault("workload.num_requests", None)
     b = config.backend
     if config.sim is not None:
-        ov.update({"target.url": None, "sim": config.sim})
+        sim = dict(config.sim)
+        if isinstance(sim.get("preset_file"), str):  # beside the experiment file, as a profile's paths
+            sim["preset_file"] = str(source.parent / Path(sim["preset_file"]).expanduser())
+        ov.update({"target.url": None, "sim": sim})
     else:
         ov["target.url"] = url
     if b.model is not None:

@@ -9,8 +9,10 @@ fall back to a default and change what is being measured).
 from __future__ import annotations
 
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .physics import Physics
@@ -36,7 +38,12 @@ class SimConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # The model x GPU x precision whose sizes and peaks the engine is built from.
     preset: str = "llama3-8b-fp16@h100"
+    # A fitted twin of a measured server (``loadgen sim fit`` writes it): its fields are the
+    # defaults under this section's own, so `{preset_file: f.yaml, max_num_seqs: 512}` asks a
+    # what-if of the fitted server. Kept here (the path) so a run's conditions say where it came from.
+    preset_file: str | None = Field(None, description="a preset file (YAML of these fields) to start from")
     kv_precision: Precision | None = Field(None, description="KV-cache precision; default: the preset's")
     model_name: str | None = Field(None, description="served model name; default: the preset's model")
     max_model_len: int | None = Field(None, gt=0, description="default: the model's context length")
@@ -47,6 +54,9 @@ class SimConfig(BaseModel):
     max_num_seqs: int = Field(256, gt=0)
     max_num_batched_tokens: int = Field(8192, gt=0, description="token budget per step")
     block_size: int = Field(16, gt=0, description="tokens per KV-cache block")
+    # KV blocks as a server reports them (vLLM's num_gpu_blocks): set, it replaces the blocks
+    # derived from the GPU's memory, so a fitted twin holds exactly what the real server held.
+    num_gpu_blocks: int | None = Field(None, gt=0, description="KV-cache blocks; default: from memory")
     prefix_caching: bool = Field(
         True, description="reuse cached prompt blocks (vLLM v1's APC, on by default)"
     )
@@ -98,6 +108,13 @@ class SimConfig(BaseModel):
     url_image_size: tuple[int, int] = Field((512, 512), description="(width, height) of an image URL")
     url_audio_s: float = Field(10.0, gt=0, le=3600, description="seconds of an audio URL")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_preset_file(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("preset_file") is None:
+            return data
+        return {**read_preset_file(data["preset_file"]), **data}
+
     @field_validator("lora_adapters")
     @classmethod
     def _unique_adapters(cls, v: tuple[str, ...]) -> tuple[str, ...]:
@@ -116,7 +133,7 @@ class SimConfig(BaseModel):
     def _fits(self) -> SimConfig:
         p = self.physics
         cap = self.kv_capacity_bytes
-        if cap <= 0:
+        if cap <= 0 and self.num_gpu_blocks is None:
             raise ValueError(
                 f"preset: weights ({p.weight_bytes / 1e9:.1f} GB) do not fit in "
                 f"{p.memory_bytes / 1e9:.0f} GB x gpu_memory_utilization {self.gpu_memory_utilization}"
@@ -178,10 +195,14 @@ class SimConfig(BaseModel):
 
     @property
     def kv_capacity_bytes(self) -> float:
+        if self.num_gpu_blocks is not None:
+            return self.num_gpu_blocks * self.block_size * self.physics.kv_bytes_per_token
         return self.physics.kv_capacity_bytes(self.gpu_memory_utilization)
 
     @property
     def num_blocks(self) -> int:
+        if self.num_gpu_blocks is not None:
+            return self.num_gpu_blocks
         return max(0, int(self.kv_capacity_bytes // (self.block_size * self.physics.kv_bytes_per_token)))
 
     def describe(self) -> dict[str, Any]:
@@ -199,6 +220,30 @@ class SimConfig(BaseModel):
             "decode_step_ms_b1": round(p.decode_step_seconds(1, 0) * 1e3, 4),
             "knee_batch": round(p.knee_batch(), 1),
         }
+
+
+# What a preset file may hold besides SimConfig's fields: the fit's provenance and residuals,
+# read by people (and the run's conditions), not by the engine.
+PRESET_FILE_INFO = "fit"
+
+
+def read_preset_file(path: str | Path) -> dict[str, Any]:
+    """A preset file's SimConfig fields (its ``fit:`` block left out); ValueError says why a
+    file cannot be used (missing, not YAML, not a mapping, or naming another preset file)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"preset_file: cannot read {str(path)!r} ({exc.strerror or exc})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"preset_file: {str(path)!r} is not YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"preset_file: {str(path)!r} holds no mapping of simulator fields")
+    fields = {k: v for k, v in data.items() if k != PRESET_FILE_INFO}
+    if "preset_file" in fields:
+        raise ValueError(f"preset_file: {str(path)!r} names another preset file; valid: one level")
+    return fields
 
 
 _VALID = {

@@ -1,0 +1,63 @@
+"""``loadgen sim fit RUN_DIR``: fit the simulator to a measured sweep, write the twin's preset
+file and print the fit's residuals per stage (the fit itself: ``loadgen/analysis/sim_fit.py``)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from loadgen.analysis.sim_fit import LATENCY, METRICS, PARAMS, Fit, fit, read_run
+
+_HEADERS = {"ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "output_tokens_per_s": "out tok/s"}
+
+
+def add_parser(sim_sub: Any) -> None:
+    """``loadgen sim fit``, under ``loadgen sim``'s subcommands."""
+    f = sim_sub.add_parser(
+        "fit",
+        help="fit the simulator's efficiencies to a measured sweep and write a preset file",
+        description="Fit bandwidth_efficiency, flops_efficiency and step_overhead_ms to a sweep's "
+        "closed-loop stages (least squares on log TTFT, TPOT and output tokens/s; needs "
+        "loadgen[fit]), copy the KV blocks the server reported, write the twin's preset file and "
+        "print the residuals per stage. Serve the twin with `loadgen sim --preset-file FILE`.",
+    )
+    f.add_argument("run_dir", help="a run directory of a sweep, multi-stage or capacity run")
+    f.add_argument(
+        "--preset",
+        help="the base <model>-<precision>@<gpu> (default: the run's own, when the simulator served it)",
+    )
+    f.add_argument("--preset-file", default="fitted.yaml", help="write the preset file here")
+
+
+def cmd_fit(a: argparse.Namespace) -> int:
+    result = fit(read_run(a.run_dir, a.preset))
+    text = yaml.safe_dump(result.document(), sort_keys=False, default_flow_style=None)
+    Path(a.preset_file).write_text(text, encoding="utf-8")
+    print(render(result))
+    print(f"wrote {a.preset_file}; serve the twin with: loadgen sim --preset-file {a.preset_file}")
+    return 0
+
+
+def render(result: Fit) -> str:
+    """The fitted parameters and, per stage, measured / predicted / residual of each metric."""
+    src = result.source
+    lines = [f"fit of {src.run_dir} on {src.base['preset']}"]
+    for name in PARAMS:
+        lo, hi = result.intervals[name]
+        lines.append(f"  {name:<21} {result.params[name]:.4g}   (95 % interval {lo:.4g} .. {hi:.4g})")
+    lines.append(f"  {LATENCY:<21} {result.request_latency_ms:.3g}   (client-to-engine, not simulated)")
+    lines.append(f"  kv capacity           {src.kv_source or 'not reported: from the preset memory'}")
+    head = f"{'stage':<8}{'c':>5}{'isl':>6}{'osl':>6}"
+    for m in METRICS:
+        head += f"  {_HEADERS[m] + ' meas':>15}{'pred':>10}{'resid':>8}"
+    lines += ["", head]
+    for s, p, r in zip(src.stages, result.predicted, result.residuals_pct()):
+        row = f"{s.name:<8}{s.concurrency:>5}{s.input_tokens:>6}{s.output_tokens:>6}"
+        for m in METRICS:
+            row += f"  {s.measured[m]:>15.4g}{p[m]:>10.4g}{r[m]:>+7.1f}%"
+        lines.append(row)
+    lines += [f"left out {why}" for why in src.skipped]
+    return "\n".join(lines)

@@ -1,0 +1,205 @@
+"""``loadgen sim fit``: a real sweep of the simulator with known efficiencies is fitted back
+from its run folder; sweeps that cannot identify a parameter are refused naming it; and
+``loadgen sim --preset-file`` serves the fitted twin."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+import yaml
+
+from loadgen.analysis import sim_fit
+from loadgen.cli.main import main
+from loadgen.sim import SimConfig, SimConfigError
+
+import helpers
+
+TRUTH = {"bandwidth_efficiency": 0.6, "flops_efficiency": 0.45, "step_overhead_ms": 1.5}
+PRESET = "llama3-8b-fp16@h100"
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    """Four closed-loop stages (c = 1, 8, 32, 64) of 2048-token prompts and 128-token answers,
+    2 s each in real time, on a simulator with the TRUTH efficiencies (no prefix cache: the
+    stages repeat their prompts)."""
+    out = tmp_path_factory.mktemp("fit")
+    profile = helpers.profile(
+        out,
+        None,
+        **{
+            "workload.num_requests": None,
+            "load.concurrency": None,
+            "workload.input_tokens": 2048,
+            "workload.output_tokens": 128,
+            "target.endpoint": "completions",
+            "target.ignore_eos": True,
+            "load.sweep": {"concurrency": [1, 8, 32, 64], "stage_duration_s": 2, "ramp_s": 0},
+            "sim": {"preset": PRESET, "prefix_caching": False, **TRUTH},
+        },
+    )
+    return helpers.run(profile).run_dir
+
+
+@pytest.mark.slow
+def test_fit_recovers_the_efficiencies_of_a_simulated_sweep(sweep):
+    """Each fitted efficiency within 5 % of the one the simulator ran with; the base preset
+    and its other settings come from the run's own conditions."""
+    fitted = sim_fit.fit(sim_fit.read_run(sweep))
+    assert fitted.source.base == {"preset": PRESET, "prefix_caching": False}
+    assert [s.name for s in fitted.source.stages] == ["c=1", "c=8", "c=32", "c=64"]
+    for name, truth in TRUTH.items():
+        assert fitted.params[name] == pytest.approx(truth, rel=0.05), name
+    assert max(abs(r) for row in fitted.residuals_pct() for r in row.values()) < 5.0
+
+
+@pytest.mark.slow
+def test_cli_prints_the_residual_table_and_writes_the_preset_file(sweep, tmp_path, capsys):
+    """One row a stage with measured, predicted and residual of each metric; the file holds the
+    fitted fields and a fit: block with the same residuals."""
+    path = tmp_path / "fitted.yaml"
+    assert main(["sim", "fit", str(sweep), "--preset-file", str(path)]) == 0
+    printed = capsys.readouterr().out
+    assert "TTFT ms meas" in printed and "TPOT ms meas" in printed and "out tok/s meas" in printed
+    rows = [line for line in printed.splitlines() if re.match(r"c=\d+ ", line)]
+    assert [r.split()[:4] for r in rows] == [[f"c={c}", str(c), "2048", "128"] for c in (1, 8, 32, 64)]
+    doc = yaml.safe_load(path.read_text())
+    assert doc["preset"] == PRESET
+    for name, truth in TRUTH.items():
+        assert doc[name] == pytest.approx(truth, rel=0.05)
+    assert [s["stage"] for s in doc["fit"]["stages"]] == ["c=1", "c=8", "c=32", "c=64"]
+    for row, stage in zip(rows, doc["fit"]["stages"]):
+        printed_pct = float(row.split()[6].rstrip("%"))  # one decimal; the file keeps two
+        assert abs(printed_pct - stage["residual_pct"]["ttft_ms"]) <= 0.051
+    assert SimConfig.from_dict({"preset_file": str(path)}).bandwidth_efficiency == doc["bandwidth_efficiency"]
+
+
+@pytest.mark.slow
+def test_loadgen_sim_preset_file_serves_the_twin(sweep, tmp_path):
+    """`loadgen sim --preset-file F --set max_num_seqs=64`: /sim/info shows the fitted
+    efficiencies and the what-if the command line added."""
+    path = tmp_path / "fitted.yaml"
+    fitted = sim_fit.fit(sim_fit.read_run(sweep))
+    path.write_text(yaml.safe_dump(fitted.document()))
+    cmd = [sys.executable, "-m", "loadgen", "sim", "--preset-file", str(path), "--port", "0"]
+    proc = subprocess.Popen([*cmd, "--set", "max_num_seqs=64"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        url = re.search(r"on (http://\S+)", line)
+        assert url, line
+        with urllib.request.urlopen(f"{url[1]}/sim/info", timeout=10) as resp:
+            info = json.loads(resp.read())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    config = info["config"]
+    assert config["preset_file"] == str(path)
+    assert config["max_num_seqs"] == 64
+    for name in TRUTH:
+        assert config[name] == round(fitted.params[name], 6)
+
+
+def test_a_single_stage_run_is_refused_naming_the_parameter(tmp_path):
+    """One closed-loop stage cannot separate the step overhead from the bandwidth."""
+    res = helpers.run(helpers.profile(tmp_path, None, sim={"time_scale": 0.05}))
+    with pytest.raises(sim_fit.FitError, match=r"^step_overhead_ms cannot be told from bandwidth"):
+        sim_fit.fit(sim_fit.read_run(res.run_dir))
+
+
+def test_a_decode_bound_sweep_is_refused_naming_flops_efficiency():
+    """16-token prompts: every step reads weights longer than it computes, so flops_efficiency
+    never moves a prediction, and the refusal says what stage would pin it."""
+    truth = {"preset": PRESET, **TRUTH}
+    stages = [sim_fit.Stage(f"c={c}", c, 2 * c, 16, 64, {}) for c in (1, 4, 16)]
+    stages = [
+        sim_fit.Stage(s.name, s.concurrency, s.requests, 16, 64, sim_fit.predict(truth, s)) for s in stages
+    ]
+    source = sim_fit.FitInput("synthetic", None, {"preset": PRESET}, stages, [], None)
+    with pytest.raises(sim_fit.FitError, match=r"does not identify flops_efficiency.*add a compute-bound"):
+        sim_fit.fit(source)
+
+
+def test_an_open_loop_run_is_left_out_with_the_reason(tmp_path):
+    """A rate, not a concurrency: the stage is left out, and with nothing left the fit says so."""
+    profile = helpers.profile(tmp_path, None, sim={"time_scale": 0.05}, load__concurrency=None, load__rate=20)
+    source = sim_fit.read_run(helpers.run(profile).run_dir)
+    assert (source.stages, source.skipped) == (
+        [],
+        ["run: open-loop (a rate, not a concurrency): the fit predicts closed-loop stages only"],
+    )
+    with pytest.raises(sim_fit.FitError, match=r"with 0 closed-loop stage\(s\).*; left out run: open-loop"):
+        sim_fit.fit(source)
+
+
+def test_an_unknown_preset_is_refused_with_where_to_find_the_names(tmp_path):
+    res = helpers.run(helpers.profile(tmp_path, None, sim={"time_scale": 0.05}))
+    with pytest.raises(sim_fit.FitError, match=r"unknown model 'nope'.*loadgen sim --help"):
+        sim_fit.read_run(res.run_dir, preset="nope-fp16@h100")
+
+
+def test_a_missing_preset_file_is_a_clear_error(tmp_path):
+    with pytest.raises(SimConfigError, match=r"^sim.preset_file: cannot read .*missing.yaml"):
+        SimConfig.from_dict({"preset_file": str(tmp_path / "missing.yaml")})
+
+
+def test_a_preset_file_sets_defaults_under_the_sections_own_fields(tmp_path):
+    """The file's fields are defaults: the section's own win; its fit: block is not a field."""
+    path = tmp_path / "twin.yaml"
+    path.write_text(
+        "preset: llama3-8b-fp16@a100\nstep_overhead_ms: 2.5\nnum_gpu_blocks: 3000\nfit: {run: x}\n"
+    )
+    config = SimConfig.from_dict({"preset_file": str(path), "step_overhead_ms": 4.0})
+    assert (config.preset, config.step_overhead_ms, config.num_blocks) == ("llama3-8b-fp16@a100", 4.0, 3000)
+
+
+def test_an_experiments_preset_file_is_read_beside_the_experiment_file(tmp_path):
+    """`sim: {preset_file: twin.yaml, max_num_seqs: 512}` in an experiment: the file beside the
+    experiment (as a profile's paths are beside the profile), the what-if on top."""
+    from loadgen.experiment.cell import profile_for
+    from loadgen.experiment.cells import configs
+    from loadgen.experiment.spec import parse
+
+    (tmp_path / "twin.yaml").write_text("preset: llama3-8b-fp16@a100\nstep_overhead_ms: 2.5\n")
+    exp = parse({
+        "name": "t",
+        "load": {"sweep": {"concurrency": [1, 2], "stage_duration_s": 1}},
+        "sla": {"ttft_ms": 700},
+        "backends": [{"name": "twin", "sim": {"preset_file": "twin.yaml", "max_num_seqs": 512}}],
+    })  # fmt: skip
+    profile = profile_for(exp, tmp_path / "exp.yaml", configs(exp)[0], 1, tmp_path / "out")
+    assert profile.sim == {"preset_file": str(tmp_path / "twin.yaml"), "max_num_seqs": 512}
+    config = SimConfig.from_dict(dict(profile.sim))
+    assert (config.preset, config.step_overhead_ms, config.max_num_seqs) == ("llama3-8b-fp16@a100", 2.5, 512)
+
+
+def test_without_scipy_the_fit_names_the_extra(monkeypatch):
+    """scipy is the fit extra's: without it, the error says what to install."""
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    source = sim_fit.FitInput("r", None, {"preset": PRESET}, [], [], None)
+    with pytest.raises(sim_fit.FitError, match=r"needs scipy: pip install 'loadgen\[fit\]'"):
+        sim_fit.fit(source)
+
+
+def test_a_real_servers_kv_blocks_are_read_not_fitted(tmp_path):
+    """A run of a real server (no builtin_simulator) whose /metrics carried vLLM's
+    cache_config_info: the base is --preset plus the reported blocks, and the fit says so."""
+    run_dir = helpers.run(helpers.profile(tmp_path, None, sim={"time_scale": 0.05})).run_dir
+    summary = json.loads((run_dir / "summary.json").read_text())
+    summary["conditions"]["target"].pop("builtin_simulator")
+    summary["conditions"]["server"]["metrics_labels"]["info"] = {
+        "vllm:cache_config_info": {"num_gpu_blocks": "4096", "block_size": "16", "cache_dtype": "auto"}
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(sim_fit.FitError, match=r"a real server's run: name the simulator preset"):
+        sim_fit.read_run(run_dir)
+    source = sim_fit.read_run(run_dir, preset="llama3-8b-bf16@a100")
+    assert source.base == {"preset": "llama3-8b-bf16@a100", "num_gpu_blocks": 4096, "block_size": 16}
+    assert source.kv_source == (
+        "read, not fitted: 4096 blocks of 16 tokens from the server's vllm:cache_config_info"
+    )
