@@ -86,6 +86,18 @@ class RequestSpec:
     session_id: int | None = None  # multi-turn: the conversation it belongs to
     turn: int | None = None  # multi-turn: its place in that conversation, from 1
     model: str | None = None  # a LoRA mix's pick for it; None: the run's target.model
+    # A batch protocol's items (embeddings: the inputs; rerank: the documents, ``prompt`` being
+    # the query); None for a protocol that sends one prompt.
+    inputs: tuple[str, ...] | None = None
+    # Their token counts, one a sequence the server runs: each input's, or each query+document
+    # pair's (what a context limit applies to: the items, not their sum).
+    item_tokens: tuple[int, ...] | None = None
+
+    @property
+    def items(self) -> int | None:
+        """How many items the request carries (None: one prompt, not a batch)."""
+        return None if self.inputs is None else len(self.inputs)
+
     # An agent's request (chat): the function tools it offers and its tool_choice, or the
     # response_format whose JSON schema its answer is validated against.
     tools: tuple[dict[str, Any], ...] | None = None
@@ -139,6 +151,7 @@ class RequestRecord:
     session_id: int | None = None  # multi-turn: the conversation, and the request's turn in it
     turn: int | None = None
     model: str | None = None  # the model (adapter) it asked for, when the run mixes them
+    items: int | None = None  # a batch protocol's inputs (embeddings) or documents (rerank) sent
     finish_reason: str | None = None  # the server's: "stop", "length", "tool_calls", ...
     # Tool calls the answer made (chat ``delta.tool_calls``): how many and their function
     # names; their ids and arguments (``tool_call_args``) only while the answer is read (a

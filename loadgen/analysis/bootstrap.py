@@ -84,6 +84,7 @@ class RunSamples:
         good = sla_mod.good_mask(ok, {k: frame[k].to_numpy(dtype=float) for k in slos}, slos)
         out_all = frame["output_tokens"].fillna(0).to_numpy(dtype=np.float64)
         prompt = frame["prompt_tokens"].fillna(0).to_numpy(dtype=np.float64)
+        items = frame["items"].fillna(0).to_numpy(dtype=np.float64)
         send = frame["t_send_ns"].to_numpy(dtype=np.float64)
         end = frame["t_end_ns"].astype("Float64").fillna(np.nan).to_numpy(dtype=np.float64)
         busy = np.nan_to_num(end - send, nan=0.0) / 1e9
@@ -93,6 +94,7 @@ class RunSamples:
             "good": good.astype(float),
             "ok_output_tokens": out_all * ok,
             "ok_prompt_tokens": prompt * ok,
+            "ok_items": items * ok,
             "good_output_tokens": out_all * good,
             "busy_s": busy,
         }
@@ -162,6 +164,7 @@ def statistic(run: RunSamples, metric: str, stat: str | None, counts: np.ndarray
         "input_tokens_per_s": lambda: per_s(total("ok_prompt_tokens")),
         "output_tokens_per_s": lambda: per_s(total("ok_output_tokens")),
         "total_tokens_per_s": lambda: per_s(total("ok_prompt_tokens") + total("ok_output_tokens")),
+        "items_per_s": lambda: per_s(total("ok_items")),
         "goodput_rps": lambda: per_s(total("good")),
         "goodput_output_tokens_per_s": lambda: per_s(total("good_output_tokens")),
         "goodput_attained_fraction": lambda: frac(total("good"), total("ok") + total("failed")),

@@ -151,6 +151,12 @@ class Comparison:
         return self.peers or (None,) * len(self.names)
 
     @property
+    def latencies(self) -> tuple[str, ...]:
+        """The distributions of ``LATENCIES`` some run has (runs of embeddings or rerank alone
+        have no TTFT, ITL or TPOT: no empty rows, no empty CDF)."""
+        return tuple(m for m in LATENCIES if any(metric_defs.present(s, m) for s in self.summaries))
+
+    @property
     def differing_fields(self) -> list[str]:
         return [d.field for d in self.conditions]
 
@@ -190,14 +196,15 @@ class Comparison:
         from loadgen.analysis.gaps import cdf_points
         from loadgen.analysis.metrics import distribution_samples
 
-        out: dict[str, dict[str, tuple[np.ndarray, np.ndarray, int]]] = {m: {} for m in LATENCIES}
+        latencies = self.latencies
+        out: dict[str, dict[str, tuple[np.ndarray, np.ndarray, int]]] = {m: {} for m in latencies}
         for name, path, peer in zip(self.names, self.paths, self.peer_of()):
             if peer is not None:  # another tool's file keeps no per-request records
-                for m in LATENCIES:
+                for m in latencies:
                     out[m][name] = cdf_points(np.array([]))
                 continue
             samples = distribution_samples(load_table(path))
-            for m in LATENCIES:
+            for m in latencies:
                 out[m][name] = cdf_points(samples[m])
             del samples
         return out
@@ -251,7 +258,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     summaries = [s.summary for s in sources]
     run_dirs, peers = tuple(s.path for s in sources), tuple(s.peer for s in sources)
     names = _unique_names([s.name for s in sources])
-    rows = TABLE_ROWS + tuple(
+    rows = tuple(r for r in TABLE_ROWS if _some_run_has(summaries, r)) + tuple(
         m for m in OPTIONAL_RUN_METRICS if any(metric_value(s, m) is not None for s in summaries)
     )
     rows += FIDELITY_ROWS if any(s.get("fidelity") for s in summaries) else ()
@@ -280,6 +287,13 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
         agreements(run_dirs, kept),
         peers,
     )
+
+
+def _some_run_has(summaries: Sequence[Summary], row: str) -> bool:
+    """Whether a row of ``TABLE_ROWS`` describes some run: a metric that applies to none of
+    them (TTFT when every run is of embeddings or rerank) is no row of empty cells."""
+    metric = row.partition(" ")[0]
+    return metric in TABLE_COUNTS or any(metric_defs.present(s, metric) for s in summaries)
 
 
 def _warnings(names: Sequence[str], summaries: Sequence[Summary], diff: Sequence[ConditionDiff]) -> list[str]:

@@ -60,7 +60,8 @@ def cost_inputs(
 
 
 def cost_figures(summary: Summary, inputs: CostInputs) -> dict:
-    """The ``cost.json`` content: the inputs, the throughputs used and $ per million tokens.
+    """The ``cost.json`` content: the inputs, the throughputs used and $ per million tokens
+    (a pooling run's, embeddings or rerank: also per million input tokens and items).
 
     A throughput of zero or none (nothing delivered) gives ``None`` for its price: no finite
     amount of money bought those tokens.
@@ -72,7 +73,7 @@ def cost_figures(summary: Summary, inputs: CostInputs) -> dict:
         "goodput_output_tokens_per_s": (m.get("goodput") or {}).get("output_tokens_per_s"),
     }
     per_hour = inputs.gpu_hour_cost * inputs.gpu_count
-    return {
+    out = {
         "gpu_hour_cost_usd": inputs.gpu_hour_cost,
         "gpu_count": inputs.gpu_count,
         "source": {COST_LABEL: inputs.cost_source, COUNT_LABEL: inputs.count_source},
@@ -86,6 +87,12 @@ def cost_figures(summary: Summary, inputs: CostInputs) -> dict:
         "formula": FORMULA,
         "energy": energy_cost(summary),
     }
+    if "items_per_s" in m:  # embeddings, rerank: no output; what they deliver is items and input
+        rates["input_tokens_per_s"] = m.get("input_tokens_per_s")
+        rates["items_per_s"] = m.get("items_per_s")
+        out["usd_per_million_input_tokens"] = per_million(per_hour, rates["input_tokens_per_s"])
+        out["usd_per_million_items"] = per_million(per_hour, rates["items_per_s"])
+    return out
 
 
 def energy_cost(summary: Summary) -> dict | None:

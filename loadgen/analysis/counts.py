@@ -28,6 +28,7 @@ def counts_block(table: RecordTable, keep: np.ndarray) -> Counts:
     failed = ~ok & ~cancelled
     n_ok, n_failed = int(ok.sum()), int(failed.sum())
     out_all = filled(table, "output_tokens")[keep]
+    pooled = table.present("items")[keep]  # a pooling answer (embeddings, rerank) has no output
     errors = Counter("unknown" if e is None else e for e in errors_col[~ok].tolist())
     retried = table.column("attempts")[keep] > 1
     why = Counter(str(r) for r in table.column("retry_reason")[keep][retried].tolist())
@@ -43,7 +44,7 @@ def counts_block(table: RecordTable, keep: np.ndarray) -> Counts:
         "error_rate": ratio(n_failed, n_ok + n_failed),
         # A stream that ended normally without a single token is "ok" to HTTP but not an answer:
         # counted apart, so it never passes for a fast response unnoticed.
-        "anomalies": {"zero_output_tokens": int((ok & (out_all == 0)).sum())},
+        "anomalies": {"zero_output_tokens": int((ok & (out_all == 0) & ~pooled).sum())},
         # The server asked the client to back off (429/503 with Retry-After): how often, how long.
         "retry_after": {"requests": len(backoff), "max_s": float(backoff.max()) if len(backoff) else None},
         # Requests sent a second time because the reused connection they first went out on

@@ -12,6 +12,10 @@ by the response id the server gave it:
 - the error of each request's TTFT, TPOT and E2E = the client's value - the server's own (from
   the request's arrival at the server, so TTFT and E2E errors also hold the request's delivery).
 
+A pooling answer (embeddings, rerank: logged with its ``items``) is one write read whole: its
+chunk lag is the client's end minus the server's stamp of the answer, its E2E error as above;
+it has no first token.
+
 No lag can be negative on one clock: a lag below ``-CLOCK_SLACK_MS`` means the two stamps are
 not on one clock (a worker on another machine), and the verdict fails saying so. The verdict
 also fails when a measured request the client counted as ok and streamed has no ground-truth
@@ -66,16 +70,23 @@ def assess(table: RecordTable, ground_truth: Path) -> Fidelity | None:
             except orjson.JSONDecodeError:
                 continue  # a line cut by a killed simulator: its request stays unmatched
             row = wanted.pop(truth.get("id"), None) if isinstance(truth, dict) else None
-            if row is None or not truth.get("stream") or not truth.get("chunk_ns"):
+            if row is None:
                 continue
-            lags.add(table, base, row, truth)
+            if truth.get("items") is not None and truth.get("finish_ns"):
+                lags.add_whole(table, row, truth)  # a pooling answer, read whole
+            elif not truth.get("stream") or not truth.get("chunk_ns"):
+                continue
+            else:
+                lags.add(table, base, row, truth)
             matched += 1
     return cast(Fidelity, _block(lags, matched, len(wanted)))
 
 
 def _eligible_rows(table: RecordTable) -> np.ndarray:
-    """Measured ok requests that streamed at least one chunk: the ones with a truth to meet."""
-    ok = table.column("ok") & ~table.column("warmup") & (table.chunks.counts > 0)
+    """Measured ok requests that streamed at least one chunk, or got a pooling answer (items):
+    the ones with a truth to meet."""
+    answered = (table.chunks.counts > 0) | table.present("items")
+    ok = table.column("ok") & ~table.column("warmup") & answered
     return np.flatnonzero(ok)
 
 
@@ -111,6 +122,15 @@ class _Lags:
         if truth.get("tpot_ms") is not None and has_out[row] and out[row] >= 2 and len(times) >= 2:
             client_tpot = float(metric_defs.tpot_ms(int(first[row]), int(times[-1]), int(out[row])))
             self.tpot.append(client_tpot - float(truth["tpot_ms"]))
+
+    def add_whole(self, table: RecordTable, row: int, truth: dict[str, Any]) -> None:
+        """A pooling answer (embeddings, rerank): its one "chunk" is the whole answer, read by
+        the client at its end and stamped by the server before its write; no first token."""
+        end = int(table.ints("t_end_ns")[0][row])
+        send = int(table.column("t_send_ns")[row])
+        finish, arrival = int(truth["finish_ns"]), int(truth["arrival_ns"])
+        self.chunks.append(np.asarray([end - finish], dtype=np.int64))
+        self.e2e.append(((end - send) - (finish - arrival)) / 1e6)
 
 
 def _block(lags: _Lags, matched: int, unmatched: int) -> dict[str, Any]:
@@ -149,7 +169,7 @@ def problems(block: Mapping[str, Any], thresholds: Mapping[str, float] = THRESHO
     reasons = []
     if block["requests_unmatched"]:
         reasons.append(
-            f"{block['requests_unmatched']} ok streamed requests have no line in the simulator's ground truth"
+            f"{block['requests_unmatched']} ok requests have no line in the simulator's ground truth"
         )
     for name, limit in thresholds.items():
         p99 = block[name]["p99"]

@@ -165,10 +165,18 @@ def _samples(t: RecordTable, cols: dict[str, np.ndarray]) -> dict[str, Any]:
 
 
 def summarize(
-    records: Records, *, sla: Any = None, incomplete: bool = False, seconds: float | None = None
+    records: Records,
+    *,
+    sla: Any = None,
+    incomplete: bool = False,
+    seconds: float | None = None,
+    streamed: bool = True,
 ) -> Measured:
     """The measured blocks of a run or of one stage: ``counts`` and ``window``
     (``analysis.counts``), ``metrics`` and ``sla`` (see docs/design.md, "Result files").
+    ``streamed``: the run's protocol streams tokens (its backend's ``streamed``); False (a
+    pooling protocol: embeddings, rerank) leaves out every metric that describes a token
+    stream (``metric_defs.applicable``) and adds ``items_per_s``.
     ``incomplete``: the run or stage was stopped before its limits, so its verdict is
     ``incomplete``, never ``pass``. ``seconds``: the window's length when it is not the first
     measured send to the last end: a repeated run's repeats pooled, whose gaps (nothing in
@@ -180,7 +188,7 @@ def summarize(
     window = window_block(flight[0], flight[1])
     if seconds is not None and window["start_ns"] is not None:
         window["seconds"] = seconds
-    metrics = metrics_block(table, keep, counts, flight, window, sla)
+    metrics = metrics_block(table, keep, counts, flight, window, sla, streamed)
     sla_block = sla_mod.evaluate(sla, {"counts": counts, "metrics": metrics}, incomplete=incomplete)
     return {"counts": counts, "window": window, "metrics": metrics, "sla": sla_block}
 
@@ -192,8 +200,10 @@ def metrics_block(
     flight: tuple[np.ndarray, np.ndarray, np.ndarray],
     window: Window,
     sla: Any,
+    streamed: bool = True,
 ) -> Metrics:
-    """Every latency distribution of the registry, the throughputs per second of ``window``,
+    """Every latency distribution of the registry that applies to the run (``streamed``: see
+    ``summarize``), the throughputs per second of ``window``,
     the requests in flight over it (``flight``: ``counts.spans`` of the measured requests) and
     Little's law, goodput against ``sla``'s per-request SLOs (attained over ``counts``' ok +
     failed), and where the token counts came from."""
@@ -205,18 +215,22 @@ def metrics_block(
     ok = table.column("ok")[keep]
     derived = derived_columns(table)
     samples = _samples(table, derived)
+    applies = {d.name for d in metric_defs.applicable(streamed)}
     out: dict[str, Any] = {
         d.name: distribution(samples[d.name])
         for d in metric_defs.DISTRIBUTIONS
-        if not d.when_present or bool(np.isfinite(samples[d.name]).any())
+        if d.name in applies and (not d.when_present or bool(np.isfinite(samples[d.name]).any()))
     }
     out_all = filled(table, "output_tokens")[keep]
     in_tokens = int(filled(table, "prompt_tokens")[keep][ok].sum())
     out_tokens = int(out_all[ok].sum())
     out["request_throughput_rps"] = rate(int(ok.sum()))
     out["input_tokens_per_s"] = rate(in_tokens)
-    out["output_tokens_per_s"] = rate(out_tokens)
-    out["total_tokens_per_s"] = rate(in_tokens + out_tokens)
+    if streamed:
+        out["output_tokens_per_s"] = rate(out_tokens)
+        out["total_tokens_per_s"] = rate(in_tokens + out_tokens)
+    else:  # embedded inputs or reranked documents of the ok requests
+        out["items_per_s"] = rate(int(filled(table, "items")[keep][ok].sum()))
     start, end = window["start_ns"], window["end_ns"]
     send, ends, has_end = flight
     in_flight = None if start is None or end is None else mean_concurrency(send, ends, start, end)
@@ -229,11 +243,11 @@ def metrics_block(
     out["littles_law"] = littles_law(send, ends, has_end)
     slos = sla_mod.set_slos(sla)
     good = sla_mod.good_mask(ok, {k: derived[k][keep] for k in slos}, slos)
-    out["goodput"] = {
-        "requests_per_s": rate(int(good.sum())),
-        "output_tokens_per_s": rate(int(out_all[good].sum())),
-        "attained_fraction": ratio(int(good.sum()), counts["ok"] + counts["failed"]),
-    }
+    goodput: dict[str, Any] = {"requests_per_s": rate(int(good.sum()))}
+    if streamed:
+        goodput["output_tokens_per_s"] = rate(int(out_all[good].sum()))
+    goodput["attained_fraction"] = ratio(int(good.sum()), counts["ok"] + counts["failed"])
+    out["goodput"] = goodput
     reasoning = _reasoning(table)
     if reasoning is not None:
         out["reasoning"] = reasoning

@@ -34,6 +34,7 @@ from loadgen.backends import sglang  # sglang_generate
 from loadgen.backends import responses  # responses (OpenAI's Responses API)
 from loadgen.backends import messages  # messages (Anthropic's Messages API)
 from loadgen.backends import triton_grpc  # triton_grpc (Triton's KServe v2 gRPC stream)
+from loadgen.backends import pooling  # embeddings, rerank (answered whole, not streamed)
 # isort: on
 
-__all__ = ["messages", "openai", "registry", "responses", "sglang", "triton", "triton_grpc"]
+__all__ = ["messages", "openai", "pooling", "registry", "responses", "sglang", "triton", "triton_grpc"]

@@ -136,6 +136,10 @@ class StreamingBackend:
       function tools and response_format (``workload.tools``, ``workload.response_format``) and
       reads the tool calls of its answer. ``media``: its user message carries images and audio
       as content parts (``RequestSpec.media``: ``workload.images``/``audio``).
+    - ``streamed``: its answer streams tokens, so TTFT, ITL, TPOT and output tokens/s describe
+      it; False for a protocol answered whole (embeddings, rerank: ``pooling.py``), whose runs
+      report request latency and items per second instead (``metric_defs``' ``applies``);
+      ``query``: such a request also carries a query its items are scored against (rerank).
     - ``engine``: the engine the protocol itself names in the server's identity (None: the
       server's ``/v1/models`` listing says). ``SOURCES``: the keys of ``conditions.server`` its
       probe fills with a server's answer, and the path each came from (the report's rows).
@@ -161,6 +165,8 @@ class StreamingBackend:
     server_tokenize: ClassVar[bool] = False
     needs_model: ClassVar[bool] = False
     model_mix: ClassVar[bool] = False
+    streamed: ClassVar[bool] = True
+    query: ClassVar[bool] = False
     tool_use: ClassVar[bool] = False
     media: ClassVar[bool] = False
     engine: ClassVar[str | None] = None

@@ -63,10 +63,15 @@ def traffic_lines(summary: dict[str, Any]) -> list[str]:
 
 def fidelity_line(block: dict[str, Any]) -> str:
     """The one line ``loadgen run`` prints: the first-token lag and how many requests back it."""
-    first = block["first_token_lag_ms"]
-    if not block["requests_matched"] or first["count"] == 0:
-        return "measurement error vs the simulator's ground truth: no streamed request to match"
-    chunk = block["chunk_lag_ms"]
+    first, chunk = block["first_token_lag_ms"], block["chunk_lag_ms"]
+    if not block["requests_matched"] or chunk["count"] == 0:
+        return "measurement error vs the simulator's ground truth: no request to match"
+    if first["count"] == 0:  # answers read whole (embeddings, rerank): no first token
+        text = (
+            f"measurement error vs the simulator's ground truth: whole answer +{chunk['p50']:.2f} ms p50 / "
+            f"+{chunk['p99']:.2f} ms p99 ({block['requests_matched']:,} requests matched): {block['verdict']}"
+        )
+        return text + (" (" + "; ".join(block["reasons"]) + ")" if block["reasons"] else "")
     text = (
         f"measurement error vs the simulator's ground truth: first token +{first['p50']:.2f} ms p50 / "
         f"+{first['p99']:.2f} ms p99, every chunk +{chunk['p99']:.2f} ms p99 "

@@ -243,21 +243,26 @@ def _print_counts(con: Console, s: dict) -> None:
 
 
 def _print_rates(con: Console, s: dict) -> None:
-    """Throughput, goodput against the per-request SLOs, and the Little's-law check."""
+    """Throughput, goodput against the per-request SLOs, and the Little's-law check; the rates
+    the summary has (a run without a token stream has items/s, not output tokens/s)."""
+    streamed = metric_defs.present(s, "output_tokens_per_s")
+    volume = (
+        f"output {_scalar(s, 'output_tokens_per_s')} tok/s   total {_scalar(s, 'total_tokens_per_s')} tok/s"
+        if streamed
+        else f"items {_scalar(s, 'items_per_s')}/s"
+    )
     con.print(
         f"throughput  {_scalar(s, 'request_throughput_rps')} req/s   "
-        f"input {_scalar(s, 'input_tokens_per_s')} tok/s   "
-        f"output {_scalar(s, 'output_tokens_per_s')} tok/s   "
-        f"total {_scalar(s, 'total_tokens_per_s')} tok/s"
+        f"input {_scalar(s, 'input_tokens_per_s')} tok/s   {volume}"
     )
     slos = (s.get("sla") or {}).get("slos") or {}
     slo_txt = ", ".join(f"{k} <= {v:g}" for k, v in slos.items()) or "no per-request SLO set"
     frac = metric_defs.lookup(s, "goodput_attained_fraction")
     frac_digits = metric_defs.get("goodput_attained_fraction").digits
+    good_tokens = f"{_scalar(s, 'goodput_output_tokens_per_s')} output tok/s   " if streamed else ""
     con.print(
-        f"goodput     {_scalar(s, 'goodput_rps')} req/s   "
-        f"{_scalar(s, 'goodput_output_tokens_per_s')} output tok/s"
-        f"   {'-' if frac is None else f'{frac:.{frac_digits}%}'} of requests met {slo_txt}"
+        f"goodput     {_scalar(s, 'goodput_rps')} req/s   {good_tokens}"
+        f"{'-' if frac is None else f'{frac:.{frac_digits}%}'} of requests met {slo_txt}"
     )
     ll = s["metrics"].get("littles_law") or {}
     con.print(

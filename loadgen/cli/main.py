@@ -204,7 +204,11 @@ def cmd_report(a: argparse.Namespace) -> int:
                 f"{'-' if v is None else f'${v:.4g}'} per million {k.replace('_', ' ')}"
                 for k, v in (
                     (k, cost[f"usd_per_million_{k}"])
-                    for k in ("output_tokens", "total_tokens", "output_tokens_at_goodput")
+                    for k in (
+                        ("input_tokens", "items")  # embeddings, rerank
+                        if "usd_per_million_items" in cost
+                        else ("output_tokens", "total_tokens", "output_tokens_at_goodput")
+                    )
                 )
             )
         )

@@ -33,6 +33,7 @@ FLAG_PATHS = {
     "tokenizer": "workload.prompt.tokenizer",
     "input_tokens": "workload.input_tokens",
     "output_tokens": "workload.output_tokens",
+    "batch_size": "workload.batch_size",
     "dataset": "workload.dataset.path",
     "trace": "workload.trace.path",
     "time_scale": "workload.trace.time_scale",

@@ -148,6 +148,12 @@ def _run_workload(run: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--input-tokens", type=int, help="fixed prompt length in tokens")
     g.add_argument("--output-tokens", type=int, help="fixed output length in tokens (max_tokens)")
+    g.add_argument(
+        "--batch-size",
+        type=int,
+        metavar="N",
+        help="embeddings, rerank: fixed inputs (documents) a request, each of --input-tokens",
+    )
     g.add_argument("--seed", type=int, help="seed for lengths, prompts and arrivals")
     g.add_argument("--tokenizer", help="local tokenizer.json for exact prompt lengths")
     g.add_argument("--dataset", metavar="FILE", help="prompts from a local ShareGPT .json or prompts .jsonl")

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from loadgen.backends import registry
+from loadgen.config import pooling
 from loadgen.config.base import Arrival, Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
@@ -107,6 +108,9 @@ class WorkloadConfig(StrictModel):
     sessions: SessionsConfig | None = None
     # A LoRA mix (mix.py): the model names requests ask for; absent, every one asks target.model.
     models: ModelMixField | None = None
+    # A pooling endpoint's items a request (embeddings' inputs, rerank's documents), each of
+    # input_tokens; absent: 1 (pooling.py checks it against the endpoint).
+    batch_size: LengthDist | None = None
     # What an agent's requests carry (tools.py): function tools, and a JSON schema for answers.
     tools: ToolsField | None = None
     response_format: ResponseFormatConfig | None = None
@@ -313,6 +317,11 @@ class Profile(StrictModel):
                 "workload.models",
                 f"endpoint {self.target.endpoint} does not name the model per request; use {takes}",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _fits_the_protocol(self):
+        pooling.check(self)  # streamed or pooling: which metrics, batches and sources apply
         return self
 
     @model_validator(mode="after")

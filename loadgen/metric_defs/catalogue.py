@@ -40,6 +40,7 @@ METRICS: tuple[MetricDef, ...] = (
         curve=True,
         curve_plot=True,
         server_histogram="ttft",
+        applies="streamed",
     ),
     _dist(
         "ttfb_ms",
@@ -50,6 +51,7 @@ METRICS: tuple[MetricDef, ...] = (
         console=True,
         report="latency",
         compare=False,
+        applies="streamed",
     ),
     _dist(
         "itl_ms",
@@ -61,6 +63,7 @@ METRICS: tuple[MetricDef, ...] = (
         report="latency",
         curve=True,
         server_histogram="itl",
+        applies="streamed",
     ),
     _dist(
         "itl_per_token_ms",
@@ -72,6 +75,7 @@ METRICS: tuple[MetricDef, ...] = (
         report="latency",
         compare=False,
         server_histogram="itl",
+        applies="streamed",
     ),
     _dist(
         "tpot_ms",
@@ -86,6 +90,7 @@ METRICS: tuple[MetricDef, ...] = (
         curve=True,
         curve_plot=True,
         server_histogram="tpot",
+        applies="streamed",
     ),
     _dist(
         "e2e_ms",
@@ -124,6 +129,7 @@ METRICS: tuple[MetricDef, ...] = (
         report="latency",
         compare=False,
         same_as="ttft_ms",
+        applies="streamed",
     ),
     _dist(
         "e2e_from_sched_ms",
@@ -152,6 +158,7 @@ METRICS: tuple[MetricDef, ...] = (
         compare=False,
         gate=False,
         when_present=True,
+        applies="streamed",
     ),
     _run(
         "request_throughput_rps",
@@ -182,6 +189,7 @@ METRICS: tuple[MetricDef, ...] = (
         higher_is_better=True,
         digits=0,
         report="throughput",
+        applies="streamed",
     ),
     _run(
         "total_tokens_per_s",
@@ -192,6 +200,18 @@ METRICS: tuple[MetricDef, ...] = (
         higher_is_better=True,
         digits=0,
         report="throughput",
+        applies="streamed",
+    ),
+    _run(
+        "items_per_s",
+        ("metrics", "items_per_s"),
+        "items/s",
+        "items/s",
+        "items (embedded inputs, reranked documents) of ok requests per second",
+        higher_is_better=True,
+        digits=1,
+        report="throughput",
+        applies="pooling",
     ),
     _run(
         "goodput_rps",
@@ -212,6 +232,7 @@ METRICS: tuple[MetricDef, ...] = (
         higher_is_better=True,
         digits=0,
         report="goodput",
+        applies="streamed",
     ),
     _run(
         "goodput_attained_fraction",
@@ -253,6 +274,7 @@ METRICS: tuple[MetricDef, ...] = (
         report="energy",
         resampled=False,
         when_present=True,
+        applies="streamed",
     ),
     _run(
         "energy_per_token_j",
@@ -276,6 +298,7 @@ METRICS: tuple[MetricDef, ...] = (
         report="energy",
         resampled=False,
         when_present=True,
+        applies="streamed",
     ),
     _run(
         "gpu_power_w",
@@ -318,6 +341,22 @@ CURVE: tuple[MetricDef, ...] = (*CURVE_PLOTS, *(d for d in DISTRIBUTIONS if d.cu
 SERVER_COMPARED: tuple[MetricDef, ...] = tuple(d for d in DISTRIBUTIONS if d.server_histogram)
 
 
+def applicable(streamed: bool) -> tuple[MetricDef, ...]:
+    """The metrics a run of a streamed (or, False, a pooling) protocol has, in registry order."""
+    return tuple(d for d in METRICS if d.applies_to(streamed))
+
+
+def present(summary: Mapping[str, Any], name: str) -> bool:
+    """Whether ``summary`` has ``name`` at all (a run scalar may be present and null): a
+    metric that does not apply to the run's protocol is absent, and no table shows it."""
+    node: Any = summary
+    for key in get(name).path:
+        if not isinstance(node, Mapping) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
 def get(name: str) -> MetricDef:
     """The definition of ``name``; ``KeyError`` naming the valid metrics when there is none."""
     try:
@@ -333,12 +372,15 @@ SAME_WITHIN_FRACTION, SAME_WITHIN_MS = 0.01, 0.1
 
 def table_shows(summary: Mapping[str, Any], d: MetricDef) -> bool:
     """Whether the console's and the report's tables show ``d`` (where its flags put it) for
-    ``summary``: a ``when_present`` one where the summary has it; else always, unless it has a
-    ``same_as``; then only when it is in the summary (an older one lacks it) and does not match
-    that one (see ``SAME_WITHIN_FRACTION``). Equality is
+    ``summary``: whenever it is in the summary (a metric that does not apply to the run's
+    protocol is not: no empty TTFT rows for an embeddings run); a ``when_present`` one where the
+    summary has samples of it; else always, unless it has a ``same_as``; then only when it does
+    not match that one (see ``SAME_WITHIN_FRACTION``). Equality is
     not exact even in a closed loop: a slot stamps ``t_sched`` and the request's send a fraction
     of a millisecond apart (building and encoding the request), which moves no stat visibly; a
     client that sent late moves the stats by its lateness."""
+    if not present(summary, d.name):
+        return False
     if d.when_present:
         return isinstance(lookup(summary, d.name), dict)
     if d.same_as is None:

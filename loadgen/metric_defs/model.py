@@ -18,6 +18,11 @@ import numpy as np
 import numpy.typing as npt
 
 Kind = Literal["distribution", "run"]
+# Which runs a metric describes: every run; a streamed protocol's only (a token's arrival
+# times, output tokens: chat, completions, ...); or a pooling protocol's only (answered whole,
+# a batch of items a request: embeddings, rerank). The backend says which its protocol is
+# (``StreamingBackend.streamed``); a run's summary holds only the metrics that apply to it.
+Applies = Literal["all", "streamed", "pooling"]
 # What a distribution summarizes (measured = not warm-up): one value per ok measured request, or
 # per measured request (ok or not), both its ``formula`` over the request's record; or the gaps
 # between consecutive content chunks of ok requests, per chunk or shared among the tokens the
@@ -133,6 +138,12 @@ class MetricDef:
     # The server's latency histogram (``server.metrics.HISTOGRAMS``) measuring the same quantity:
     # the client's mean is set beside the server's (``analysis.client_means``).
     server_histogram: str | None = None
+    applies: Applies = "all"  # the runs it describes (see ``Applies``)
+
+    def applies_to(self, streamed: bool) -> bool:
+        """Whether a run of a streamed (or, False, a pooling) protocol has this metric."""
+        return self.applies == "all" or (self.applies == "streamed") == streamed
+
     # Defined only for some requests' kind (a tool call), or for a run with a block others lack
     # (GPU telemetry): in summary.json, and a table row, only where some request has a sample
     # (some run has the block), so a run without it shows no empty row.

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import metric_defs
-from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, LATENCIES, Comparison
+from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, Comparison
 from loadgen.analysis.compare_peers import NOT_RECORDED
 from loadgen.report import compare_curves, repeats
 
@@ -203,7 +203,7 @@ def markdown(cmp: Comparison) -> str:
         "## Distributions",
         "",
     ]
-    lines += [f"![{_title(m)} CDF](cdf_{m}.png)" for m in LATENCIES]
+    lines += [f"![{_title(m)} CDF](cdf_{m}.png)" for m in cmp.latencies]
     if cmp.curves is not None:
         lines += compare_curves.curve_image_lines(cmp.curves)
     return "\n".join(lines) + "\n"

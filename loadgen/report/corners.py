@@ -45,7 +45,10 @@ FIRST, PACE = "ttft_ms", ("tpot_ms", "itl_ms")
 
 
 def latency(summary: Summary) -> str:
-    """p50/p99 of ``FIRST``, then of the first of ``PACE`` with samples, by their registry labels."""
+    """p50/p99 of ``FIRST``, then of the first of ``PACE`` with samples, by their registry labels;
+    a run without a token stream (embeddings, rerank: no ``FIRST`` in its summary) has E2E."""
+    if not metric_defs.present(summary, FIRST):
+        return _p50_p99(summary, "e2e_ms")
     text = _p50_p99(summary, FIRST)
     for name in PACE:
         if (metric_defs.lookup(summary, name) or {}).get("count"):
@@ -59,10 +62,11 @@ def _p50_p99(summary: Summary, name: str) -> str:
 
 
 def throughput(summary: Summary) -> str:
-    m = summary.get("metrics") or {}
+    m: Mapping[str, Any] = summary.get("metrics") or {}
     goodput = m.get("goodput") or {}
+    volume = "items_per_s" if "items_per_s" in m else "output_tokens_per_s"
     return (
-        f"{num(m.get('output_tokens_per_s'))} output tokens/s, {num(m.get('request_throughput_rps'))} "
+        f"{num(m.get(volume))} {metric_defs.get(volume).label}, {num(m.get('request_throughput_rps'))} "
         f"requests/s; goodput {num(goodput.get('requests_per_s'))} requests/s "
         f"({pct(goodput.get('attained_fraction'))} met every SLO)"
     )
@@ -122,7 +126,9 @@ def memory_and_cost(summary: Summary, cost: Mapping[str, Any] | None) -> str:
             f"({prefix.get('hits'):,.0f} of {prefix.get('queries'):,.0f} prompt tokens)"
         )
     parts.append(energy_text(summary))
-    if cost is not None:
+    if cost is not None and "usd_per_million_items" in cost:  # embeddings, rerank
+        parts.append(f"{money(cost.get('usd_per_million_items'))} per million items")
+    elif cost is not None:
         parts.append(f"{money(cost.get('usd_per_million_output_tokens'))} per million output tokens")
     else:
         parts.append(

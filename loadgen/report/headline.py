@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from loadgen import metric_defs
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
 from loadgen.report.corners import corners_table
 from loadgen.report.curve import MAIN_PLOT, is_multi_stage, offered, point_of, stage_label
@@ -20,6 +21,7 @@ from loadgen.summary import Summary
 
 TITLE = "At a glance"
 SINGLE_MAIN_PLOT = "cdf_ttft"
+POOLING_MAIN_PLOT = "cdf_e2e"
 HEADER = (
     "measured over",
     "TTFT p50 (ms)",
@@ -33,8 +35,11 @@ HEADER = (
 
 
 def main_plot(summary: Summary, plots: Sequence[Image]) -> Image | None:
-    """The headline's plot among the report's plots, or None when it was not drawn."""
+    """The headline's plot among the report's plots, or None when it was not drawn (a run
+    without a token stream, embeddings or rerank, has the E2E CDF instead of TTFT's)."""
     stem = MAIN_PLOT if is_multi_stage(summary) else SINGLE_MAIN_PLOT
+    if stem == SINGLE_MAIN_PLOT and not metric_defs.present(summary, "ttft_ms"):
+        stem = POOLING_MAIN_PLOT
     return next((p for p in plots if p.file.rsplit("/", 1)[-1] == f"{stem}.png"), None)
 
 
@@ -96,9 +101,11 @@ def verdict_alert(summary: Summary) -> Alert:
 def numbers_table(summary: Summary) -> Table:
     """The run's figures in one row; a multi-stage run adds the knee's and the last stage
     meeting the SLA's, each on its own window."""
-    m = summary.get("metrics") or {}
+    m: Mapping[str, Any] = summary.get("metrics") or {}
     goodput = m.get("goodput") or {}
     multi = is_multi_stage(summary)
+    if not multi and "ttft_ms" not in m:
+        return _pooling_numbers(m, goodput)
     rows = [
         (
             f"all {len(summary['stages'])} stages pooled" if multi else "the run",
@@ -132,6 +139,34 @@ def numbers_table(summary: Summary) -> Table:
                     )
                 )
     return Table(HEADER, tuple(rows), "l" + "r" * (len(HEADER) - 1))
+
+
+# A run without a token stream (embeddings, rerank): request latency and items/s, no empty TTFT.
+POOLING_HEADER = (
+    "measured over",
+    "E2E p50 (ms)",
+    "E2E p99 (ms)",
+    "requests/s",
+    "items/s",
+    "input tokens/s",
+    "goodput (req/s)",
+    "met every SLO",
+)
+
+
+def _pooling_numbers(m: Mapping[str, Any], goodput: Mapping[str, Any]) -> Table:
+    e2e = m.get("e2e_ms") or {}
+    row = (
+        "the run",
+        num(e2e.get("p50")),
+        num(e2e.get("p99")),
+        num(m.get("request_throughput_rps")),
+        num(m.get("items_per_s")),
+        num(m.get("input_tokens_per_s")),
+        num(goodput.get("requests_per_s")),
+        pct(goodput.get("attained_fraction")),
+    )
+    return Table(POOLING_HEADER, (row,), "l" + "r" * (len(POOLING_HEADER) - 1))
 
 
 def stages_sentence(summary: Summary) -> str:

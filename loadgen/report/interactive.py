@@ -22,7 +22,14 @@ import orjson
 from loadgen import metric_defs
 from loadgen.analysis.table import RecordTable
 from loadgen.report.blocks import Markup, Section, Table, Text, num
-from loadgen.report.interactive_data import KEEP_SLOWEST, SLOWEST_ROWS, Ranked, embedded_data, ranked
+from loadgen.report.interactive_data import (
+    KEEP_SLOWEST,
+    SLOWEST_ROWS,
+    Ranked,
+    embedded_data,
+    ranked,
+    run_slos,
+)
 from loadgen.summary import Summary
 
 __all__ = ["TITLE", "interactive_section", "sample_text", "slowest_table", "with_interactive"]
@@ -39,7 +46,7 @@ def with_interactive(sections: Sequence[Section], section: Section) -> list[Sect
 
 
 def interactive_section(summary: Summary, table: RecordTable) -> Section:
-    runs = ranked(table)
+    runs = ranked(table, run_slos(summary))
     data = embedded_data(summary, runs)
     note = sample_text(data["sample"])
     return Section(

@@ -15,7 +15,7 @@ estimates and it says so.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,7 @@ __all__ = [
     "Ranked",
     "embedded_data",
     "ranked",
+    "run_slos",
     "sample_rows",
     "slowest_order",
 ]
@@ -61,14 +62,21 @@ class Ranked:
     latency: dict[str, np.ndarray]
 
 
-def ranked(table: RecordTable) -> Ranked:
-    """Only the SLOs' columns, not every derived one: a long run's report holds enough already."""
+def ranked(table: RecordTable, slos: Sequence[str] = metric_defs.SLOS) -> Ranked:
+    """Only the SLOs' columns (``slos``: the run's, ``run_slos``), not every derived one: a long
+    run's report holds enough already."""
     latency = {}
-    for name in metric_defs.SLOS:
+    for name in slos:
         formula = metric_defs.get(name).formula
         assert formula is not None, f"SLO {name} has no formula"  # every SLO is a per-request latency
         latency[name] = formula(table)
     return Ranked(table, slowest_order(table), latency)
+
+
+def run_slos(summary: Summary) -> tuple[str, ...]:
+    """The registry's SLOs the run has (an embeddings or rerank run: E2E alone, no TTFT or TPOT
+    to set a bound on)."""
+    return tuple(name for name in metric_defs.SLOS if metric_defs.present(summary, name))
 
 
 def slowest_order(table: RecordTable) -> np.ndarray:
@@ -107,7 +115,7 @@ def embedded_data(summary: Summary, runs: Ranked) -> dict[str, Any]:
     window = summary.get("window") or {}
     t0 = window.get("start_ns") or (int(send[rows].min()) if len(rows) else 0)
     sampled = len(rows) < len(order)
-    slos = [_slo(summary, name) for name in metric_defs.SLOS]
+    slos = [_slo(summary, name) for name in runs.latency]
     in_rows = {int(r): i for i, r in enumerate(rows)}
     return {
         "run": {
@@ -122,8 +130,9 @@ def embedded_data(summary: Summary, runs: Ranked) -> dict[str, Any]:
         },
         "percentiles": dict(metric_defs.PERCENTILES),
         "slos": slos,
-        # the SLO the timeline colours each request's decode by: the per-token one (TPOT)
-        "itl_slo": next(s["name"] for s in slos if s["nan_passes"]),
+        # the SLO the timeline colours each request's decode by: the per-token one (TPOT; none
+        # for a run without a token stream)
+        "itl_slo": next((s["name"] for s in slos if s["nan_passes"]), None),
         "sample": {
             "measured": len(order),
             "embedded": len(rows),

@@ -10,7 +10,7 @@ and labelled as such.
 from __future__ import annotations
 
 import io
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,9 @@ def chunk_plots(summary: Summary, records: Records) -> dict[str, Plot]:
     eligible = table.column("ok") & ~table.column("warmup")  # as metrics.distribution_samples
     itl = GapSamples(table, eligible)
     itl_tok = itl if itl.one_token_each else GapSamples(table, eligible, per_token=True)
+    per_second = {"per_second": _per_second(table)}
+    if not metric_defs.present(summary, "itl_ms"):  # no token stream: no ITL to draw
+        return per_second
     return {
         "cdf_itl": _cdf(
             "cdf_itl",
@@ -56,7 +59,7 @@ def chunk_plots(summary: Summary, records: Records) -> dict[str, Plot]:
             summary,
             ("itl_ms", "itl_per_token_ms"),
         ),
-        "per_second": _per_second(table),
+        **per_second,
     }
 
 
@@ -72,15 +75,18 @@ def render_plots(summary: Summary, records: Records, drawn: Mapping[str, Plot] |
         d = metric_defs.get(metric)
         return _cdf(name, d.plot_title, {d.label: samples[metric]}, summary, (metric,))
 
-    return [
-        cdf("cdf_ttft", "ttft_ms"),
-        early["cdf_itl"],
-        cdf("cdf_tpot", "tpot_ms"),
-        cdf("cdf_e2e", "e2e_ms"),
-        _over_time("ttft_over_time", "ttft_ms", derived, summary, table),
-        _over_time("e2e_over_time", "e2e_ms", derived, summary, table),
-        early["per_second"],
+    # Each plot and the metric it draws: a run whose summary lacks the metric (embeddings,
+    # rerank: no token stream) gets no empty plot of it.
+    plots: list[tuple[str, Callable[[], Plot]]] = [
+        ("ttft_ms", lambda: cdf("cdf_ttft", "ttft_ms")),
+        ("itl_ms", lambda: early["cdf_itl"]),
+        ("tpot_ms", lambda: cdf("cdf_tpot", "tpot_ms")),
+        ("e2e_ms", lambda: cdf("cdf_e2e", "e2e_ms")),
+        ("ttft_ms", lambda: _over_time("ttft_over_time", "ttft_ms", derived, summary, table)),
+        ("e2e_ms", lambda: _over_time("e2e_over_time", "e2e_ms", derived, summary, table)),
+        ("request_throughput_rps", lambda: early["per_second"]),
     ]
+    return [draw() for metric, draw in plots if metric_defs.present(summary, metric)]
 
 
 def thresholds(summary: Summary, metrics: Sequence[str]) -> list[tuple[str, float]]:

@@ -77,6 +77,8 @@ def compare_table(names: list[str], summaries: list[Mapping[str, Any]]) -> Table
     header = ("figure", *names, *(f"{n} / {ref} ({CONF_WORD})" for n in names[1:]))
     rows = []
     for metric, stat in HEADLINE:
+        if not any(metric_defs.present(s, metric) for s in summaries):
+            continue  # a metric of no run's protocol (TTFT of embeddings runs): no empty row
         cells, values = [], []
         for s, block in zip(summaries, blocks):
             fig = _figure(block, metric, stat)

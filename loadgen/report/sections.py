@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from loadgen import metric_defs
-from loadgen.analysis.cost import COST_LABEL, COUNT_LABEL, FORMULA
-from loadgen.report.blocks import Alert, Image, Section, Table, Text, money, num, pct
+from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
 from loadgen.report.client_health import LITTLE_TOLERANCE, client_section, littles_law_section, warning_text
 from loadgen.report.conditions import conditions_section
+from loadgen.report.cost import cost_section
 from loadgen.report.curve import is_curve_plot
 from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot
@@ -152,13 +152,18 @@ def latency_table(summary: Summary) -> Table:
 
 
 def scalar_rows(summary: Summary, table: str) -> tuple[tuple[str, str], ...]:
-    """(label, value) of each run scalar the registry shows in the report's ``table``."""
+    """(label, value) of each run scalar the registry shows in the report's ``table`` that the
+    summary has (a run without a token stream has no output tokens/s)."""
 
     def shown(d: metric_defs.MetricDef) -> str:
         value = metric_defs.lookup(summary, d.name)
         return pct(value) if d.unit == "fraction" else num(value)
 
-    return tuple((d.label, shown(d)) for d in metric_defs.RUN_SCALARS if d.report == table)
+    return tuple(
+        (d.label, shown(d))
+        for d in metric_defs.RUN_SCALARS
+        if d.report == table and metric_defs.present(summary, d.name)
+    )
 
 
 def latency_section(summary: Summary) -> Section:
@@ -169,12 +174,15 @@ def latency_section(summary: Summary) -> Section:
         if failed
         else "Measured ok requests, warm-up excluded."
     )
-    text = (
-        lead + " TTFT: first token-bearing event minus send; TTFB: "
-        "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
-        "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
-        "end of stream minus send."
-    )
+    if metric_defs.present(summary, "ttft_ms"):
+        text = (
+            lead + " TTFT: first token-bearing event minus send; TTFB: "
+            "first byte; ITL per chunk: gaps between events; ITL per token: each gap divided among the "
+            "tokens its event carried; TPOT: (last event - first event) / (output tokens - 1); E2E: "
+            "end of stream minus send."
+        )
+    else:  # a pooling protocol (embeddings, rerank): one answer, read whole
+        text = lead + " E2E: the whole answer read minus send (the answer is not streamed)."
     from_sched = {label for label, key in LATENCY_ROWS if metric_defs.get(key).same_as}
     if any(row[0] in from_sched for row in table.rows):
         text += (
@@ -254,59 +262,3 @@ def errors_section(summary: Summary) -> Section:
             )
         )
     return Section("Errors", tuple(blocks))
-
-
-def cost_section(cost: dict | None) -> Section:
-    if cost is None:
-        return Section(
-            "Cost",
-            (
-                Text(
-                    f"Not computed: give the price of a GPU-hour (loadgen report --gpu-hour-cost USD, or "
-                    f"--label {COST_LABEL}=USD when running) and the GPU count ({COUNT_LABEL} label or "
-                    "--gpu-count, default 1)."
-                ),
-            ),
-        )
-    src = cost["source"]
-    rate = cost["throughput"]
-    rows = (
-        ("output tokens", num(rate["output_tokens_per_s"]), money(cost["usd_per_million_output_tokens"])),
-        (
-            "total tokens (input + output)",
-            num(rate["total_tokens_per_s"]),
-            money(cost["usd_per_million_total_tokens"]),
-        ),
-        (
-            "output tokens at goodput",
-            num(rate["goodput_output_tokens_per_s"]),
-            money(cost["usd_per_million_output_tokens_at_goodput"]),
-        ),
-    )
-    return Section(
-        "Cost",
-        (
-            Text(
-                f"{money(cost['gpu_hour_cost_usd'])} per GPU-hour ({src[COST_LABEL]}) x "
-                f"{cost['gpu_count']:g} GPU{'' if cost['gpu_count'] == 1 else 's'} ({src[COUNT_LABEL]}) = "
-                f"{money(cost['usd_per_hour'])} per hour."
-            ),
-            Table(("tokens", "tokens/s", "$ per million tokens"), rows, "lrr"),
-            Text(f"{FORMULA}. At goodput, only output of requests that met every SLO counts as delivered."),
-            *_energy_cost(cost),
-        ),
-    )
-
-
-def _energy_cost(cost: dict) -> tuple[Text, ...]:
-    """The electricity beside the GPU-hour, when the run read GPU energy and had a kWh price."""
-    e = cost.get("energy")
-    if not e:
-        return ()
-    return (
-        Text(
-            f"Electricity at {money(e['price_per_kwh'])} per kWh (telemetry.price_per_kwh), from the GPUs' "
-            f"measured energy: {money(e['usd_per_million_output_tokens'])} per million output tokens, "
-            f"{money(e['usd_per_million_total_tokens'])} per million total tokens."
-        ),
-    )

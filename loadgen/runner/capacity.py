@@ -64,6 +64,7 @@ import orjson
 
 from loadgen.analysis import sla as sla_mod
 from loadgen.analysis.cost import cost_inputs
+from loadgen.backends import registry
 from loadgen.config import LoadConfig, Profile
 from loadgen.errors import LoadgenError
 from loadgen.runner import api
@@ -152,7 +153,13 @@ async def run_capacity(
     start = start_rate or profile.load.rate or 1.0
     prof = capacity_profile(profile, start, slos)
     chosen = sla_mod.set_slos(prof.sla)
+    endpoint = prof.target.endpoint
     checks = [
+        (
+            registry.backend(endpoint).streamed,  # the staged tables and curves are of streams
+            f"endpoint {endpoint} answers whole, not streamed: a capacity search of it is not "
+            "supported yet; measure one rate at a time (loadgen run --rate R)",
+        ),
         (bool(chosen), "no per-request SLO: give --sla 'ttft_ms<700' or set sla.ttft_ms/tpot_ms/e2e_ms"),
         (0 < attainment <= 1, f"--attainment {attainment:g}: a fraction in (0, 1], e.g. 0.99"),
         (stage_s > 0 and warmup_s >= 0, "--stage-duration must be > 0 and --stage-warmup >= 0"),

@@ -150,6 +150,7 @@ class _Dispatch:
             session_id=spec.session_id,
             turn=spec.turn,
             model=spec.model,
+            items=spec.items,
             prompt_hash=prompt_hash(spec) if policy.keep else None,
             answer=[] if read else None,
         )

@@ -33,6 +33,7 @@ from loadgen import metric_defs
 from loadgen.analysis import metrics
 from loadgen.analysis import repeats as rp
 from loadgen.analysis.table import RecordTable
+from loadgen.backends import registry
 from loadgen.config import Profile
 from loadgen.errors import RunError
 from loadgen.result import REQUESTS, SCHEMA_VERSION, RunResult, load_summary, write_summary
@@ -93,8 +94,11 @@ async def run_repeated(
 
 
 def headline_figures(summary: Summary) -> list[tuple[str, str | None, float | None]]:
-    """(metric, stat, value) of each headline figure (``analysis.repeats.HEADLINE``) of a run."""
-    return [(m, s, metric_defs.lookup(summary, m, s)) for m, s in rp.HEADLINE]
+    """(metric, stat, value) of each headline figure (``analysis.repeats.HEADLINE``) the run
+    has (the metrics of its protocol: ``metric_defs.present``)."""
+    return [
+        (m, s, metric_defs.lookup(summary, m, s)) for m, s in rp.HEADLINE if metric_defs.present(summary, m)
+    ]
 
 
 def pooled_summary(
@@ -114,7 +118,8 @@ def pooled_summary(
     seconds = sum(float(r.summary["window"]["seconds"]) for r in done)
     table = RecordTable.from_file(parent / REQUESTS)
     sla = profile.sla if sla is None else sla
-    measured = metrics.summarize(table, sla=sla, incomplete=not complete, seconds=seconds)
+    streamed = registry.backend(profile.target.endpoint).streamed
+    measured = metrics.summarize(table, sla=sla, incomplete=not complete, seconds=seconds, streamed=streamed)
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": parent.name,

@@ -20,6 +20,7 @@ from loadgen.analysis.models import models as models_block
 from loadgen.analysis.precision import precision_block
 from loadgen.analysis.saturation import waiting_samples
 from loadgen.analysis.table import RecordTable
+from loadgen.backends import registry
 from loadgen.memory import give_back_freed_memory
 from loadgen.redact import redact_profile, redact_url
 from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, write_summary
@@ -57,7 +58,8 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     give_back_freed_memory()
     table = RecordTable.from_file(p.run_dir / REQUESTS)
     reason = incomplete_reason(ex)
-    measured = metrics.summarize(table, sla=profile.sla, incomplete=reason is not None)
+    streamed = registry.backend(profile.target.endpoint).streamed  # which metrics apply
+    measured = metrics.summarize(table, sla=profile.sla, incomplete=reason is not None, streamed=streamed)
     precision = _precision(profile, ex, table)
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
@@ -191,7 +193,8 @@ def _stage(
     """One stage's own summary: on its own measured window (its warm-up and ramp excluded), with
     its over-saturation verdict (from its records and the server's waiting queue)."""
     s = o.stage
-    measured = metrics.summarize(table, sla=profile.sla, incomplete=o.result.interrupted)
+    streamed = registry.backend(profile.target.endpoint).streamed
+    measured = metrics.summarize(table, sla=profile.sla, incomplete=o.result.interrupted, streamed=streamed)
     block: StageSummary = {
         "index": s.index,
         "name": s.name,

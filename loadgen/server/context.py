@@ -52,6 +52,10 @@ def fit_context(
 
 
 def _needs(spec: RequestSpec) -> int:
+    """The context one request needs: its prompt and max_tokens; a pooling request's (embeddings,
+    rerank) longest sequence, each input or query+document pair run on its own."""
+    if spec.item_tokens:
+        return max(spec.item_tokens)
     return spec.prompt_tokens + spec.output_tokens
 
 
@@ -60,9 +64,13 @@ def _refusal(ident: ServerIdentity, over: list[RequestSpec], n: int, limit: int)
     where = f"the server's context of {limit} tokens"
     if ident.slots:
         where += f" per slot ({ident.engine or 'the server'} splits its context over {ident.slots} slots)"
+    asks = (
+        f"an item of {_needs(worst)} tokens"
+        if worst.item_tokens
+        else f"{_needs(worst)} (prompt {worst.prompt_tokens} + max_tokens {worst.output_tokens})"
+    )
     return (
-        f"{len(over)} of {n} requests need more than {where}: the longest asks "
-        f"{_needs(worst)} (prompt {worst.prompt_tokens} + max_tokens {worst.output_tokens}), and "
+        f"{len(over)} of {n} requests need more than {where}: the longest asks {asks}, and "
         "the server would refuse them (HTTP 400). Shorten workload.input_tokens / "
         "workload.output_tokens (their max), give the server a longer context, or set "
         "target.context_overflow: trim (cut max_tokens, then the prompt, to fit) or send (send "
@@ -73,7 +81,10 @@ def _refusal(ident: ServerIdentity, over: list[RequestSpec], n: int, limit: int)
 def trim(spec: RequestSpec, limit: int) -> RequestSpec:
     """``spec`` cut to ``limit`` tokens: max_tokens down to what the prompt leaves (at least
     1), then the prompt down to what is left (its token ids cut, or its words in proportion,
-    a tenth short; ``prompt_tokens`` is then the estimate)."""
+    a tenth short; ``prompt_tokens`` is then the estimate). A pooling request's items too long
+    are cut the same way, each on its own."""
+    if spec.item_tokens and spec.inputs is not None:
+        return _trim_items(spec, limit)
     output = max(1, min(spec.output_tokens, limit - spec.prompt_tokens))
     room = limit - output
     if spec.prompt_tokens <= room:
@@ -92,6 +103,24 @@ def trim(spec: RequestSpec, limit: int) -> RequestSpec:
     tokens = room * 9 // 10
     return dataclasses.replace(
         spec, prompt=text, messages=messages, prompt_tokens=tokens, output_tokens=output
+    )
+
+
+def _trim_items(spec: RequestSpec, limit: int) -> RequestSpec:
+    """A pooling request's items cut to fit ``limit`` each: the words of each one too long in
+    proportion, a tenth short, its count then the estimate. A rerank pair's document is cut by
+    the pair's proportion: the query stays whole (a query near the limit leaves no room)."""
+    assert spec.inputs is not None and spec.item_tokens is not None
+    inputs, counts = [], []
+    for text, n in zip(spec.inputs, spec.item_tokens):
+        if n > limit:
+            words = text.split(" ")
+            text = " ".join(words[: max(1, len(words) * limit * 9 // (10 * n))])
+            n = limit * 9 // 10
+        inputs.append(text)
+        counts.append(n)
+    return dataclasses.replace(
+        spec, inputs=tuple(inputs), item_tokens=tuple(counts), prompt_tokens=sum(counts)
     )
 
 

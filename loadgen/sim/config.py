@@ -72,6 +72,9 @@ class SimConfig(BaseModel):
         "reasoning_content, Responses' reasoning_text, Messages' thinking): a reasoning model",
     )
 
+    embedding_dim: int = Field(
+        1024, ge=1, le=65536, description="the dimension of /v1/embeddings' vectors (pooling endpoints)"
+    )
     # An agent's requests (sim/structured.py): with tools and tool_choice auto, the share of
     # answers that call a tool (required or a named function: every one); with a
     # response_format JSON schema, the share of answers broken on purpose (invalid JSON).

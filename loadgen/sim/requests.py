@@ -77,6 +77,7 @@ class RequestState:
         "tool_name",
         "json_valid",
         "block_hashes",
+        "items",
         "encoder",
         "response",
         "seq",
@@ -118,6 +119,7 @@ class RequestState:
         self.tool_name: str | None = None
         self.json_valid: bool | None = None
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
+        self.items: list[bytes] | None = None  # a pooling request's inputs (pooling.py); None: a prompt
         self.encoder: StreamEncoder | None = (
             ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
         )
@@ -190,7 +192,7 @@ class RequestState:
         """One line of the ground-truth log (every ``_ns`` is perf_counter_ns in the server)."""
         chunks = self.chunk_ns
         first = (chunks[0] if self.stream else self.prefill_end_ns) if chunks else 0
-        n = output_tokens
+        n = output_tokens if self.items is None else 0  # a pooling answer generates nothing
         tpot = None
         if self.stream and n >= 2 and len(chunks) >= 2:
             tpot = (chunks[-1] - chunks[0]) / (n - 1) / 1e6
@@ -210,6 +212,7 @@ class RequestState:
             "cached_tokens": self.seq.cached_tokens if self.seq else 0,
             "output_tokens": n,
             "reasoning_tokens": min(self.encoder.n_reason, n) if self.encoder else 0,
+            "items": None if self.items is None else len(self.items),
             "max_tokens": self.max_tokens,
             "finish_ns": self.finish_ns,
             "finish_reason": self.finish_reason,

@@ -1,6 +1,7 @@
 """The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock; it
 also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``), Triton's generate
-extension and SGLang's ``/generate`` (``native_routes.py``) off the same engine.
+extension and SGLang's ``/generate`` (``native_routes.py``), and the pooling endpoints
+(embeddings, rerank: ``pooling.py``) off the same engine.
 
 One task, ``_pace``, owns the engine: it plans a step, sleeps until the step's absolute wall
 deadline (previous deadline + virtual duration x time_scale, so sleeps never drift), then writes
@@ -17,6 +18,7 @@ before its stamp.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import time
 from pathlib import Path
@@ -31,12 +33,16 @@ from .gpu import PATH as DCGM_PATH
 from .gpu import SimGpus
 from .metrics import Metrics
 from .native_routes import native_routes
+from .pooling import ENDPOINTS as POOLING
+from .pooling import answer as pooling_answer
+from .pooling import parse_pooling
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
 from .sse import error_body
 
 now_ns = time.perf_counter_ns
 _REANCHOR_NS = 5_000_000
 VERSION = "0.1.0"
+_ID_PREFIX = {"responses": "resp", "messages": "msg", "embeddings": "embd", "rerank": "rerank"}
 
 
 class SimServer:
@@ -96,6 +102,10 @@ class SimServer:
                 web.post("/v1/chat/completions", self._chat),
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
                 web.post("/v1/messages", self._messages),  # Anthropic's Messages API
+                # pooling, answered whole (pooling.py); vLLM serves rerank at both paths
+                web.post("/v1/embeddings", self._pooling("embeddings")),
+                web.post("/v1/rerank", self._pooling("rerank")),
+                web.post("/rerank", self._pooling("rerank")),
                 web.post("/reset_prefix_cache", self._reset),  # vLLM's name
                 web.post("/flush_cache", self._reset),  # SGLang's (GET or POST)
                 web.get("/flush_cache", self._reset),
@@ -205,15 +215,20 @@ class SimServer:
     async def _messages(self, request: web.Request) -> web.StreamResponse:
         return await self._generate(request, chat=True, hosted="messages")
 
+    def _pooling(self, endpoint: str) -> Any:
+        return functools.partial(self._generate, chat=False, hosted=endpoint)
+
     async def _generate(self, request: web.Request, chat: bool, hosted: str = "") -> web.StreamResponse:
         """An OpenAI or hosted-API request: parse it, then ``serve`` it. ``hosted``: "responses"
-        or "messages", served by their own encoders (the native protocols: native_routes.py)."""
+        or "messages", served by their own encoders (the native protocols: native_routes.py);
+        "embeddings" or "rerank", a pooling request answered whole when its prefill ends."""
         arrival = now_ns()
-        prefix = {"responses": "resp", "messages": "msg"}.get(hosted, "chatcmpl" if chat else "cmpl")
-        rid = self.new_id(prefix)
+        rid = self.new_id(_ID_PREFIX.get(hosted, "chatcmpl" if chat else "cmpl"))
         try:
             body = orjson.loads(await request.read())
-            if hosted:
+            if hosted in POOLING:
+                st = parse_pooling(body, hosted, self.config, rid, self.created)
+            elif hosted:
                 st = parse_hosted(body, hosted, self.config, rid, self.created)
             else:
                 st = parse_request(body, chat, self.config, rid, self.created)
@@ -252,12 +267,12 @@ class SimServer:
             return resp
         if st.finish_reason == "abort":  # the server is shutting down
             return _error("the simulator is shutting down", 503, rid, "ServiceUnavailableError")
-        text = st.answer_text(seq.generated)
-        resp = web.Response(
-            body=orjson.dumps(st.full_body(text, seq.generated)),
-            content_type="application/json",
-            headers=headers,
-        )
+        if st.items is None:
+            body = orjson.dumps(st.full_body(st.answer_text(seq.generated), seq.generated))
+        else:  # a pooling answer, stamped once built, just before its write: none sees it earlier
+            body = orjson.dumps(pooling_answer(st, self.config))
+            st.finish_ns = now_ns()
+        resp = web.Response(body=body, content_type="application/json", headers=headers)
         await resp.prepare(request)
         await resp.write_eof()
         st.chunk_ns.append(now_ns())
@@ -305,7 +320,7 @@ class SimServer:
             done.set_result(None)
 
     def _record(self, st: RequestState) -> None:
-        st.finish_ns = now_ns()
+        st.finish_ns = st.finish_ns or now_ns()
         assert st.seq is not None  # set before the request reaches the engine
         rec = st.ground_truth(st.seq.generated)
         # The GPUs' energy counter (J, all of them) from its arrival to its end: the truth a

@@ -99,8 +99,9 @@ class MetricsGoodput(TypedDict, total=True):
 
     requests_per_s: float | None
     """good requests per second of the window"""
-    output_tokens_per_s: float | None
-    """output tokens of good requests per second of the window"""
+    output_tokens_per_s: NotRequired[float | None]
+    """output tokens of good requests per second of the window (absent for a pooling protocol: embeddings,
+    rerank)"""
     attained_fraction: float | None
     """good / (ok + failed)"""
 
@@ -148,16 +149,17 @@ class MetricsServerTimings(TypedDict, total=False):
 class Metrics(TypedDict, total=True):
     """every latency distribution, rate and check of the run"""
 
-    ttft_ms: Distribution
-    """time to first token: first token-bearing SSE event minus send, ok requests"""
-    ttfb_ms: Distribution
+    ttft_ms: NotRequired[Distribution]
+    """time to first token: first token-bearing SSE event minus send, ok requests (this and every metric of a
+    token stream are absent for a protocol answered whole: embeddings, rerank)"""
+    ttfb_ms: NotRequired[Distribution]
     """time to first response byte minus send, ok requests"""
-    itl_ms: Distribution
+    itl_ms: NotRequired[Distribution]
     """inter-token latency: one sample per gap between consecutive token-bearing events, pooled over ok
     requests"""
-    itl_per_token_ms: Distribution
+    itl_per_token_ms: NotRequired[Distribution]
     """inter-token latency with each gap divided among the tokens its event carried (one sample per token)"""
-    tpot_ms: Distribution
+    tpot_ms: NotRequired[Distribution]
     """time per output token: (last event - first event) / (output_tokens - 1), ok requests with >= 2 output
     tokens"""
     e2e_ms: Distribution
@@ -179,10 +181,13 @@ class Metrics(TypedDict, total=True):
     """ok requests per second of the measured window (null for an empty window)"""
     input_tokens_per_s: float | None
     """prompt tokens of ok requests per second of the window"""
-    output_tokens_per_s: float | None
-    """output tokens of ok requests per second of the window"""
-    total_tokens_per_s: float | None
-    """input plus output tokens per second of the window"""
+    output_tokens_per_s: NotRequired[float | None]
+    """output tokens of ok requests per second of the window (absent for embeddings, rerank)"""
+    total_tokens_per_s: NotRequired[float | None]
+    """input plus output tokens per second of the window (absent for embeddings, rerank)"""
+    items_per_s: NotRequired[float | None]
+    """a pooling protocol's only (embeddings, rerank): items of ok requests (embedded inputs, reranked
+    documents) per second of the window"""
     mean_concurrency: float | None
     """time-averaged number of requests in flight over the window"""
     littles_law: MetricsLittlesLaw

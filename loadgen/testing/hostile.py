@@ -79,6 +79,9 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     responses_*, messages_*  one fault per event shape of the Responses and Messages APIs
                           (``hostile_hosted.py`` lists them); their paths answer every other
                           mode with a well-formed stream of their own shape
+    pooling_*             one fault per answer shape of ``/v1/embeddings`` and ``/v1/rerank``,
+                          answered whole, not streamed (``hostile_pooling.py``); ``http_500``
+                          and ``stall`` apply there too, every other mode answers well-formed
 
 Like the simulator and the scripted server, this module imports nothing from the client side
 (only the standard library), so a bug shared between an encoder and a decoder cannot hide itself.
@@ -111,6 +114,7 @@ from loadgen.testing.hostile_http import (
     reset_connection,
     response_head,
 )
+from loadgen.testing.hostile_pooling import POOLING_MODES, POOLING_PATHS, pooling_answer
 from loadgen.testing.hostile_wire import ThreadedServer
 
 MODES: tuple[str, ...] = (
@@ -149,10 +153,11 @@ MODES: tuple[str, ...] = (
     *TOOL_MODES,
     "image_too_large",
     *HOSTED_MODES,
+    *POOLING_MODES,
 )
 
 HOSTED = {"/v1/responses": responses_events, "/v1/messages": messages_events}
-STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED))
+STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED, *POOLING_PATHS))
 ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
 RETRY_AFTER_S = 7
 IMAGE_TOO_LARGE = "image too large: 4096x4096 exceeds the server's limit of 1003520 pixels"
@@ -308,6 +313,8 @@ class HostileServer(ThreadedServer):
         if self.mode == "image_too_large" and '"image_url"' in req.body.decode("utf-8", "replace"):
             err = {"message": IMAGE_TOO_LARGE, "type": "BadRequestError", "param": "messages", "code": 400}
             return await self._json(conn, req, 400, {"error": err})
+        if req.path in POOLING_PATHS:
+            return await self._pooling(conn, req, body)
         chat = req.path.endswith("/chat/completions")
         n = self.tokens if self.tokens is not None else min(int(body.get("max_tokens") or 4), 64)
         rid = f"{'chatcmpl' if chat else 'cmpl'}-hostile-{self.requests_seen}"
@@ -332,6 +339,22 @@ class HostileServer(ThreadedServer):
             events = stream_events(self.mode, chat, base, n, usage_on, prompt_tokens, self._huge)
         if not await self._send_stream(conn, req, rid, events):
             return False
+        return await self._after_stream(conn)
+
+    async def _pooling(self, conn: Conn, req: Request, body: dict) -> bool:
+        """A pooling request's whole JSON answer, with the mode's fault (stall: head, silence)."""
+        rid = f"pool-hostile-{self.requests_seen}"
+        data = pooling_answer(self.mode, req.path, body, rid)
+        head = [
+            ("Content-Type", "application/json"),
+            ("Content-Length", str(len(data))),
+            ("x-request-id", rid),
+        ]
+        if self.mode == "stall":
+            await conn.send(self._head(200, head, req))
+            await hold_connection(conn)
+            return False
+        await conn.send(self._head(200, head, req) + data)
         return await self._after_stream(conn)
 
     def _accept_stream(self, conn: Conn) -> bool:

@@ -33,7 +33,8 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
 
 The OpenAI stream itself is ``openai_stream.py``. The same server also speaks Triton's generate
 extension and SGLang's native ``/generate`` (``native.py``), and the Responses and Anthropic
-Messages APIs (``hosted_stream.py``), scripted the same way.
+Messages APIs (``hosted_stream.py``), and embeddings and rerank answered whole (``pooling.py``),
+scripted the same way.
 
 Like the simulator, this module imports nothing from the client side, so a bug shared between
 an encoder and a decoder cannot hide itself.
@@ -74,6 +75,9 @@ def make_app(defaults: dict) -> Any:
     from loadgen.testing import hosted_stream  # OpenAI's Responses API and Anthropic's Messages
 
     hosted_stream.add_routes(app, defaults, log, counter)
+    from loadgen.testing import pooling  # embeddings and rerank, answered whole
+
+    pooling.add_routes(app, defaults, log, counter)
     return app
 
 

@@ -20,6 +20,7 @@ from loadgen.records import MediaPart, RequestSpec
 from loadgen.summary import LengthStats
 from loadgen.summary.conditions import ConditionsTraffic
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
+from loadgen.workload.batches import Batches
 from loadgen.workload.datasets import DatasetError, word_count
 from loadgen.workload.lengths import describe, sample_lengths
 from loadgen.workload.media import MediaCache, MediaPlan
@@ -62,6 +63,7 @@ class Workload:
         backend = registry.get(endpoint)
         self.messages = backend is not None and backend.messages
         self.carries_media = backend is not None and backend.media
+        pooling = backend is not None and not backend.streamed
         self.prompt_format = prompt_format
         path = tokenizer_path or cfg.prompt.tokenizer
         if tokenizer is None and path is not None:
@@ -107,6 +109,9 @@ class Workload:
         self._media = MediaPlan(cfg.images, cfg.audio, cfg.seed, self.media_cache) if generated else None
         if self._media is not None:
             self._media.warm()  # encoded before the run, not in the loop that stamps tokens
+        # A pooling protocol (embeddings, rerank): a batch of items a request (config/pooling.py
+        # has ruled out every other source of prompts for it).
+        self._batches = Batches(cfg, self._prompts, backend.query) if pooling and backend else None
         self.sessions: SessionPlan | ToolRounds | None = None
         if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
             self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)
@@ -124,7 +129,8 @@ class Workload:
     def fittable(self) -> bool:
         """Whether the server's /tokenize may rewrite prompts to exact lengths: synthetic ones
         only (a dataset's prompt is what it is; a trace's or a group's blocks must stay shared)."""
-        return self._source is None and self._groups is None and self.sessions is None
+        single = self._batches is None  # a batch's items are not fitted one by one (yet)
+        return single and self._source is None and self._groups is None and self.sessions is None
 
     def traffic(self) -> ConditionsTraffic:
         """What shaped the prompts, for the run's conditions: the source and its figures."""
@@ -207,6 +213,9 @@ class Workload:
         workload of conversations, whose later turns depend on their history)."""
         if i < 0:
             raise ValueError(f"request index must be >= 0, got {i}")
+        if self._batches is not None:
+            model = self._models.model(i) if self._models is not None else None
+            return self._batches.request(i, model)
         n_in, n_out = self.lengths(i)
         system, n_sys = self._shared(i)
         expected, match = None, "exact"
@@ -260,6 +269,8 @@ class Workload:
         return tuple(self.request(i) for i in range(n))
 
     def _expected_prompt_tokens(self, i: int, n_in: int) -> int:
+        if self._batches is not None:
+            return self._batches.prompt_tokens(i)
         if i in self._prompt_tokens:
             return self._prompt_tokens[i]
         if self._source is not None:
@@ -273,9 +284,10 @@ class Workload:
     def realised(self, ids: Iterable[int]) -> dict[str, LengthStats]:
         """Statistics of the prompt and output lengths of the requests actually made."""
         pairs = [(i, *self.lengths(i)) for i in ids]
+        pooled = self._batches is not None  # a pooling answer asks no output
         return {
             "input_tokens": describe([self._expected_prompt_tokens(i, n) for i, n, _ in pairs]),
-            "output_tokens": describe([o for _, _, o in pairs]),
+            "output_tokens": describe([0 if pooled else o for _, _, o in pairs]),
         }
 
 

@@ -127,7 +127,7 @@ def test_unmatched_requests_and_two_clocks_fail(tmp_path):
     block = fidelity.assess(RecordTable.from_records([rec(0, 0), rec(1, 0)]), truth)
     assert block is not None
     assert (block["requests_matched"], block["requests_unmatched"], block["verdict"]) == (1, 1, "fail")
-    assert block["reasons"][0].startswith("1 ok streamed requests have no line")
+    assert block["reasons"][0].startswith("1 ok requests have no line")
     assert block["first_token_lag_ms"]["p50"] == 0.0
     early = fidelity.assess(RecordTable.from_records([rec(0, -400_000)]), truth)
     assert early is not None and early["verdict"] == "fail"

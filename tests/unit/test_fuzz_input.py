@@ -525,6 +525,7 @@ FLAGS = {
     "--seed": "int",
     "--input-tokens": "int",
     "--output-tokens": "int",
+    "--batch-size": "int",
     "--timeout": "float",
     "--warmup": "int",
     "--max-concurrency": "int",

@@ -96,6 +96,9 @@ RECORDS = [
     ),
 ]
 SUMMARY = summarize(RECORDS)
+# The metrics of a streamed run (SUMMARY's); a pooling run's (embeddings, rerank) are TestPooling's.
+STREAMED = md.applicable(True)
+STREAMED_NAMES = tuple(d.name for d in STREAMED)
 fidelity_source = inspect.getsource(fidelity)
 
 
@@ -124,7 +127,7 @@ def every_rule(with_absent: bool = True) -> list[str]:
     """One rule text per metric (and per stat, for a distribution) the registry defines;
     without ``with_absent``, not those of a kind RECORDS lack (a tool call's)."""
     out = []
-    for d in md.METRICS:
+    for d in STREAMED:
         if d.when_present and not with_absent:
             continue
         stats = md.RULE_STATS if d.kind == "distribution" else (None,)
@@ -157,6 +160,7 @@ class TestRegistry:
             "input_tokens_per_s": ("metrics", "input_tokens_per_s"),
             "output_tokens_per_s": ("metrics", "output_tokens_per_s"),
             "total_tokens_per_s": ("metrics", "total_tokens_per_s"),
+            "items_per_s": ("metrics", "items_per_s"),
             "goodput_rps": ("metrics", "goodput", "requests_per_s"),
             "goodput_output_tokens_per_s": ("metrics", "goodput", "output_tokens_per_s"),
             "goodput_attained_fraction": ("metrics", "goodput", "attained_fraction"),
@@ -200,7 +204,8 @@ class TestRegistry:
         both 1 % and 0.1 ms; never when the summary lacks it; others always."""
         ttft = md.get("ttft_from_sched_ms")
         assert md.table_shows(SUMMARY, ttft) and md.table_shows(SUMMARY, md.get("e2e_from_sched_ms"))
-        assert md.table_shows({}, md.get("ttft_ms"))
+        assert md.table_shows(SUMMARY, md.get("ttft_ms"))
+        assert not md.table_shows({}, md.get("ttft_ms"))  # absent: not this run's (embeddings)
         base = {"count": 3, **{s: 100.0 for s in md.TABLE_STATS}}
 
         def shows(**twin: float | None) -> bool:
@@ -226,12 +231,12 @@ class TestProfileRules:
             sets=["workload.num_requests=4", "load.concurrency=1", f"sla.rules={json.dumps(every_rule())}"],
         )
         assert [r.text() for r in p.sla.rules] == [r.replace("1e12", "1e+12") for r in every_rule()]
-        assert {r.metric for r in p.sla.rules} == set(md.NAMES)
+        assert {r.metric for r in p.sla.rules} == set(STREAMED_NAMES)
 
     def test_accepts_exactly_what_the_evaluation_evaluates(self):
         """A (metric, stat) pair is a valid profile rule iff analysis/sla evaluates it without
         complaint on a summary that has data for every metric."""
-        metrics = (*md.NAMES, "ttft", "goodput", "latency_ms", "p99")
+        metrics = (*STREAMED_NAMES, "ttft", "goodput", "latency_ms", "p99")
         stats = (None, *md.STATS, "p42", "p99.9")
         accepted = set()
         for metric in metrics:
@@ -254,8 +259,8 @@ class TestProfileRules:
                 if config_ok:  # 'p99.9' is accepted, as 'p99_9'
                     accepted.add((metric, stat and stat.replace(".", "_")))
         assert accepted == (
-            {(d.name, s) for d in md.DISTRIBUTIONS for s in md.RULE_STATS}
-            | {(d.name, None) for d in md.RUN_SCALARS}
+            {(d.name, s) for d in STREAMED if d.kind == "distribution" for s in md.RULE_STATS}
+            | {(d.name, None) for d in STREAMED if d.kind == "run"}
         )
 
     def test_unknown_metric_lists_the_registry(self):
@@ -280,7 +285,10 @@ class TestSummary:
             if d.when_present:  # no GPU was read for RECORDS: no telemetry block
                 assert md.lookup(SUMMARY, d.name) is None, d.name
                 continue
-            assert isinstance(md.lookup(SUMMARY, d.name), float), d.name
+            if d.applies_to(True):
+                assert isinstance(md.lookup(SUMMARY, d.name), float), d.name
+            else:  # items/s: a pooling run's only
+                assert not md.present(SUMMARY, d.name), d.name
 
     def test_key_order_of_the_metrics_block(self):
         """summary.json keeps its order: the registry's distributions, then the run numbers."""
@@ -375,6 +383,7 @@ class TestGate:
             "input_tokens_per_s",
             "output_tokens_per_s",
             "total_tokens_per_s",
+            "items_per_s",
             "goodput_rps",
             "goodput_output_tokens_per_s",
             "goodput_attained_fraction",
@@ -384,7 +393,7 @@ class TestGate:
     def test_bootstrap_reproduces_every_gated_metric(self):
         """With every request drawn once, the bootstrap's statistic is the summary's value."""
         run = bs.RunSamples.from_run(RECORDS, SUMMARY)
-        for d in md.GATED:
+        for d in (d for d in md.GATED if d.applies_to(True)):
             if not d.resampled:  # judged on the summary's value (analysis.gate_summary)
                 assert d.name not in bs.RATE_METRICS
                 continue
@@ -463,7 +472,7 @@ class TestShown:
         ]
         thr = throughput_section(SUMMARY).blocks[0]
         assert [r[0] for r in thr.rows] == [
-            *(d.label for d in md.RUN_SCALARS if d.report == "throughput"),
+            *(d.label for d in STREAMED if d.kind == "run" and d.report == "throughput"),
             "requests",
         ]
         assert thr.rows[0] == ("requests/s", f"{SUMMARY['metrics']['request_throughput_rps']:,.2f}")

@@ -32,6 +32,8 @@ BUILT_IN = (
     "responses",
     "messages",
     "triton_grpc",
+    "embeddings",
+    "rerank",
 )
 MINIMAL = {"workload.num_requests": 1, "load.concurrency": 1}
 

@@ -61,6 +61,7 @@ CSV_COLUMNS = [
     "session_id",
     "turn",
     "model",
+    "items",
     "finish_reason",
     "tool_calls",
     "json_valid",
