@@ -18,7 +18,13 @@ import jsonschema
 import pytest
 
 import loadgen
-from loadgen.analysis.compare import FIDELITY_ROWS, FIDELITY_VERDICT_ROW, TABLE_ROWS, metric_value
+from loadgen.analysis.compare import (
+    FIDELITY_ROWS,
+    FIDELITY_VERDICT_ROW,
+    OPTIONAL_RUN_METRICS,
+    TABLE_ROWS,
+    metric_value,
+)
 from loadgen.analysis.fidelity import FIELDS
 from loadgen.analysis.gate import GateRules, gate, load_rules
 from loadgen.errors import ConfigError
@@ -140,7 +146,8 @@ class TestCompare:
         """The fidelity rows follow the usual ones; the external run's cells are empty."""
         cmp = loadgen.compare([sim_runs[0], external_run])
         a, b = cmp.names
-        assert list(cmp.table.index) == [*CHAT_ROWS, *FIDELITY_ROWS]
+        # the simulator's GPU gives its runs energy rows (summary.telemetry), before fidelity's
+        assert list(cmp.table.index) == [*CHAT_ROWS, *OPTIONAL_RUN_METRICS, *FIDELITY_ROWS]
         assert list(FIDELITY_ROWS) == [
             "fidelity.first_token_lag_ms p50",
             "fidelity.first_token_lag_ms p99",
@@ -164,7 +171,7 @@ class TestCompare:
     def test_no_rows_when_no_run_has_the_block(self, sim_runs, tmp_path):
         """Comparing runs no simulator served gives the table and JSON it always gave."""
         cmp = loadgen.compare([without_block(r, tmp_path / str(i)) for i, r in enumerate(sim_runs)])
-        assert list(cmp.table.index) == CHAT_ROWS
+        assert list(cmp.table.index) == [*CHAT_ROWS, *OPTIONAL_RUN_METRICS]
         assert cmp.fidelity_verdicts is None and "fidelity_verdict" not in cmp.to_dict()
         assert "fidelity" not in compare_report.markdown(cmp)
 
