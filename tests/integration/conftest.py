@@ -135,6 +135,26 @@ def vllm(request):
 
 
 @pytest.fixture(scope="package")
+def vllm_pooling(request):
+    """A second vLLM serving the tiny model as an embedding model (``--runner pooling --convert
+    embed``): /v1/embeddings and /v1/rerank; stopped when the package's tests are done."""
+    flag = _wanted(request)
+    _require(flag, real_engines.available(), "real vLLM", real_engines.SETUP_HINT)
+    name = f"pytest-pool-{os.getpid()}"
+    try:
+        st = real_engines.serve(name=name, extra_args=["--runner", "pooling", "--convert", "embed"])
+    except RuntimeError as exc:
+        pytest.fail(f"vLLM (pooling) did not start: {exc}")
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, real_engines.client_cpus())
+    try:
+        yield Engine(st["url"], st["model"])
+    finally:
+        os.sched_setaffinity(0, before)
+        real_engines.stop(name=name)
+
+
+@pytest.fixture(scope="package")
 def llamacpp(request):
     """A running llama-server (the tiny GGUF, -c 8192 -np 8 --metrics -t 1) pinned to core 0,
     the client on the others; stopped when the package's tests are done."""
