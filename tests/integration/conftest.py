@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,38 +114,28 @@ def vllm(request):
         yield Engine(url.rstrip("/"), _model_at(url))
         return
     _require(flag, real_engines.available(), "real vLLM", real_engines.SETUP_HINT)
-    # A server of this session's own: a concurrent suite (or `serve` by hand) never shares it,
-    # so the /metrics deltas count only these tests' requests.
-    name = f"pytest-{os.getpid()}"
-    try:
-        # Tool parsing on, for the tool-call tests (a named tool_choice needs a parser set).
-        st = real_engines.serve(
-            name=name, extra_args=["--enable-auto-tool-choice", "--tool-call-parser", "hermes"]
-        )
-    except RuntimeError as exc:
-        pytest.fail(f"vLLM did not start: {exc}")
-    # The server is pinned to its core (real_engines.server_cpus); the client takes the others,
-    # so neither measures the other's CPU contention.
-    before = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, real_engines.client_cpus())
-    try:
-        yield Engine(st["url"], st["model"])
-    finally:
-        os.sched_setaffinity(0, before)
-        real_engines.stop(name=name)
+    # Tool parsing on, for the tool-call tests (a named tool_choice needs a parser set).
+    yield from _own_vllm("", ["--enable-auto-tool-choice", "--tool-call-parser", "hermes"])
 
 
 @pytest.fixture(scope="package")
 def vllm_pooling(request):
     """A second vLLM serving the tiny model as an embedding model (``--runner pooling --convert
     embed``): /v1/embeddings and /v1/rerank; stopped when the package's tests are done."""
-    flag = _wanted(request)
-    _require(flag, real_engines.available(), "real vLLM", real_engines.SETUP_HINT)
-    name = f"pytest-pool-{os.getpid()}"
+    _require(_wanted(request), real_engines.available(), "real vLLM", real_engines.SETUP_HINT)
+    yield from _own_vllm("pool-", ["--runner", "pooling", "--convert", "embed"])
+
+
+def _own_vllm(kind: str, extra_args: list[str]) -> Iterator[Engine]:
+    """A vLLM of this session's own (a concurrent suite, or `serve` by hand, never shares it,
+    so the /metrics deltas count only these tests' requests), pinned to its core
+    (real_engines.server_cpus) while the client takes the others, so neither measures the
+    other's CPU contention; stopped after."""
+    name = f"pytest-{kind}{os.getpid()}"
     try:
-        st = real_engines.serve(name=name, extra_args=["--runner", "pooling", "--convert", "embed"])
+        st = real_engines.serve(name=name, extra_args=extra_args)
     except RuntimeError as exc:
-        pytest.fail(f"vLLM (pooling) did not start: {exc}")
+        pytest.fail(f"vLLM ({' '.join(extra_args)}) did not start: {exc}")
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, real_engines.client_cpus())
     try:
