@@ -1,7 +1,9 @@
 """The OpenAI-compatible HTTP server (aiohttp) around the engine, paced to the wall clock; it
 also serves the Responses and Anthropic Messages APIs (``hosted_sse.py``), Triton's generate
 extension and SGLang's ``/generate`` (``native_routes.py``), and the pooling endpoints
-(embeddings, rerank: ``pooling.py``) off the same engine.
+(embeddings, rerank: ``pooling.py``) off the same engine; the routes beside the protocols
+(health, listing, /metrics, the simulated GPU, the ground truth, cache resets) are
+``status_routes.py``'s.
 
 One task, ``_pace``, owns the engine: it plans a step, sleeps until the step's absolute wall
 deadline (previous deadline + virtual duration x time_scale, so sleeps never drift), then writes
@@ -29,7 +31,6 @@ from aiohttp import web
 
 from .config import SimConfig
 from .engine import Engine, Seq
-from .gpu import PATH as DCGM_PATH
 from .gpu import SimGpus
 from .metrics import Metrics
 from .native_routes import native_routes
@@ -38,6 +39,7 @@ from .pooling import answer as pooling_answer
 from .pooling import parse_pooling
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
 from .sse import error_body
+from .status_routes import status_routes
 
 now_ns = time.perf_counter_ns
 _REANCHOR_NS = 5_000_000
@@ -63,7 +65,7 @@ class SimServer:
         self.ground_truth_path = Path(ground_truth_path) if ground_truth_path else None
         self.engine = Engine(config)
         self.metrics = Metrics(config.served_model_name)
-        self.gpus = SimGpus(config, now_ns())  # read at DCGM_PATH as NVIDIA's exporter serves
+        self.gpus = SimGpus(config, now_ns())  # read at gpu.PATH as NVIDIA's exporter serves
         self._arrival_j: dict[str, float] = {}  # the GPUs' energy when each live request arrived
         self.created = int(time.time())
         self._ids = itertools.count(1)
@@ -90,14 +92,7 @@ class SimServer:
         app = web.Application(client_max_size=64 * 2**20)
         app.add_routes(
             [
-                web.get("/health", self._health),
-                web.get("/v1/models", self._models),
-                web.get("/version", self._version),
-                web.get("/metrics", self._metrics),
-                web.get("/sim/info", self._info),
-                web.get("/sim/ground_truth", self._ground_truth),
-                web.get("/sim/gpu", self._gpu_info),  # the GPU's ground truth (energy, tokens)
-                web.get(DCGM_PATH, self._dcgm),  # a DCGM exporter's metrics of its GPUs
+                *status_routes(self, VERSION),  # health, listing, /metrics, the GPU, ground truth
                 web.post("/v1/completions", self._completions),
                 web.post("/v1/chat/completions", self._chat),
                 web.post("/v1/responses", self._responses),  # OpenAI's Responses API
@@ -106,9 +101,6 @@ class SimServer:
                 web.post("/v1/embeddings", self._pooling("embeddings")),
                 web.post("/v1/rerank", self._pooling("rerank")),
                 web.post("/rerank", self._pooling("rerank")),
-                web.post("/reset_prefix_cache", self._reset),  # vLLM's name
-                web.post("/flush_cache", self._reset),  # SGLang's (GET or POST)
-                web.get("/flush_cache", self._reset),
                 *native_routes(self, VERSION),  # Triton's generate extension, SGLang's /generate
             ]
         )
@@ -319,6 +311,11 @@ class SimServer:
         if not done.done():
             done.set_result(None)
 
+    def flush_log(self) -> None:
+        """Flush the ground-truth log (the route that serves it reads the file)."""
+        if self._log is not None:
+            self._log.flush()
+
     def _record(self, st: RequestState) -> None:
         st.finish_ns = st.finish_ns or now_ns()
         assert st.seq is not None  # set before the request reaches the engine
@@ -330,65 +327,6 @@ class SimServer:
         if self._log:
             self._log.write(orjson.dumps(rec) + b"\n")
             self._log.flush()
-
-    # --- plain endpoints ---------------------------------------------------------------------
-    async def _health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200)
-
-    async def _models(self, request: web.Request) -> web.Response:
-        name = self.config.served_model_name
-        card = {
-            "id": name,
-            "object": "model",
-            "created": self.created,
-            "owned_by": "loadgen-sim",
-            "root": name,
-            "parent": None,
-            "max_model_len": self.config.context_len,
-        }
-        # Adapters as vLLM lists its --lora-modules: their own id, the base as parent.
-        loras = [{**card, "id": a, "root": a, "parent": name} for a in self.config.lora_adapters]
-        return _json({"object": "list", "data": [card, *loras]})
-
-    async def _version(self, request: web.Request) -> web.Response:
-        return _json({"version": VERSION, "server": "loadgen-sim", "preset": self.config.preset})
-
-    async def _info(self, request: web.Request) -> web.Response:
-        return _json(self.config.describe())
-
-    async def _metrics(self, request: web.Request) -> web.Response:
-        text = self.metrics.render_engine(self.engine)
-        return web.Response(
-            body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
-        )
-
-    async def _dcgm(self, request: web.Request) -> web.Response:
-        text = self.gpus.render(self.engine, now_ns())
-        return web.Response(
-            body=text.encode(), headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"}
-        )
-
-    async def _gpu_info(self, request: web.Request) -> web.Response:
-        return _json(self.gpus.info(self.engine, now_ns()))
-
-    async def _reset(self, request: web.Request) -> web.Response:
-        """Flush the prefix cache, counted in /metrics (``loadgen_sim_cache_resets_total``) so
-        a client's reset hook can be checked from this side."""
-        if self.engine.prefix_cache is not None:
-            self.engine.prefix_cache.clear()
-        self.metrics.resets += 1
-        return web.Response(status=200, text="prefix cache reset\n")
-
-    async def _ground_truth(self, request: web.Request) -> web.Response:
-        if not self.ground_truth_path:
-            return _error("no ground_truth_path was configured", 404, "", "NotFoundError")
-        assert self._log is not None  # opened by start() when ground_truth_path is set
-        self._log.flush()
-        return web.Response(body=self.ground_truth_path.read_bytes(), content_type="application/x-ndjson")
-
-
-def _json(obj) -> web.Response:
-    return web.Response(body=orjson.dumps(obj), content_type="application/json")
 
 
 def _error(
