@@ -99,9 +99,6 @@ class _Stage:
     itl: LogHistogram = field(default_factory=LogHistogram)
 
 
-METRICS = ("ttft_ms", "tpot_ms", "itl_ms")
-
-
 class _Ring:
     """The last ``cap`` rows of (time, values...), in fixed arrays: append is an index write."""
 
@@ -175,7 +172,7 @@ class LiveStats:
             if line:
                 self.add(RequestRecord.from_dict(orjson.loads(line)))
 
-    def snapshot(self, live: Any = None) -> Snapshot:
+    def snapshot(self) -> Snapshot:
         now = now_ns()
         cut = now - self._window_ns
         elapsed = (now - self._t0) / 1e9
