@@ -1,11 +1,13 @@
-"""One monotonic nanosecond clock, sleeping until an absolute deadline on it, and the one event
-loop every entry point runs its coroutine on (uvloop when it is installed, asyncio otherwise)."""
+"""One monotonic nanosecond clock, sleeping until an absolute deadline on it, acting every interval
+on it, the one event loop every entry point runs its coroutine on (uvloop when it is installed,
+asyncio otherwise), and the task helpers that never lose a cancel or a task."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Awaitable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, TypeVar
 
 now_ns = time.perf_counter_ns
@@ -88,3 +90,18 @@ async def cancel_all(tasks: Iterable[asyncio.Future[Any]]) -> None:
         t.cancel()
     if pending:
         await asyncio.wait(pending)
+
+
+async def every(interval_s: float, stop: asyncio.Event, action: Callable[[], Awaitable[Any]]) -> None:
+    """Run ``action`` every ``interval_s`` on absolute deadlines (start + k x interval, so the
+    schedule never drifts) until ``stop`` is set; after an action that overran deadlines, skip
+    them instead of catching up in a burst. The scrapers' loop (server metrics, GPU telemetry)."""
+    interval_ns = int(interval_s * 1e9)
+    t0, k = now_ns(), 1
+    while True:
+        wait_s = (t0 + k * interval_ns - now_ns()) / 1e9
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), max(0.0, wait_s))
+            return
+        await action()
+        k = max(k + 1, (now_ns() - t0) // interval_ns + 1)

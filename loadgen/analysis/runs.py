@@ -9,6 +9,7 @@ lives in ``analysis`` because the analyses that compare and gate saved runs read
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,13 @@ def write_json_atomic(path: Path, data: Any) -> Path:
     tmp.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
     tmp.replace(path)
     return path
+
+
+def write_jsonl(path: Path, rows: Iterable[Any]) -> None:
+    """``rows`` as JSON lines at ``path`` (a finished series: the server's scrapes, telemetry)."""
+    with open(path, "wb") as f:
+        for row in rows:
+            f.write(orjson.dumps(row) + b"\n")
 
 
 def write_summary(run_dir: Path, summary: Summary) -> Path:

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import orjson
-
+from loadgen.analysis.runs import write_jsonl
 from loadgen.backends.transports import TransportOptions, make_transport
-from loadgen.clock import now_ns
+from loadgen.clock import every, now_ns
 from loadgen.redact import redact_url
 from loadgen.server import dcgm
 from loadgen.server.nvml import NvmlReader
@@ -171,7 +170,6 @@ class TelemetryScraper:
 
     def __init__(self, readers: list[_Reader], interval_s: float) -> None:
         self._readers = readers
-        self._interval_ns = int(interval_s * 1e9)
         self._interval_s = interval_s
         self._stop = asyncio.Event()
         self._tasks: list[asyncio.Task] = []
@@ -191,7 +189,9 @@ class TelemetryScraper:
             readers.append(_NvmlReader(Source("nvml", None)))
         scraper = cls(readers, config.interval_s)
         await asyncio.gather(*(r.first() for r in readers))
-        scraper._tasks = [asyncio.create_task(scraper._loop(r)) for r in readers if r.live]
+        scraper._tasks = [
+            asyncio.create_task(every(scraper._interval_s, scraper._stop, r.take)) for r in readers if r.live
+        ]
         return scraper
 
     async def mark(self) -> None:
@@ -200,17 +200,6 @@ class TelemetryScraper:
         counter is interpolated between readings; the error is the power change across that
         gap)."""
         await asyncio.gather(*(r.take() for r in self._readers if r.live))
-
-    async def _loop(self, reader: _Reader) -> None:
-        t0 = now_ns()
-        k = 1
-        while True:
-            wait_s = (t0 + k * self._interval_ns - now_ns()) / 1e9
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), max(0.0, wait_s))
-                return
-            await reader.take()
-            k = max(k + 1, (now_ns() - t0) // self._interval_ns + 1)
 
     async def stop(self) -> TelemetrySeries:
         """Stop the interval readings, take the last one of each live source, close them and
@@ -247,8 +236,5 @@ class TelemetryScraper:
 
 def write_rows(run_dir: Path, series: TelemetrySeries) -> None:
     """``telemetry.jsonl``: one line per GPU per reading, when any source was read."""
-    if not series.rows:
-        return
-    with open(Path(run_dir) / TELEMETRY, "wb") as f:
-        for row in series.rows:
-            f.write(orjson.dumps(row) + b"\n")
+    if series.rows:
+        write_jsonl(Path(run_dir) / TELEMETRY, series.rows)

@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-import orjson
-
+from loadgen.analysis.runs import write_jsonl
 from loadgen.backends.transports import TransportOptions, make_transport
-from loadgen.clock import now_ns
+from loadgen.clock import every, now_ns
 from loadgen.server import metrics as sm
 from loadgen.summary import ServerView, Window
 
@@ -60,7 +59,7 @@ class ServerMetricsScraper:
     def __init__(self, transport: Any, path: str, interval_s: float) -> None:
         self._transport = transport
         self._path = path
-        self._interval_ns = int(interval_s * 1e9)
+        self._interval_s = interval_s
         self._series = ServerSeries(available=False, path=path, interval_s=interval_s)
         self._kept: list[tuple[int, int, bytes | dict | None]] = []  # (t_ns, rtt_ns, lines or row)
         self._wanted: tuple[bytes, ...] = ()
@@ -120,7 +119,7 @@ class ServerMetricsScraper:
                 self._kept.append((t_ns, rtt_ns, sm.trtllm_json_row(body)))
         elif not self._use_prometheus(self._path, t_ns, rtt_ns, body):
             return
-        self._task = asyncio.create_task(self._loop())
+        self._task = asyncio.create_task(every(self._interval_s, self._stop, self._scrape))
 
     def _use_prometheus(self, path: str, t_ns: int, rtt_ns: int, body: bytes) -> bool:
         s = self._series
@@ -139,18 +138,6 @@ class ServerMetricsScraper:
         self._wanted = tuple(n.encode() for n in sm.ENGINES[engine].wanted())
         self._kept.append((t_ns, rtt_ns, sm.normalize(samples, engine)))
         return True
-
-    async def _loop(self) -> None:
-        t0 = now_ns()
-        k = 1
-        while True:
-            wait_s = (t0 + k * self._interval_ns - now_ns()) / 1e9
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._stop.wait(), max(0.0, wait_s))
-                return  # stop() was called
-            await self._scrape()
-            # After a slow scrape, skip the deadlines it overran instead of catching up in a burst.
-            k = max(k + 1, (now_ns() - t0) // self._interval_ns + 1)
 
     async def _scrape(self) -> None:
         got = await self._get(self._path)
@@ -250,11 +237,8 @@ class ServerMetricsScraper:
 
 def write_rows(run_dir: Path, series: ServerSeries) -> None:
     """``server_metrics.jsonl``: one line per scrape kept, when the server served its metrics."""
-    if not series.available:
-        return
-    with open(Path(run_dir) / SERVER_METRICS, "wb") as f:
-        for row in series.rows:
-            f.write(orjson.dumps(row) + b"\n")
+    if series.available:
+        write_jsonl(Path(run_dir) / SERVER_METRICS, series.rows)
 
 
 def server_view(series: ServerSeries, window: Window, includes_warmup: bool, records: Any) -> ServerView:
