@@ -51,16 +51,31 @@ class _Buckets:
         self.n = 0
 
 
-class PrometheusExporter(Collector):
+class _Tally:
+    """What both exporters keep alike: the run's live figures, the labels, the stage, the
+    finished requests by outcome and error type; ``tally`` counts a record and gives its values
+    when it is measured (not warm-up)."""
+
+    def __init__(self, stats: LiveStats, labels: dict[str, str] | None) -> None:
+        self.stats = stats  # its ``counters`` (in flight, done) once the run started
+        self.labels = dict(labels or {})  # gen_ai.operation.name, server.address, model
+        self.stage = 0
+        self._finished: dict[tuple[str, str], int] = defaultdict(int)  # (outcome, error.type)
+
+    def tally(self, rec: Any) -> Observation | None:
+        o = observe(rec)
+        self.stage = o.stage
+        self._finished[(o.outcome, o.error_type or "")] += 1
+        return None if o.warmup else o
+
+
+class PrometheusExporter(_Tally, Collector):
     """Serves the instruments on ``host:port`` (``/metrics``) until ``close``."""
 
     def __init__(
         self, stats: LiveStats, port: int, host: str = "127.0.0.1", labels: dict[str, str] | None = None
     ) -> None:
-        self.stats = stats  # its ``counters`` (in flight, done) once the run started; records to ``record``
-        self.labels = dict(labels or {})  # gen_ai.operation.name, server.address, ...
-        self.stage = 0
-        self._finished: dict[tuple[str, str], int] = defaultdict(int)  # (outcome, error.type)
+        super().__init__(stats, labels)
         self._hist: dict[tuple[str, tuple[tuple[str, str], ...]], _Buckets] = {}
         registry = CollectorRegistry(auto_describe=False)
         registry.register(self)
@@ -77,17 +92,13 @@ class PrometheusExporter(Collector):
 
     # --------------------------------------------------------------------- recording
     def record(self, rec: Any) -> None:
-        o = observe(rec)
-        self.stage = o.stage
-        self._finished[(o.outcome, o.error_type or "")] += 1
-        if o.warmup:
+        o = self.tally(rec)
+        if o is None:
             return
         attrs = self._attrs(o)
         if o.gaps_s.size:  # a long stream's every gap: counted into the buckets at once
             self._observe_many(_BY_FIELD["gaps_s"], attrs, o.gaps_s)
         for field, value, extra in o.points():
-            if field == "gaps_s":
-                continue
             named = tuple((k.replace(".", "_"), v) for k, v in extra)
             self._observe(_BY_FIELD[field], (*attrs, *named), value)
 
@@ -158,7 +169,7 @@ class PrometheusExporter(Collector):
         self._server.server_close()
 
 
-class OtlpExporter:
+class OtlpExporter(_Tally):
     """Pushes the instruments to an OTLP/HTTP endpoint every ``interval_s`` (and at ``close``)."""
 
     def __init__(
@@ -173,9 +184,7 @@ class OtlpExporter:
             from opentelemetry.sdk.resources import Resource
         except ImportError:
             raise ConfigError("--otlp needs the OpenTelemetry SDK: pip install 'loadgen[otel]'") from None
-        self.stats = stats
-        self.labels = dict(labels or {})
-        self.stage = 0
+        super().__init__(stats, labels)
         endpoint = url.rstrip("/") + ("" if url.rstrip("/").endswith("/v1/metrics") else "/v1/metrics")
         self._reader = PeriodicExportingMetricReader(
             OTLPMetricExporter(endpoint=endpoint), export_interval_millis=int(interval_s * 1000)
@@ -190,7 +199,6 @@ class OtlpExporter:
         )
         self._provider = MeterProvider(resource=resource, metric_readers=[self._reader], views=views)
         meter = self._provider.get_meter("loadgen")
-        self._finished: dict[tuple[str, str], int] = defaultdict(int)
         self._hist = {
             i.field: meter.create_histogram(i.name, unit=i.unit, description=i.description)
             for i in INSTRUMENTS
@@ -228,15 +236,16 @@ class OtlpExporter:
         stats.listeners.append(self.record)
 
     def record(self, rec: Any) -> None:
-        o = observe(rec)
-        self.stage = o.stage
-        self._finished[(o.outcome, o.error_type or "")] += 1
-        if o.warmup:
+        o = self.tally(rec)
+        if o is None:
             return
         attrs: dict[str, str] = {"gen_ai.request.model": o.model or self.labels.get("model", "")}
         attrs.update({k: v for k, v in self.labels.items() if k in _OTEL_ATTRIBUTES})
         for field, value, extra in o.points():
             self._hist[field].record(value, {**attrs, **dict(extra)})
+        gaps = self._hist["gaps_s"]  # the SDK takes one value at a time
+        for gap in o.gaps_s.tolist():
+            gaps.record(gap, attrs)
 
     def close(self) -> None:
         self._provider.force_flush()

@@ -118,14 +118,13 @@ class Observation:
     output_tokens: int | None
 
     def points(self) -> Iterator[tuple[str, float, tuple[tuple[str, str], ...]]]:
-        """Every histogram value of a measured record: (the instrument's ``field``, the value,
-        attributes of this value beyond the request's: the token type of a token count)."""
+        """A measured record's one-per-request histogram values: (the instrument's ``field``,
+        the value, attributes of this value beyond the request's: a token count's type). Its
+        chunk gaps, one per chunk, are ``gaps_s``: an exporter takes them as an array."""
         if self.e2e_s is not None:
             yield "e2e_s", self.e2e_s, ()
         if self.ttft_s is not None:
             yield "ttft_s", self.ttft_s, ()
-        for gap in self.gaps_s.tolist():
-            yield "gaps_s", gap, ()
         for kind, n in (("input", self.input_tokens), ("output", self.output_tokens)):
             if n is not None:
                 yield "tokens", n, (("gen_ai.token.type", kind),)
