@@ -14,6 +14,7 @@ import json
 import re
 import socket
 import struct
+import subprocess
 import time
 import zlib
 from typing import Any
@@ -181,3 +182,15 @@ def answer_pieces(text: str, wrong_mod: int, n_unknown: int) -> tuple[list[str],
         return [], solved
     first, *rest = answer.split(" ")
     return [first] + [" " + w for w in rest], solved
+
+
+def end_process(proc: subprocess.Popen[str]) -> None:
+    """Stop a scripted server's process: SIGTERM, SIGKILL after 5 s, its pipes closed."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            pipe.close()

@@ -50,7 +50,7 @@ import grpc
 import grpc.aio
 from tritonclient.grpc import service_pb2, service_pb2_grpc
 
-from loadgen.testing.common import WORDS, Log, pace_until, scripted
+from loadgen.testing.common import WORDS, Log, end_process, pace_until, scripted
 
 SERVICE = "inference.GRPCInferenceService"
 LOG_SERVICE = "loadgen.testing.ScriptLog"
@@ -281,14 +281,7 @@ class GrpcStreamServer:
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-            for pipe in (self.proc.stdout, self.proc.stderr):
-                if pipe is not None:
-                    pipe.close()
+            end_process(self.proc)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -52,7 +52,7 @@ import sys
 import time
 from typing import Any
 
-from loadgen.testing.common import Log, scripted
+from loadgen.testing.common import Log, end_process, scripted
 from loadgen.testing.openai_stream import stream, toy_token_count
 
 __all__ = ["StreamServer", "main", "make_app", "serve", "toy_token_count"]  # toy_token_count: re-exported
@@ -207,15 +207,7 @@ class StreamServer:
 
     def __exit__(self, *exc: object) -> None:
         if self.proc is not None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-            if self.proc.stdout is not None:
-                self.proc.stdout.close()
-            if self.proc.stderr is not None:
-                self.proc.stderr.close()
+            end_process(self.proc)
 
 
 def main(argv: list[str] | None = None) -> None:
