@@ -40,7 +40,7 @@ target: {endpoint: completions, prompt_format: token_ids, ignore_eos: true}
 workload: {seed: 1, num_requests: 100, input_tokens: 256, output_tokens: 32}
 load: {rate: 32}
 output: {progress: false}
-sim: {preset: llama2-7b-fp16@l40s, time_scale: 0.25}
+sim: {preset: llama2-7b-fp16@l40s, time_scale: 0.5}
 """
 LOADGEN = (sys.executable, "-m", "loadgen")  # for the few tests that start it with Popen and kill it
 
