@@ -3,7 +3,7 @@
 A sweep (or multi-stage or capacity run) of a real server measures, per closed-loop stage, the
 mean TTFT, TPOT and output tokens/s at a known concurrency with known mean prompt and answer
 lengths. The simulator predicts the same three figures from its engine in virtual time, each
-stage sent as a client sends it (``sim_closed_loop.serve_stage``), given a preset (model x GPU
+stage sent as a client sends it (``loadgen.sim.closed_loop.serve_stage``), given a preset (model x GPU
 x precision) and three efficiencies: achieved bandwidth and FLOP/s fractions and a fixed cost
 per step. The fit chooses the efficiencies that minimise the squared log residuals (a 10 % miss
 weighs the same on a 5 ms TPOT as on a 2 s TTFT) with ``scipy.optimize.least_squares``, in log
@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from loadgen.analysis.sim_closed_loop import serve_stage
 from loadgen.errors import LoadgenError
 from loadgen.sim import SimConfig, SimConfigError
+from loadgen.sim.closed_loop import serve_stage
 
 PARAMS = ("bandwidth_efficiency", "flops_efficiency", "step_overhead_ms")
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
@@ -302,12 +302,13 @@ def fit(source: FitInput) -> Fit:
     jac = np.asarray(res.jac)
     sensitivity = [_sensitivity(np, jac, i) for i in range(len(PARAMS))]
     weak = [(p, s) for p, s in zip(PARAMS, sensitivity) if s < MIN_SENSITIVITY]
-    if weak:
-        p, s = min(weak, key=lambda w: w[1])
+    if weak:  # every one named, weakest first: which is weakest is the optimizer's accident
+        weak.sort(key=lambda w: w[1])
         raise FitError(
-            f"this sweep does not identify {p}: moving it by 10 % (the others re-fitted) changes the "
-            f"predictions by {s * 10:.2f} % of the residual norm (at least {MIN_SENSITIVITY * 10:.1f} % "
-            f"is needed); add {WHAT_PINS[p]}"
+            f"this sweep does not identify {', '.join(p for p, _ in weak)}: moving one by 10 % (the "
+            f"others re-fitted) must change the predictions by at least {MIN_SENSITIVITY * 10:.1f} % "
+            "of the residual norm; "
+            + "; ".join(f"{p} changes them {s * 10:.2f} %, add {WHAT_PINS[p]}" for p, s in weak)
         )
     try:
         diag = np.diag(np.linalg.inv(jac.T @ jac))

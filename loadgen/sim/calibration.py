@@ -23,8 +23,8 @@ from typing import Any
 
 import yaml
 
+from .closed_loop import serve_closed_loop
 from .config import SimConfig
-from .engine import Engine, Seq
 from .presets import parse_preset
 
 # What a row can check: mean TTFT and TPOT (ms), output tokens per second over the whole run,
@@ -72,45 +72,6 @@ def rows() -> tuple[Row, ...]:
     """Every row of the shipped table, in its order."""
     text = resources.files(__package__).joinpath("calibration.yaml").read_text(encoding="utf-8")
     return tuple(Row(**r) for r in yaml.safe_load(text)["rows"])
-
-
-@dataclass(frozen=True)
-class Served:
-    """A closed-loop run's outcome: mean TTFT and TPOT (ms) and output tokens per second."""
-
-    ttft_ms: float
-    tpot_ms: float
-    output_tokens_per_s: float
-
-
-def serve_closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int, requests: int) -> Served:
-    """``requests`` requests of (isl, osl) tokens with at most ``concurrency`` in flight, on the
-    engine's virtual clock from t = 0 to the last token."""
-    engine = Engine(config)
-    seqs: list[Seq] = []
-
-    def send() -> None:
-        s = Seq(isl, osl)
-        s.token_vns = []
-        engine.submit(s)
-        seqs.append(s)
-
-    for _ in range(min(concurrency, requests)):
-        send()
-    while engine.has_work():
-        step = engine.step()
-        if not step.duration_ns:
-            raise ValueError(f"a {isl}+{osl}-token request needs more KV blocks than {config.preset} holds")
-        for s in step.emitted:
-            assert s.token_vns is not None  # set by send()
-            s.token_vns.append(engine.now_ns)
-        for _ in step.finished:
-            if len(seqs) < requests:
-                send()
-    times = [s.token_vns or [] for s in seqs]
-    ttft = sum(t[0] - s.arrival_vns for s, t in zip(seqs, times)) / len(seqs) / 1e6
-    tpot = sum(t[-1] - t[0] for t in times) / len(seqs) / 1e6 / (osl - 1) if osl > 1 else 0.0
-    return Served(ttft, tpot, requests * osl / (engine.now_ns / 1e9))
 
 
 def predict(row: Row) -> float:
@@ -172,3 +133,57 @@ def status(config: SimConfig) -> dict[str, Any]:
         ],
     }
     return out
+
+
+# --- the table as docs/simulator.md shows it ---------------------------------------------------
+
+_SOURCE_NAMES = {
+    "performance.md": "TRT-LLM performance.md",
+    "perf-overview.md": "TRT-LLM perf overview",
+    "vllm-throughput-latency-sweep-on": "vLLM sweep on A100 (J. Musgrave)",
+}
+_METRIC_NAMES = {"ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "output_tokens_per_s": "output tok/s"}
+
+
+def _figure(v: float) -> str:
+    """Three significant figures, thousands separated: 7.00, 13.3, 185, 6,903."""
+    if v >= 1000:
+        return f"{v:,.0f}"
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
+def _line(r: Row) -> str:
+    name = _SOURCE_NAMES.get(r.source.rstrip("/").rsplit("/", 1)[-1], r.source)
+    preset = ", ".join([f"`{r.preset}`", *(f"`{k}: {v}`" for k, v in r.sim.items())])
+    if r.metric == "throughput_ratio":
+        shape = f"c={r.concurrency} vs c={r.baseline_concurrency}, {r.requests} requests"
+        metric = f"tok/s c={r.concurrency} / c={r.baseline_concurrency}"
+    else:
+        shape = f"c={r.concurrency}" + (f", {r.requests} requests" if r.requests != r.concurrency else "")
+        metric = _METRIC_NAMES[r.metric]
+    mark = " ¹" if r.missing else ""
+    return (
+        f"| `{r.id}` | [{name}]({r.source}) | {r.conditions} | {preset} | {r.input_tokens} / "
+        f"{r.output_tokens}, {shape} | {metric} | {_figure(r.measured)} | {_figure(r.predicted)} | "
+        f"{r.error_pct:+.1f} % | ±{r.band_pct:g} %{mark} |"
+    )
+
+
+def markdown_table() -> str:
+    """docs/simulator.md's calibration table and its footnote, from the rows (the docs test
+    compares them; ``python -m loadgen.sim.calibration`` prints them to paste)."""
+    lines = [
+        "| row | source | conditions (as the source states them) | simulator preset | ISL / OSL, "
+        "concurrency | metric | measured | predicted | error | band |",
+        "| --- | --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |",
+        *(_line(r) for r in rows()),
+        "",
+        "¹ A band wider than the aim; the mechanism the simulator lacks:",
+        "",
+        *(f"- `{r.id}`: {r.missing}" for r in rows() if r.missing),
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

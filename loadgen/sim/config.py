@@ -62,7 +62,18 @@ class SimConfig(BaseModel):
     )
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
     tensor_parallel_size: int = Field(1, ge=1)
+    # The link a tensor-parallel group all-reduces over (physics.py): default the GPU's own,
+    # NVLink on SXM boards, PCIe on cards (L4, L40S, H100 PCIe).
+    interconnect: Literal["nvlink", "pcie"] | None = Field(
+        None, description="tensor parallelism's link; default: the GPU's (NVLink on SXM boards)"
+    )
     scheduling: Literal["prefill_first", "chunked"] = "chunked"
+    # How KV blocks are taken (engine.py): the whole answer's at admission and never preempted
+    # (reserve: the chapter's arithmetic, TensorRT-LLM's guaranteed-no-evict), or as tokens are
+    # written, preempting the newest request to recompute later when they run out (vLLM, SGLang).
+    kv_allocation: Literal["reserve", "on_demand"] = Field(
+        "reserve", description="reserve: prompt + answer at admission; on_demand: as written, with preemption"
+    )
     seed: int = 0
     eos_mean_tokens: float = Field(256.0, ge=1, description="mean output length without ignore_eos")
     reasoning_tokens: int = Field(
@@ -131,6 +142,9 @@ class SimConfig(BaseModel):
 
     @model_validator(mode="after")
     def _fits(self) -> SimConfig:
+        gpu = self.parsed.gpu
+        if self.interconnect == "nvlink" and gpu.nvlink_bandwidth is None:
+            raise ValueError(f"interconnect: the {gpu.name} has no NVLink; valid: pcie")
         p = self.physics
         cap = self.kv_capacity_bytes
         if cap <= 0 and self.num_gpu_blocks is None:
@@ -183,6 +197,7 @@ class SimConfig(BaseModel):
             flops_efficiency=self.flops_efficiency,
             step_overhead_ms=self.step_overhead_ms,
             tensor_parallel_size=self.tensor_parallel_size,
+            interconnect=self.interconnect,
         )
 
     @property
@@ -250,6 +265,8 @@ _VALID = {
     "preset": preset_help(),
     "scheduling": "prefill_first, chunked",
     "kv_precision": "fp16, bf16, fp8",
+    "kv_allocation": "reserve, on_demand",
+    "interconnect": "nvlink, pcie",
 }
 
 

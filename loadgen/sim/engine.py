@@ -5,10 +5,18 @@ the virtual clock by its cost and says which sequences got a token. The server p
 steps to the wall clock; ``simulate()`` runs them back to back for what-if questions and tests.
 
 Policy (stated, because it shapes the tails):
-- Admission is FCFS with head-of-line blocking. A sequence is admitted when the KV blocks for
-  its prompt plus its output budget fit (reserve-on-admit, TensorRT-LLM's "guaranteed no
-  evict"), the running count is below ``max_num_seqs`` and the step's token budget has room.
-  Nothing is ever preempted, so ``num_preemptions_total`` stays 0.
+- Admission is FCFS with head-of-line blocking: a sequence is admitted when its KV blocks fit,
+  the running count is below ``max_num_seqs`` and the step's token budget has room. Which
+  blocks it needs is ``kv_allocation``:
+  - ``reserve`` (the default; the chapter's arithmetic, TensorRT-LLM's "guaranteed no evict"):
+    its prompt plus its whole output budget at admission, so it never runs out and nothing is
+    ever preempted.
+  - ``on_demand`` (vLLM, SGLang): its prompt at admission, then one block each time its tokens
+    fill the last. A decode step that finds no free block preempts the newest running sequence
+    (vLLM's ``running.pop()``), freeing its blocks and putting it at the head of the queue; when
+    it is admitted again it recomputes its prompt and every token it had generated in one
+    prefill (vLLM's recompute preemption), whose last step yields its next token. A step that
+    preempted admits no one, as vLLM's scheduler does.
 - ``prefill_first``: a step that can admit runs only prefills (whole prompts, budget
   ``max_num_batched_tokens`` but always at least one); otherwise it decodes every running
   sequence. ``chunked``: every step decodes all running sequences, then fills the rest of the
@@ -38,6 +46,7 @@ class Seq:
 
     __slots__ = (
         "prompt_len",
+        "prefill_len",
         "output_len",
         "reserve_len",
         "prefilled",
@@ -49,6 +58,7 @@ class Seq:
         "adapter",
         "arrival_vns",
         "admitted_vns",
+        "admit_no",
         "token_vns",
     )
 
@@ -62,6 +72,7 @@ class Seq:
         adapter: str | None = None,
     ):
         self.prompt_len = prompt_len
+        self.prefill_len = prompt_len  # + the tokens it had generated, once preempted (recompute)
         self.output_len = output_len  # tokens it will generate before stopping
         self.reserve_len = output_len if reserve_len is None else reserve_len  # blocks reserved for
         self.prefilled = 0
@@ -72,7 +83,8 @@ class Seq:
         self.owner = owner
         self.adapter = adapter  # the LoRA adapter it asked for; None: the base model
         self.arrival_vns = 0
-        self.admitted_vns = -1
+        self.admitted_vns = -1  # its first admission (a preempted one is admitted again later)
+        self.admit_no = -1  # admission order of its latest admission: the newest is preempted first
         self.token_vns: list[int] | None = None  # filled by simulate() only
 
 
@@ -95,6 +107,7 @@ class Engine:
         self.max_num_seqs = config.max_num_seqs
         self.budget = config.max_num_batched_tokens
         self.chunked = config.scheduling == "chunked"
+        self.on_demand = config.kv_allocation == "on_demand"
         self.total_blocks = config.num_blocks
         self.free_blocks = self.total_blocks
         self.now_ns = 0  # virtual
@@ -104,6 +117,8 @@ class Engine:
         self.decode_context = 0  # tokens held by decoding sequences
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
+        self.preemptions = 0
+        self.admissions = 0
         self.prefix_cache = PrefixCache(self.total_blocks, self.block_size) if config.prefix_caching else None
         self.adapters = AdapterSlots(config.max_loras, round(config.lora_load_ms * 1e6))
 
@@ -120,14 +135,17 @@ class Engine:
         return bool(self.waiting or self.prefilling or self.decoding)
 
     def blocks_for(self, seq: Seq) -> int:
+        """The blocks a waiting sequence takes at admission (see ``kv_allocation`` above)."""
+        if self.on_demand:
+            return -(-seq.prefill_len // self.block_size)
         return -(-(seq.prompt_len + seq.reserve_len) // self.block_size)
 
     def uncached_len(self, seq: Seq) -> int:
         """Prompt tokens a waiting sequence would compute if it were admitted now."""
         cache = self.prefix_cache
         if cache is None or not seq.block_hashes:
-            return seq.prompt_len
-        return seq.prompt_len - cache.lookup(seq.block_hashes, seq.prompt_len)
+            return seq.prefill_len
+        return seq.prefill_len - cache.lookup(seq.block_hashes, seq.prompt_len)
 
     # --- requests ----------------------------------------------------------------------------
     def submit(self, seq: Seq) -> None:
@@ -157,32 +175,33 @@ class Engine:
             # prefix, whose KV the new tokens read as a later chunk reads the earlier ones').
             new, kv_read, flops, admitted = 0, 0, 0.0, list(self.prefilling)
             for s in admitted:
-                c = s.prompt_len - s.prefilled
+                c = s.prefill_len - s.prefilled
                 new += c
                 flops += ph.chunk_attention_flops(s.prefilled, c)
                 kv_read += s.prefilled
-                s.prefilled = s.prompt_len
+                s.prefilled = s.prefill_len
             times = ph.step_times(new, kv_read, flops)
             self.prefilling.clear()
             self._start_decoding(admitted, emitted)
         else:
+            preempted = self.on_demand and self._grow_blocks()
             decoding = self.decoding
             new = len(decoding)
             kv_read = self.decode_context
             flops = 0.0
-            admitted = self._admit_chunks(self.budget - new) if self.chunked else []
+            admitted = self._admit_chunks(self.budget - new) if self.chunked and not preempted else []
             done = []
             left = self.budget - new
             for s in self.prefilling:
                 if left <= 0:
                     break
-                c = min(s.prompt_len - s.prefilled, left)
+                c = min(s.prefill_len - s.prefilled, left)
                 flops += ph.chunk_attention_flops(s.prefilled, c)
                 kv_read += s.prefilled
                 s.prefilled += c
                 new += c
                 left -= c
-                if s.prefilled == s.prompt_len:
+                if s.prefilled == s.prefill_len:
                     done.append(s)
             if new == 0:
                 return Step(0, [], [], [])
@@ -190,9 +209,10 @@ class Engine:
             emitted.extend(decoding)
             self.decode_context += len(decoding)
             if done:
-                self.prefilling = [s for s in self.prefilling if s.prefilled < s.prompt_len]
+                self.prefilling = [s for s in self.prefilling if s.prefilled < s.prefill_len]
                 self._start_decoding(done, emitted)
-        duration_ns = round((max(times) + ph.overhead_s) * 1e9) + self.adapters.take_cost()
+        seconds = max(times) + ph.comm_seconds(new) + ph.overhead_s
+        duration_ns = round(seconds * 1e9) + self.adapters.take_cost()
         self.now_ns += duration_ns
         finished = self._advance(emitted)
         return Step(duration_ns, emitted, finished, admitted, *times)
@@ -208,8 +228,13 @@ class Engine:
         self.free_blocks -= need  # the whole prompt's, cached part included (see prefix_cache.py)
         s.blocks = need
         if self.prefix_cache is not None:
-            s.cached_tokens = s.prefilled = self.prefix_cache.admit(s.block_hashes, s.prompt_len)
-        s.admitted_vns = self.now_ns
+            s.prefilled = self.prefix_cache.admit(s.block_hashes, s.prompt_len)
+            if s.admitted_vns < 0:  # its usage reports the first admission's hit
+                s.cached_tokens = s.prefilled
+        if s.admitted_vns < 0:
+            s.admitted_vns = self.now_ns
+        s.admit_no = self.admissions
+        self.admissions += 1
         self.adapters.use(s.adapter)
         self.prefilling.append(s)
         return s
@@ -220,16 +245,16 @@ class Engine:
             s = self._admit_one(max(left, 1))
             if s is None:
                 break
-            left -= s.prompt_len - s.prefilled
+            left -= s.prefill_len - s.prefilled
             any_admitted = True
         return any_admitted
 
     def _admit_chunks(self, left: int) -> list[Seq]:
-        left -= sum(s.prompt_len - s.prefilled for s in self.prefilling)
+        left -= sum(s.prefill_len - s.prefilled for s in self.prefilling)
         admitted = []
         while (s := self._admit_one(left)) is not None:
             admitted.append(s)
-            left -= s.prompt_len - s.prefilled
+            left -= s.prefill_len - s.prefilled
         return admitted
 
     def _start_decoding(self, seqs: Iterable[Seq], emitted: list[Seq]) -> None:
@@ -237,10 +262,45 @@ class Engine:
         for s in seqs:
             if cache is not None:
                 cache.insert(s.block_hashes)
-            self.prompt_tokens_total += s.prompt_len  # cached tokens included, as vLLM counts
-            self.decode_context += s.prompt_len + 1  # + the first token, made by this step
+            if s.prefill_len == s.prompt_len:  # a recomputed prompt is not counted again
+                self.prompt_tokens_total += s.prompt_len  # cached tokens included, as vLLM counts
+            self.decode_context += s.prefill_len + 1  # + the token this step makes
             self.decoding.append(s)
             emitted.append(s)
+
+    def _grow_blocks(self) -> bool:
+        """on_demand, before a decode step: every decoding sequence gets the block its next token
+        needs, in admission order, the newest running sequence preempted while none is free (it
+        may be the one asking). True when any was preempted."""
+        preempted = False
+        for s in sorted(self.decoding, key=lambda q: q.admit_no):
+            if not s.blocks:
+                continue  # preempted for an older one in this loop
+            need = -(-(s.prompt_len + s.generated) // self.block_size) - s.blocks
+            while need > self.free_blocks:
+                victim = max(self.prefilling + self.decoding, key=lambda q: q.admit_no)
+                self._preempt(victim)
+                preempted = True
+                if victim is s:
+                    break
+            else:
+                self.free_blocks -= need
+                s.blocks += need
+        return preempted
+
+    def _preempt(self, s: Seq) -> None:
+        """Recompute preemption: free its blocks, queue it first, prefill all it holds again."""
+        if s in self.prefilling:
+            self.prefilling.remove(s)
+        else:
+            self.decoding.remove(s)
+            self.decode_context -= s.prompt_len + s.generated
+        self.free_blocks += s.blocks
+        s.blocks = 0
+        s.prefilled = 0
+        s.prefill_len = s.prompt_len + s.generated
+        self.waiting.appendleft(s)
+        self.preemptions += 1
 
     def _advance(self, emitted: list[Seq]) -> list[Seq]:
         """Count one token for each emitter; retire the ones that are done."""

@@ -153,6 +153,7 @@ class Metrics:
             engine.kv_usage,
             engine.prompt_tokens_total,
             engine.generation_tokens_total,
+            preemptions=engine.preemptions,
             prefix_cache_queries=cache.queries if cache else 0,
             prefix_cache_hits=cache.hits if cache else 0,
         )
@@ -164,6 +165,7 @@ class Metrics:
         kv_usage: float,
         prompt_total: int,
         generation_total: int,
+        preemptions: int = 0,
         prefix_cache_queries: int = 0,
         prefix_cache_hits: int = 0,
     ) -> str:
@@ -177,7 +179,12 @@ class Metrics:
         scalar("vllm:num_requests_waiting", "gauge", "Requests waiting to be admitted.", waiting)
         scalar("vllm:kv_cache_usage_perc", "gauge", "KV-cache block usage, 1 = full.", kv_usage)
         scalar("vllm:gpu_cache_usage_perc", "gauge", "Older name of kv_cache_usage_perc.", kv_usage)
-        scalar("vllm:num_preemptions_total", "counter", "Preemptions (always 0: reserve-on-admit).", 0)
+        scalar(
+            "vllm:num_preemptions_total",
+            "counter",
+            "Cumulative number of preemption from the engine.",
+            preemptions,
+        )
         scalar("vllm:prompt_tokens_total", "counter", "Prompt tokens (cache hits too).", prompt_total)
         scalar("vllm:generation_tokens_total", "counter", "Generated tokens.", generation_total)
         # vLLM's help texts; both stay 0 with prefix caching off, as in vLLM.

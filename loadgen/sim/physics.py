@@ -10,6 +10,18 @@ decode attention FLOP are left out, as there). A prefill of n prompt tokens is T
 causal attention's quadratic term 2 * L * d_model * n^2, which makes it compute-bound. A chunk of
 c prompt tokens after k already-prefilled ones costs 4 * L * d_model * c * (k + c / 2) attention
 FLOP, so the chunks of one prompt add up to the whole prefill.
+
+Tensor parallelism over n GPUs splits the weights, the KV cache and the math n ways (bandwidth,
+FLOP/s and memory add up) and costs two all-reduces a layer (after attention and after the MLP,
+Megatron-style) of the step's activations, T x d_model x 2 bytes (16-bit, FP8 models too). A
+ring all-reduce moves 2 (n - 1) / n of them over each GPU's link, so one costs
+
+    latency + 2 (n - 1) / n x T x d_model x 2 / (link bandwidth x LINK_EFFICIENCY)
+
+and a step 2 L of them, added to its roofline time (vLLM does not overlap them with compute).
+The link is NVLink (per-direction bandwidth on the spec sheet) or PCIe (the slot's, per
+direction); the latencies are modelling figures (docs/simulator.md): a custom all-reduce's few
+microseconds over NVLink, NCCL's tens over PCIe.
 """
 
 from __future__ import annotations
@@ -18,6 +30,12 @@ import math
 from dataclasses import dataclass
 
 from .presets import PRECISION_BYTES, GpuSpec, ModelSpec
+
+# Achieved / peak bandwidth of an all-reduce over the link (NCCL's bus bandwidth runs near 80 %
+# of NVLink's per-direction peak) and the fixed latency of one all-reduce, by link.
+LINK_EFFICIENCY = 0.8
+LINK_LATENCY_S = {"nvlink": 8e-6, "pcie": 25e-6}
+ACTIVATION_BYTES = 2
 
 
 def kv_bytes_per_token(layers: int, d_kv: int, precision_bytes: float) -> float:
@@ -43,6 +61,9 @@ class Physics:
     flops: float  # achieved FLOP/s
     overhead_s: float  # fixed per step (launches, scheduling, sampling)
     memory_bytes: float  # HBM across the tensor-parallel group
+    tensor_parallel_size: int = 1
+    link_bandwidth: float = 0.0  # achieved bytes/s per direction of each GPU's link (TP > 1)
+    link_latency_s: float = 0.0  # one all-reduce's fixed cost
 
     @classmethod
     def from_specs(
@@ -55,9 +76,12 @@ class Physics:
         flops_efficiency: float = 1.0,
         step_overhead_ms: float = 0.0,
         tensor_parallel_size: int = 1,
+        interconnect: str | None = None,
     ) -> Physics:
-        """Tensor parallelism multiplies bandwidth, FLOP/s and memory (communication is ignored)."""
+        """Tensor parallelism multiplies bandwidth, FLOP/s and memory and adds the all-reduces
+        over ``interconnect`` (default: the GPU's own, NVLink on SXM boards, PCIe on cards)."""
         tp = tensor_parallel_size
+        link = interconnect or gpu.link
         return cls(
             params=model.params,
             layers=model.layers,
@@ -70,12 +94,15 @@ class Physics:
             flops=gpu.flops_for(precision) * flops_efficiency * tp,
             overhead_s=step_overhead_ms / 1e3,
             memory_bytes=gpu.memory_bytes * tp,
+            tensor_parallel_size=tp,
+            link_bandwidth=gpu.link_bandwidth(link) * LINK_EFFICIENCY,
+            link_latency_s=LINK_LATENCY_S[link],
         )
 
     def step_seconds(self, new_tokens: int, kv_read_tokens: int, attention_flops: float = 0.0) -> float:
         """One forward step: the roofline maximum of memory time and compute time, plus overhead."""
         memory, compute = self.step_times(new_tokens, kv_read_tokens, attention_flops)
-        return max(memory, compute) + self.overhead_s
+        return max(memory, compute) + self.comm_seconds(new_tokens) + self.overhead_s
 
     def step_times(
         self, new_tokens: int, kv_read_tokens: int, attention_flops: float = 0.0
@@ -85,6 +112,14 @@ class Physics:
         memory = (self.weight_bytes + kv_read_tokens * self.kv_bytes_per_token) / self.bandwidth
         compute = (2.0 * self.params * new_tokens + attention_flops) / self.flops
         return memory, compute
+
+    def comm_seconds(self, new_tokens: int) -> float:
+        """The step's tensor-parallel all-reduces: 2 a layer of ``new_tokens`` activations."""
+        n = self.tensor_parallel_size
+        if n == 1 or new_tokens == 0:
+            return 0.0
+        moved = 2.0 * (n - 1) / n * new_tokens * self.d_model * ACTIVATION_BYTES
+        return 2 * self.layers * (self.link_latency_s + moved / self.link_bandwidth)
 
     def chunk_attention_flops(self, done: int, chunk: int) -> float:
         """Causal attention FLOP for prompt tokens [done, done + chunk)."""

@@ -58,6 +58,21 @@ class GpuSpec:
     board_watts: float  # the spec sheet's maximum board power (TDP)
     idle_watts: float  # a loaded, idle board (typical nvidia-smi reading, not a spec figure)
     sm_clock_mhz: int  # maximum boost clock
+    # Tensor parallelism's links, bytes/s per direction from the spec sheet (which prints both
+    # directions added): NVLink (None: the board has none) and the PCIe slot; ``link`` is the
+    # one a TP group uses unless the config says otherwise.
+    nvlink_bandwidth: float | None
+    pcie_bandwidth: float
+    link: str
+
+    def link_bandwidth(self, link: str) -> float:
+        """Per-direction bytes/s of ``link`` (``nvlink`` or ``pcie``); ValueError when the board
+        has no such link."""
+        if link == "pcie":
+            return self.pcie_bandwidth
+        if self.nvlink_bandwidth is None:
+            raise ValueError(f"the {self.name} has no NVLink")
+        return self.nvlink_bandwidth
 
     def flops_for(self, precision: str) -> float:
         """Peak FLOP/s when the weights are stored in ``precision``."""
@@ -81,13 +96,80 @@ MODELS: dict[str, ModelSpec] = {
 GPUS: dict[str, GpuSpec] = {
     g.key: g
     for g in (
-        GpuSpec("a100", "NVIDIA A100-SXM4-80GB", 2.039e12, 312e12, None, 80e9, 400, 60, 1410),
-        GpuSpec("a100-40gb", "NVIDIA A100-SXM4-40GB", 1.555e12, 312e12, None, 40e9, 400, 55, 1410),
-        GpuSpec("h100", "NVIDIA H100-SXM5-80GB", 3.35e12, 989e12, 1979e12, 80e9, 700, 75, 1980),
-        GpuSpec("h100-pcie", "NVIDIA H100-PCIe-80GB", 2.0e12, 756e12, 1513e12, 80e9, 350, 50, 1755),
-        GpuSpec("h200", "NVIDIA H200-SXM-141GB", 4.8e12, 989e12, 1979e12, 141e9, 700, 75, 1980),
-        GpuSpec("l4", "NVIDIA L4", 0.3e12, 121e12, 242e12, 24e9, 72, 16, 2040),
-        GpuSpec("l40s", "NVIDIA L40S", 0.864e12, 362e12, 733e12, 48e9, 350, 35, 2520),
+        # NVLink 3 600 GB/s and PCIe Gen4 x16 64 GB/s both directions; H100/H200 SXM NVLink 4
+        # 900 GB/s, PCIe Gen5 128 GB/s; H100 PCIe's NVLink bridge pairs two cards at 600 GB/s.
+        GpuSpec(
+            "a100",
+            "NVIDIA A100-SXM4-80GB",
+            2.039e12,
+            312e12,
+            None,
+            80e9,
+            400,
+            60,
+            1410,
+            300e9,
+            32e9,
+            "nvlink",
+        ),
+        GpuSpec(
+            "a100-40gb",
+            "NVIDIA A100-SXM4-40GB",
+            1.555e12,
+            312e12,
+            None,
+            40e9,
+            400,
+            55,
+            1410,
+            300e9,
+            32e9,
+            "nvlink",
+        ),
+        GpuSpec(
+            "h100",
+            "NVIDIA H100-SXM5-80GB",
+            3.35e12,
+            989e12,
+            1979e12,
+            80e9,
+            700,
+            75,
+            1980,
+            450e9,
+            64e9,
+            "nvlink",
+        ),
+        GpuSpec(
+            "h100-pcie",
+            "NVIDIA H100-PCIe-80GB",
+            2.0e12,
+            756e12,
+            1513e12,
+            80e9,
+            350,
+            50,
+            1755,
+            300e9,
+            64e9,
+            "pcie",
+        ),
+        GpuSpec(
+            "h200",
+            "NVIDIA H200-SXM-141GB",
+            4.8e12,
+            989e12,
+            1979e12,
+            141e9,
+            700,
+            75,
+            1980,
+            450e9,
+            64e9,
+            "nvlink",
+        ),
+        GpuSpec("l4", "NVIDIA L4", 0.3e12, 121e12, 242e12, 24e9, 72, 16, 2040, None, 32e9, "pcie"),
+        GpuSpec("l40s", "NVIDIA L40S", 0.864e12, 362e12, 733e12, 48e9, 350, 35, 2520, None, 32e9, "pcie"),
     )
 }
 

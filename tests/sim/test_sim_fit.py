@@ -47,6 +47,7 @@ def sweep(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a real-time sweep whose 1.5 ms step overhead a loaded core blurs (1.41 under -n 2)
 def test_fit_recovers_the_efficiencies_of_a_simulated_sweep(sweep):
     """Each fitted efficiency within 5 % of the one the simulator ran with; the base preset
     and its other settings come from the run's own conditions."""
@@ -59,6 +60,7 @@ def test_fit_recovers_the_efficiencies_of_a_simulated_sweep(sweep):
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # a real-time sweep whose 1.5 ms step overhead a loaded core blurs (1.41 under -n 2)
 def test_cli_prints_the_residual_table_and_writes_the_preset_file(sweep, tmp_path, capsys):
     """One row a stage with measured, predicted and residual of each metric; the file holds the
     fitted fields and a fit: block with the same residuals."""
@@ -121,8 +123,9 @@ def test_a_decode_bound_sweep_is_refused_naming_flops_efficiency():
         sim_fit.Stage(s.name, s.concurrency, s.requests, 16, 64, sim_fit.predict(truth, s)) for s in stages
     ]
     source = sim_fit.FitInput("synthetic", None, {"preset": PRESET}, stages, [], None)
-    with pytest.raises(sim_fit.FitError, match=r"does not identify flops_efficiency.*add a compute-bound"):
+    with pytest.raises(sim_fit.FitError, match=r"does not identify .*flops_efficiency") as refused:
         sim_fit.fit(source)
+    assert re.search(r"flops_efficiency changes them [\d.]+ %, add a compute-bound", str(refused.value))
 
 
 def test_warm_up_requests_are_served_and_left_out_as_a_run_leaves_them_out():

@@ -8,7 +8,9 @@ from loadgen.sim import MODELS, GpuSpec, Physics, kv_bytes_per_token, max_concur
 from loadgen.sim.presets import GPUS
 
 # The chapter's illustrative GPU: ~3 TB/s of HBM (5.1.7.1), H100-class compute.
-CHAPTER_GPU = GpuSpec("chapter", "chapter's 3 TB/s GPU", 3e12, 989e12, 1979e12, 80e9, 700, 75, 1980)
+CHAPTER_GPU = GpuSpec(
+    "chapter", "chapter's 3 TB/s GPU", 3e12, 989e12, 1979e12, 80e9, 700, 75, 1980, 450e9, 64e9, "nvlink"
+)
 LLAMA2_13B = MODELS["llama2-13b"]
 
 
