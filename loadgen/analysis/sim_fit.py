@@ -3,7 +3,7 @@
 A sweep (or multi-stage or capacity run) of a real server measures, per closed-loop stage, the
 mean TTFT, TPOT and output tokens/s at a known concurrency with known mean prompt and answer
 lengths. The simulator predicts the same three figures from its engine in virtual time, each
-stage sent as a client sends it (``loadgen.sim.closed_loop.serve_stage``), given a preset (model x GPU
+stage sent as a client sends it (``loadgen.sim.virtual_time.serve_stage``), given a preset (model x GPU
 x precision) and three efficiencies: achieved bandwidth and FLOP/s fractions and a fixed cost
 per step. The fit chooses the efficiencies that minimise the squared log residuals (a 10 % miss
 weighs the same on a 5 ms TPOT as on a 2 s TTFT) with ``scipy.optimize.least_squares``, in log
@@ -27,7 +27,7 @@ from typing import Any
 
 from loadgen.errors import LoadgenError
 from loadgen.sim import SimConfig, SimConfigError
-from loadgen.sim.closed_loop import serve_stage
+from loadgen.sim.virtual_time import serve_stage
 
 PARAMS = ("bandwidth_efficiency", "flops_efficiency", "step_overhead_ms")
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")

@@ -10,11 +10,12 @@ See docs/simulator.md for the model, the defaults and a worked example.
 """
 
 from .config import SimConfig, SimConfigError
-from .engine import Engine, Seq, Step, simulate
+from .engine import Engine, Seq, Step
 from .physics import Physics, kv_bytes_per_token, max_concurrent_requests
 from .presets import GPUS, MODELS, GpuSpec, ModelSpec, parse_preset
 from .process import SimProcess, serve
 from .server import SimServer
+from .virtual_time import simulate
 
 __all__ = [
     "GPUS",

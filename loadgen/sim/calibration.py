@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from .closed_loop import serve_closed_loop
 from .config import SimConfig
 from .presets import parse_preset
+from .virtual_time import serve_closed_loop
 
 # What a row can check: mean TTFT and TPOT (ms), output tokens per second over the whole run,
 # and the ratio of that throughput to the same workload's at ``baseline_concurrency``.

@@ -2,7 +2,8 @@
 
 The engine knows nothing about HTTP or wall time. ``step()`` plans one forward pass, advances
 the virtual clock by its cost and says which sequences got a token. The server paces these
-steps to the wall clock; ``simulate()`` runs them back to back for what-if questions and tests.
+steps to the wall clock; ``virtual_time.py`` runs them back to back for what-if questions,
+the calibration table, the fit and tests.
 
 Policy (stated, because it shapes the tails):
 - Admission is FCFS with head-of-line blocking: a sequence is admitted when its KV blocks fit,
@@ -318,39 +319,3 @@ class Engine:
                 self.free_blocks += s.blocks
                 s.blocks = 0
         return finished
-
-
-Request = tuple[int, int, int] | tuple[int, int, int, Sequence[int]]
-
-
-def simulate(config: SimConfig, requests: Iterable[Request]) -> list[Seq]:
-    """Run (arrival_ns, prompt_len, output_len[, block_hashes]) requests on a virtual clock.
-
-    Without block hashes a prompt shares nothing with any other (as loadgen's synthetic prompts,
-    whose openings are unique); with them (``prefix_cache.block_hashes`` of its tokens) it can
-    hit the prefix cache. Returns the sequences in input order, each with ``arrival_vns``,
-    ``admitted_vns``, ``cached_tokens`` and ``token_vns`` (virtual time each token was
-    produced), for TTFT / TPOT / queueing analysis.
-    """
-    engine = Engine(config)
-    pending = sorted(
-        ((r[0], i, Seq(r[1], r[2], block_hashes=r[3] if len(r) > 3 else ())) for i, r in enumerate(requests)),
-        key=lambda t: t[:2],
-    )
-    seqs = [s for _, _, s in sorted(pending, key=lambda t: t[1])]
-    queue = deque(pending)
-    while queue or engine.has_work():
-        if not engine.has_work() and engine.now_ns < queue[0][0]:
-            engine.now_ns = queue[0][0]  # idle: jump to the next arrival
-        while queue and queue[0][0] <= engine.now_ns:
-            arrival, _, s = queue.popleft()
-            s.token_vns = []
-            engine.submit(s)
-            s.arrival_vns = arrival
-        step = engine.step()
-        if not step.duration_ns:  # nothing runs and the head of the queue can never fit
-            raise ValueError("a request needs more KV blocks than the whole cache holds")
-        for s in step.emitted:
-            assert s.token_vns is not None  # set above when it was submitted
-            s.token_vns.append(engine.now_ns)
-    return seqs

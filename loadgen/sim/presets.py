@@ -90,88 +90,44 @@ MODELS: dict[str, ModelSpec] = {
         ModelSpec("llama3-70b", "meta-llama/Meta-Llama-3-70B-Instruct", 70.6e9, 80, 8192, 64, 8, 128, 8192),
         ModelSpec("mistral-7b", "mistralai/Mistral-7B-Instruct-v0.3", 7.25e9, 32, 4096, 32, 8, 128, 32768),
         ModelSpec("qwen2.5-7b", "Qwen/Qwen2.5-7B-Instruct", 7.62e9, 28, 3584, 28, 4, 128, 32768),
+        # The integration suite's model (scripts/real_engines.py builds it: 2 layers, d_model 256,
+        # 4 heads, MLP 1024, a 2048-word vocabulary, untied embeddings; 3,147,008 parameters),
+        # so `loadgen sim fit` can make a twin of the real vLLM the suite serves on this CPU.
+        ModelSpec("tiny-llama", "tiny-llama", 3_147_008, 2, 256, 4, 4, 64, 2048),
     )
 }
 
+# fmt: off
 GPUS: dict[str, GpuSpec] = {
     g.key: g
     for g in (
+        # key, name, HBM bytes/s, FP16 and FP8 FLOP/s, memory; board and idle W, boost MHz;
+        # per direction: NVLink and PCIe bytes/s, and the link a TP group uses.
         # NVLink 3 600 GB/s and PCIe Gen4 x16 64 GB/s both directions; H100/H200 SXM NVLink 4
         # 900 GB/s, PCIe Gen5 128 GB/s; H100 PCIe's NVLink bridge pairs two cards at 600 GB/s.
-        GpuSpec(
-            "a100",
-            "NVIDIA A100-SXM4-80GB",
-            2.039e12,
-            312e12,
-            None,
-            80e9,
-            400,
-            60,
-            1410,
-            300e9,
-            32e9,
-            "nvlink",
-        ),
-        GpuSpec(
-            "a100-40gb",
-            "NVIDIA A100-SXM4-40GB",
-            1.555e12,
-            312e12,
-            None,
-            40e9,
-            400,
-            55,
-            1410,
-            300e9,
-            32e9,
-            "nvlink",
-        ),
-        GpuSpec(
-            "h100",
-            "NVIDIA H100-SXM5-80GB",
-            3.35e12,
-            989e12,
-            1979e12,
-            80e9,
-            700,
-            75,
-            1980,
-            450e9,
-            64e9,
-            "nvlink",
-        ),
-        GpuSpec(
-            "h100-pcie",
-            "NVIDIA H100-PCIe-80GB",
-            2.0e12,
-            756e12,
-            1513e12,
-            80e9,
-            350,
-            50,
-            1755,
-            300e9,
-            64e9,
-            "pcie",
-        ),
-        GpuSpec(
-            "h200",
-            "NVIDIA H200-SXM-141GB",
-            4.8e12,
-            989e12,
-            1979e12,
-            141e9,
-            700,
-            75,
-            1980,
-            450e9,
-            64e9,
-            "nvlink",
-        ),
-        GpuSpec("l4", "NVIDIA L4", 0.3e12, 121e12, 242e12, 24e9, 72, 16, 2040, None, 32e9, "pcie"),
-        GpuSpec("l40s", "NVIDIA L40S", 0.864e12, 362e12, 733e12, 48e9, 350, 35, 2520, None, 32e9, "pcie"),
+        GpuSpec("a100", "NVIDIA A100-SXM4-80GB", 2.039e12, 312e12, None, 80e9,
+                400, 60, 1410, 300e9, 32e9, "nvlink"),
+        GpuSpec("a100-40gb", "NVIDIA A100-SXM4-40GB", 1.555e12, 312e12, None, 40e9,
+                400, 55, 1410, 300e9, 32e9, "nvlink"),
+        GpuSpec("h100", "NVIDIA H100-SXM5-80GB", 3.35e12, 989e12, 1979e12, 80e9,
+                700, 75, 1980, 450e9, 64e9, "nvlink"),
+        GpuSpec("h100-pcie", "NVIDIA H100-PCIe-80GB", 2.0e12, 756e12, 1513e12, 80e9,
+                350, 50, 1755, 300e9, 64e9, "pcie"),
+        GpuSpec("h200", "NVIDIA H200-SXM-141GB", 4.8e12, 989e12, 1979e12, 141e9,
+                700, 75, 1980, 450e9, 64e9, "nvlink"),
+        GpuSpec("l4", "NVIDIA L4", 0.3e12, 121e12, 242e12, 24e9,
+                72, 16, 2040, None, 32e9, "pcie"),
+        GpuSpec("l40s", "NVIDIA L40S", 0.864e12, 362e12, 733e12, 48e9,
+                350, 35, 2520, None, 32e9, "pcie"),
+        # Not a GPU: the 2-core x86 machine the project is developed and tested on, where the
+        # integration suite runs vLLM's CPU build. Nominal peaks for a fit to take fractions of:
+        # 2 AVX2 cores at 3 GHz (2 FMA x 8 lanes: 96 GFLOP/s each), the L3 cache's ~96 GB/s a core
+        # (a tiny model's weights stay in it), the machine's 24 GB; power a modelling figure.
+        GpuSpec("cpu", "2 AVX2 cores (x86, the development machine)", 192e9, 192e9, None, 24e9,
+                30, 5, 3000, None, 16e9, "pcie"),
     )
 }
+# fmt: on
 
 # Longer spellings people type; they resolve to the keys above.
 GPU_ALIASES = {"a100-80gb": "a100", "a100-sxm": "a100", "h100-sxm": "h100", "h200-sxm": "h200"}

@@ -10,7 +10,7 @@ import pytest
 
 from loadgen.sim import SimConfig
 from loadgen.sim.calibration import METRICS, markdown_table, predict, rows, status
-from loadgen.sim.closed_loop import serve_closed_loop
+from loadgen.sim.virtual_time import serve_closed_loop
 
 # The aim: TPOT and throughput within 15 %, TTFT within 25 %; a wider band must name the
 # mechanism that explains it.

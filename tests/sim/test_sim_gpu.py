@@ -33,6 +33,7 @@ class TestPower:
             "h200": (700, 75),
             "l4": (72, 16),
             "l40s": (350, 35),
+            "cpu": (30, 5),  # the development machine's two cores: a modelling figure
         }
 
     def test_a_decode_step_draws_by_its_compute_and_memory_shares(self):

@@ -1,4 +1,5 @@
-"""A closed-loop stage on the engine's virtual clock, served two ways.
+"""The engine run back to back on its virtual clock: requests at given arrival times
+(``simulate``), and a closed-loop stage served two ways.
 
 ``serve_closed_loop`` hands the engine every request the instant a slot frees, as a static
 benchmark's table assumes (TensorRT-LLM's ``gptSessionBenchmark``, ``trtllm-bench``, an offline
@@ -14,6 +15,8 @@ or it would put them into ``step_overhead_ms``.
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from .config import SimConfig
@@ -113,3 +116,39 @@ def serve_stage(
             if len(seqs) < total:
                 send(engine.now_ns)
     return _served(seqs[warmup:], osl)
+
+
+Request = tuple[int, int, int] | tuple[int, int, int, Sequence[int]]
+
+
+def simulate(config: SimConfig, requests: Iterable[Request]) -> list[Seq]:
+    """Run (arrival_ns, prompt_len, output_len[, block_hashes]) requests on a virtual clock.
+
+    Without block hashes a prompt shares nothing with any other (as loadgen's synthetic prompts,
+    whose openings are unique); with them (``prefix_cache.block_hashes`` of its tokens) it can
+    hit the prefix cache. Returns the sequences in input order, each with ``arrival_vns``,
+    ``admitted_vns``, ``cached_tokens`` and ``token_vns`` (virtual time each token was
+    produced), for TTFT / TPOT / queueing analysis.
+    """
+    engine = Engine(config)
+    pending = sorted(
+        ((r[0], i, Seq(r[1], r[2], block_hashes=r[3] if len(r) > 3 else ())) for i, r in enumerate(requests)),
+        key=lambda t: t[:2],
+    )
+    seqs = [s for _, _, s in sorted(pending, key=lambda t: t[1])]
+    queue = deque(pending)
+    while queue or engine.has_work():
+        if not engine.has_work() and engine.now_ns < queue[0][0]:
+            engine.now_ns = queue[0][0]  # idle: jump to the next arrival
+        while queue and queue[0][0] <= engine.now_ns:
+            arrival, _, s = queue.popleft()
+            s.token_vns = []
+            engine.submit(s)
+            s.arrival_vns = arrival
+        step = engine.step()
+        if not step.duration_ns:  # nothing runs and the head of the queue can never fit
+            raise ValueError("a request needs more KV blocks than the whole cache holds")
+        for s in step.emitted:
+            assert s.token_vns is not None  # set above when it was submitted
+            s.token_vns.append(engine.now_ns)
+    return seqs
