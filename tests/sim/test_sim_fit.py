@@ -26,8 +26,9 @@ PRESET = "llama3-8b-fp16@h100"
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     """Four closed-loop stages (c = 1, 8, 32, 64) of 2048-token prompts and 128-token answers,
-    2 s each in real time, on a simulator with the TRUTH efficiencies (no prefix cache: the
-    stages repeat their prompts)."""
+    3 s each in slow motion (time_scale 2: the client's and the pacing's own jitter count half
+    against a simulated 1.5 ms step overhead; in real time a loaded core fitted 1.41 ms), on a
+    simulator with the TRUTH efficiencies (no prefix cache: the stages repeat their prompts)."""
     out = tmp_path_factory.mktemp("fit")
     profile = helpers.profile(
         out,
@@ -39,15 +40,15 @@ def sweep(tmp_path_factory):
             "workload.output_tokens": 128,
             "target.endpoint": "completions",
             "target.ignore_eos": True,
-            "load.sweep": {"concurrency": [1, 8, 32, 64], "stage_duration_s": 2, "ramp_s": 0},
-            "sim": {"preset": PRESET, "prefix_caching": False, **TRUTH},
+            "load.sweep": {"concurrency": [1, 8, 32, 64], "stage_duration_s": 3, "ramp_s": 0},
+            "sim": {"preset": PRESET, "prefix_caching": False, "time_scale": 2.0, **TRUTH},
         },
     )
     return helpers.run(profile).run_dir
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # a real-time sweep whose 1.5 ms step overhead a loaded core blurs (1.41 under -n 2)
+@pytest.mark.serial  # a real-time sweep: a 1.5 ms step overhead, which a loaded core blurs
 def test_fit_recovers_the_efficiencies_of_a_simulated_sweep(sweep):
     """Each fitted efficiency within 5 % of the one the simulator ran with; the base preset
     and its other settings come from the run's own conditions."""
@@ -60,7 +61,7 @@ def test_fit_recovers_the_efficiencies_of_a_simulated_sweep(sweep):
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # a real-time sweep whose 1.5 ms step overhead a loaded core blurs (1.41 under -n 2)
+@pytest.mark.serial  # a real-time sweep: a 1.5 ms step overhead, which a loaded core blurs
 def test_cli_prints_the_residual_table_and_writes_the_preset_file(sweep, tmp_path, capsys):
     """One row a stage with measured, predicted and residual of each metric; the file holds the
     fitted fields and a fit: block with the same residuals."""

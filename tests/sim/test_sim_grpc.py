@@ -1,8 +1,8 @@
 """The simulator's Triton gRPC frontend (``--endpoint triton_grpc`` with no URL): the same
 engine and ground-truth log as over HTTP, against what loadgen measured, request by request.
 
-Bounds are the HTTP path's (tests/sim/test_fidelity.py, c=1), whose docstring says how they were
-set; the sign convention is the same (trail = client stamp - simulator stamp, >= 0 up to the
+Bounds are looser than the HTTP path's (tests/sim/test_fidelity.py, c=1) by gRPC's own hand-off
+(see the c=1 test); the sign convention is the same (trail = client stamp - simulator stamp, >= 0 up to the
 clock read's jitter, as the simulator stamps the instant before it writes each response).
 """
 
@@ -73,8 +73,11 @@ def test_every_request_matches_its_ground_truth_line(tmp_path):
 @pytest.mark.timing_absolute
 @pytest.mark.serial  # a sub-millisecond or tight bound: measured with a core to itself
 def test_concurrency_1_matches_simulator_ground_truth(tmp_path):
-    """At c=1 over gRPC: first-token trail p50 < 0.5 ms (p90 < 1, p99 < 5), every chunk's
-    p50 < 0.5 ms (p99 < 2), TTFT over the simulator's p50 < 2 ms (p90 < 3): the HTTP bounds."""
+    """At c=1 over gRPC: first-token trail p50 < 1.5 ms (p90 < 2.5, p99 < 6), every chunk's
+    p50 < 1.5 ms (p99 < 3), TTFT over the simulator's p50 < 3.5 ms (p90 < 5). Looser than the
+    HTTP path's (0.5 / 1 / 5, 0.5 / 2, 2 / 3) by grpc.aio's poller-thread hand-off of each
+    message (see tests/loopback/test_triton_grpc.py::TestTiming): first-token p50 0.80-0.99 ms,
+    chunk p50 0.65-0.80 ms, TTFT error p50 2.47 ms here on 2026-12-02."""
     res, truth = run_grpc(tmp_path, concurrency=1, num_requests=16, output_tokens=48)
     first, chunks, ttft_err = [], [], []
     for r in res.records:
@@ -86,9 +89,9 @@ def test_concurrency_1_matches_simulator_ground_truth(tmp_path):
     first_a, chunks_a, ttft_a = np.array(first), np.concatenate(chunks), np.array(ttft_err)
     assert np.percentile(first_a, 50) >= -NEG_MARGIN_MS and np.percentile(chunks_a, 50) >= -NEG_MARGIN_MS
     assert np.percentile(ttft_a, 10) >= -NEG_MARGIN_MS
-    assert_percentiles(first_a, "grpc c=1 first-token trail", p50=0.5, p90=1.0, p99=5.0)
-    assert_percentiles(chunks_a, "grpc c=1 chunk trail", p50=0.5, p99=2.0)
-    assert_percentiles(ttft_a, "grpc c=1 TTFT error", p50=2.0, p90=3.0)
+    assert_percentiles(first_a, "grpc c=1 first-token trail", p50=1.5, p90=2.5, p99=6.0)
+    assert_percentiles(chunks_a, "grpc c=1 chunk trail", p50=1.5, p99=3.0)
+    assert_percentiles(ttft_a, "grpc c=1 TTFT error", p50=3.5, p90=5.0)
 
 
 def test_a_run_over_grpc_reads_the_simulators_gpu_on_its_http_port(tmp_path):
