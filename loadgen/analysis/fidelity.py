@@ -102,6 +102,9 @@ class _Lags:
 
     def add(self, table: RecordTable, base: np.ndarray, row: int, truth: dict[str, Any]) -> None:
         server = np.asarray(truth["chunk_ns"], dtype=np.int64)
+        counts = truth.get("chunk_tokens")
+        if counts and len(counts) == len(server):  # an event of several tokens (a draft model's)
+            server = np.repeat(server, np.maximum(np.asarray(counts, dtype=np.int64), 1))
         times = table.chunks.times(base[row : row + 1], row, row + 1)
         c0, c1 = int(table.chunks.offsets[row]), int(table.chunks.offsets[row + 1])
         tokens = np.maximum(np.asarray(table.chunks.tokens[c0:c1], dtype=np.int64), 0)

@@ -68,6 +68,12 @@ class SimConfig(BaseModel):
         None, description="tensor parallelism's link; default: the GPU's (NVLink on SXM boards)"
     )
     scheduling: Literal["prefill_first", "chunked"] = "chunked"
+    # A draft model (speculative.py): k tokens proposed a step per sequence, each accepted with
+    # this probability while the ones before it were, a draft pass costing draft_cost of the
+    # target's decode step. 0: no speculative decoding.
+    num_speculative_tokens: int = Field(0, ge=0, le=16, description="draft tokens a step (vLLM's name)")
+    spec_acceptance: float = Field(0.7, ge=0, le=1, description="each draft token's chance of acceptance")
+    draft_cost: float = Field(0.05, ge=0, le=1, description="a draft pass / the target's decode step")
     # How KV blocks are taken (engine.py): the whole answer's at admission and never preempted
     # (reserve: the chapter's arithmetic, TensorRT-LLM's guaranteed-no-evict), or as tokens are
     # written, preempting the newest request to recompute later when they run out (vLLM, SGLang).

@@ -23,8 +23,9 @@ Policy (stated, because it shapes the tails):
   sequence. ``chunked``: every step decodes all running sequences, then fills the rest of the
   token budget with prompt chunks (partial prefills first, then new admissions).
 - The step that finishes a prompt yields that sequence's first token; each decode step yields
-  one token per decoding sequence. Finished sequences free their blocks at once, so waiting
-  requests join the very next step.
+  one token per decoding sequence, or with a draft model (``num_speculative_tokens``,
+  ``speculative.py``) 1 + its accepted draft tokens (``Seq.emitting``). Finished sequences
+  free their blocks at once, so waiting requests join the very next step.
 - Prefix caching (``prefix_cache.py``): at admission a sequence's cached prompt tokens count as
   already prefilled, so it computes (and spends step budget on) only the rest, whose attention
   still reads the cached context. Its blocks enter the cache when its prefill completes.
@@ -40,6 +41,7 @@ from typing import Any
 from .adapters import AdapterSlots
 from .config import SimConfig
 from .prefix_cache import PrefixCache
+from .speculative import Drafter
 
 
 class Seq:
@@ -60,6 +62,7 @@ class Seq:
         "arrival_vns",
         "admitted_vns",
         "admit_no",
+        "emitting",
         "token_vns",
     )
 
@@ -86,6 +89,7 @@ class Seq:
         self.arrival_vns = 0
         self.admitted_vns = -1  # its first admission (a preempted one is admitted again later)
         self.admit_no = -1  # admission order of its latest admission: the newest is preempted first
+        self.emitting = 1  # tokens the last step that emitted it gave it (> 1: accepted drafts)
         self.token_vns: list[int] | None = None  # filled by simulate() only
 
 
@@ -122,6 +126,9 @@ class Engine:
         self.admissions = 0
         self.prefix_cache = PrefixCache(self.total_blocks, self.block_size) if config.prefix_caching else None
         self.adapters = AdapterSlots(config.max_loras, round(config.lora_load_ms * 1e6))
+        k = config.num_speculative_tokens
+        self.drafter = Drafter(k, config.spec_acceptance, config.draft_cost, config.seed) if k else None
+        self.lookahead = k  # KV slots a decode step writes past the context (on_demand blocks)
 
     # --- state -------------------------------------------------------------------------------
     @property
@@ -171,6 +178,7 @@ class Engine:
         """Plan and cost one step, advance the virtual clock, return who got a token."""
         ph = self.physics
         emitted: list[Seq] = []
+        draft_s = 0.0  # a draft model's passes, before the target's (speculative.py)
         if not self.chunked and self._admit_whole_prompts():
             # prefill_first: this step only prefills the newly admitted prompts (past any cached
             # prefix, whose KV the new tokens read as a later chunk reads the earlier ones').
@@ -187,9 +195,10 @@ class Engine:
         else:
             preempted = self.on_demand and self._grow_blocks()
             decoding = self.decoding
-            new = len(decoding)
+            new = len(decoding) * (self.lookahead + 1)  # a draft model's k verified too
             kv_read = self.decode_context
             flops = 0.0
+            draft_s = self._speculate(decoding)
             admitted = self._admit_chunks(self.budget - new) if self.chunked and not preempted else []
             done = []
             left = self.budget - new
@@ -208,11 +217,11 @@ class Engine:
                 return Step(0, [], [], [])
             times = ph.step_times(new, kv_read, flops)
             emitted.extend(decoding)
-            self.decode_context += len(decoding)
+            self.decode_context += sum(s.emitting for s in decoding) if draft_s else len(decoding)
             if done:
                 self.prefilling = [s for s in self.prefilling if s.prefilled < s.prefill_len]
                 self._start_decoding(done, emitted)
-        seconds = max(times) + ph.comm_seconds(new) + ph.overhead_s
+        seconds = draft_s + max(times) + ph.comm_seconds(new) + ph.overhead_s
         duration_ns = round(seconds * 1e9) + self.adapters.take_cost()
         self.now_ns += duration_ns
         finished = self._advance(emitted)
@@ -266,8 +275,19 @@ class Engine:
             if s.prefill_len == s.prompt_len:  # a recomputed prompt is not counted again
                 self.prompt_tokens_total += s.prompt_len  # cached tokens included, as vLLM counts
             self.decode_context += s.prefill_len + 1  # + the token this step makes
+            s.emitting = 1
             self.decoding.append(s)
             emitted.append(s)
+
+    def _speculate(self, decoding: list[Seq]) -> float:
+        """With a draft model: each decoding sequence's tokens this step (``emitting``), and the
+        draft passes' seconds (0.0 without one, or with nothing decoding)."""
+        spec = self.drafter
+        if spec is None or not decoding:
+            return 0.0
+        for s, a in zip(decoding, spec.verify(len(decoding))):
+            s.emitting = min(1 + a, s.output_len - s.generated)
+        return spec.draft_seconds(max(self.physics.step_times(len(decoding), self.decode_context)))
 
     def _grow_blocks(self) -> bool:
         """on_demand, before a decode step: every decoding sequence gets the block its next token
@@ -277,7 +297,7 @@ class Engine:
         for s in sorted(self.decoding, key=lambda q: q.admit_no):
             if not s.blocks:
                 continue  # preempted for an older one in this loop
-            need = -(-(s.prompt_len + s.generated) // self.block_size) - s.blocks
+            need = -(-(s.prompt_len + s.generated + self.lookahead) // self.block_size) - s.blocks
             while need > self.free_blocks:
                 victim = max(self.prefilling + self.decoding, key=lambda q: q.admit_no)
                 self._preempt(victim)
@@ -304,11 +324,11 @@ class Engine:
         self.preemptions += 1
 
     def _advance(self, emitted: list[Seq]) -> list[Seq]:
-        """Count one token for each emitter; retire the ones that are done."""
-        self.generation_tokens_total += len(emitted)
+        """Count each emitter's tokens (``emitting``); retire the ones that are done."""
         finished = []
         for s in emitted:
-            s.generated += 1
+            s.generated += s.emitting
+            self.generation_tokens_total += s.emitting
             if s.generated >= s.output_len:
                 finished.append(s)
         if finished:

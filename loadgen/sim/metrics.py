@@ -154,6 +154,7 @@ class Metrics:
             engine.prompt_tokens_total,
             engine.generation_tokens_total,
             preemptions=engine.preemptions,
+            drafter=engine.drafter,
             prefix_cache_queries=cache.queries if cache else 0,
             prefix_cache_hits=cache.hits if cache else 0,
         )
@@ -166,6 +167,7 @@ class Metrics:
         prompt_total: int,
         generation_total: int,
         preemptions: int = 0,
+        drafter: Any = None,
         prefix_cache_queries: int = 0,
         prefix_cache_hits: int = 0,
     ) -> str:
@@ -200,6 +202,30 @@ class Metrics:
             "Prefix cache hits, in terms of number of cached tokens.",
             prefix_cache_hits,
         )
+        if drafter is not None:  # a draft model (speculative.py): vLLM's counters for it
+            scalar(
+                "vllm:spec_decode_num_drafts_total",
+                "counter",
+                "Number of spec decoding drafts.",
+                drafter.drafts,
+            )
+            scalar(
+                "vllm:spec_decode_num_draft_tokens_total",
+                "counter",
+                "Number of draft tokens.",
+                drafter.draft_tokens,
+            )
+            scalar(
+                "vllm:spec_decode_num_accepted_tokens_total",
+                "counter",
+                "Number of accepted tokens.",
+                drafter.accepted_tokens,
+            )
+            name = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+            lines += [f"# HELP {name} Accepted tokens per draft position.", f"# TYPE {name} counter"]
+            lines += [
+                f'{name}{{{lab},position="{i}"}} {n}' for i, n in enumerate(drafter.accepted_per_position)
+            ]
         lines += [
             "# HELP vllm:request_success_total Finished requests by reason.",
             "# TYPE vllm:request_success_total counter",

@@ -86,6 +86,7 @@ class RequestState:
         "admitted_ns",
         "prefill_end_ns",
         "chunk_ns",
+        "chunk_tokens",
         "finish_ns",
         "media",
     )
@@ -128,6 +129,7 @@ class RequestState:
         self.done: asyncio.Future[None] | None = None
         self.arrival_ns = self.admitted_ns = self.prefill_end_ns = self.finish_ns = 0
         self.chunk_ns: list[int] = []
+        self.chunk_tokens: list[int] = []  # a streamed event's tokens (> 1: accepted drafts)
         self.media: MediaSeen | None = None  # a chat prompt's images and audio, when it had any
 
     def usage(self, completion: int) -> dict[str, int]:
@@ -207,7 +209,7 @@ class RequestState:
             "prefill_end_ns": self.prefill_end_ns,
             "first_token_ns": first,
             "chunk_ns": chunks,
-            "chunk_tokens": [1] * len(chunks) if self.stream else [n] * len(chunks),
+            "chunk_tokens": list(self.chunk_tokens) if self.stream else [n] * len(chunks),
             "prompt_tokens": self.prompt_tokens,
             "cached_tokens": self.seq.cached_tokens if self.seq else 0,
             "output_tokens": n,

@@ -38,7 +38,7 @@ from .pooling import ENDPOINTS as POOLING
 from .pooling import answer as pooling_answer
 from .pooling import parse_pooling
 from .requests import BadRequest, RequestState, parse_hosted, parse_request
-from .sse import error_body
+from .sse import ChunkEncoder, error_body
 from .status_routes import status_routes
 
 now_ns = time.perf_counter_ns
@@ -175,24 +175,37 @@ class SimServer:
                     if k >= s.output_len:
                         self._finish(st, st.finish_reason)
                     continue
-                enc = st.encoder
-                if k >= s.output_len:
-                    data = enc.token(st.word(k - 1), k, st.finish_json)
-                    data += enc.end(k, st.include_usage, st.finish_reason)
+                for upto, words in _events(st, k - s.emitting, k):
+                    if not await self._write_event(s, st, upto, words):
+                        break
                 else:
-                    data = enc.token(st.word(k - 1), k)
-                # Stamped the instant before the write, which hands the bytes to the socket: no
-                # client can see a token before its stamp (the fidelity block's lag is >= 0).
-                st.chunk_ns.append(now_ns())
-                try:
-                    await st.response.write(data)
-                except (ConnectionError, RuntimeError):
-                    st.chunk_ns.pop()  # never sent
-                    eng.abort(s)
-                    self._finish(st, "abort")
-                    continue
-                if k >= s.output_len:
-                    self._finish(st, st.finish_reason)
+                    if k >= s.output_len:
+                        self._finish(st, st.finish_reason)
+
+    async def _write_event(self, s: Seq, st: RequestState, upto: int, words: list[bytes]) -> bool:
+        """One streamed event carrying ``words`` (tokens up to ``upto``); False when the client
+        went away (the request is aborted and finished)."""
+        enc, out = st.encoder, st.response
+        assert enc is not None and out is not None  # a streamed request has both
+        word = words[0] if len(words) == 1 else orjson.dumps("".join(orjson.loads(w) for w in words))
+        if upto >= s.output_len:
+            data = enc.token(word, upto, st.finish_json)
+            data += enc.end(upto, st.include_usage, st.finish_reason)
+        else:
+            data = enc.token(word, upto)
+        # Stamped the instant before the write, which hands the bytes to the socket: no client
+        # can see a token before its stamp (the fidelity block's lag is >= 0).
+        st.chunk_ns.append(now_ns())
+        st.chunk_tokens.append(len(words))
+        try:
+            await out.write(data)
+        except (ConnectionError, RuntimeError):
+            st.chunk_ns.pop()  # never sent
+            st.chunk_tokens.pop()
+            self.engine.abort(s)
+            self._finish(st, "abort")
+            return False
+        return True
 
     # --- requests ----------------------------------------------------------------------------
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -338,3 +351,17 @@ def _error(
         content_type="application/json",
         headers={"x-request-id": rid},
     )
+
+
+def _events(st: RequestState, start: int, end: int) -> list[tuple[int, list[bytes]]]:
+    """Tokens ``start``..``end`` - 1 as events: (the count up to its last token, its words). One
+    event a step for the OpenAI chunk encoders (a draft model's accepted tokens together, split
+    only where reasoning turns to content, as vLLM streams them); one a token for the others."""
+    words = [st.word(i) for i in range(start, end)]
+    if len(words) == 1:
+        return [(end, words)]
+    if not isinstance(st.encoder, ChunkEncoder):
+        return [(start + i + 1, [w]) for i, w in enumerate(words)]
+    cut = min(max(st.encoder.n_reason - start, 0), len(words))  # tokens of it still reasoning
+    out = [(start + cut, words[:cut])] if cut else []
+    return out + ([(end, words[cut:])] if cut < len(words) else [])

@@ -47,7 +47,7 @@ def _step(engine: Engine, config: SimConfig, isl: int, osl: int) -> list[Seq]:
         raise ValueError(f"a {isl}+{osl}-token request needs more KV blocks than {config.preset} holds")
     for s in step.emitted:
         assert s.token_vns is not None  # set when it was made
-        s.token_vns.append(engine.now_ns)
+        s.token_vns.extend([engine.now_ns] * s.emitting)
     return step.finished
 
 
@@ -150,5 +150,5 @@ def simulate(config: SimConfig, requests: Iterable[Request]) -> list[Seq]:
             raise ValueError("a request needs more KV blocks than the whole cache holds")
         for s in step.emitted:
             assert s.token_vns is not None  # set above when it was submitted
-            s.token_vns.append(engine.now_ns)
+            s.token_vns.extend([engine.now_ns] * s.emitting)
     return seqs
