@@ -29,7 +29,12 @@ from loadgen.errors import LoadgenError
 from loadgen.sim import SimConfig, SimConfigError
 from loadgen.sim.virtual_time import serve_stage
 
+# What a fit moves by default, and what it may move when asked (``fit(params=...)``, the CLI's
+# --params): the per-sequence cost pins only on a sweep whose TPOT grows with the batch faster
+# than its KV reads explain (a CPU build of vLLM), and a parameter the sweep cannot pin (the
+# bandwidth of a model that fits in a CPU's cache) is left at the preset's default instead.
 PARAMS = ("bandwidth_efficiency", "flops_efficiency", "step_overhead_ms")
+FITTABLE = (*PARAMS, "seq_overhead_ms")
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 # Bounds of each parameter (the fit moves in their logs): efficiencies are fractions of peak,
 # the overhead a positive time a step (below a microsecond it no longer matters).
@@ -37,8 +42,14 @@ BOUNDS = {
     "bandwidth_efficiency": (1e-3, 1.0),
     "flops_efficiency": (1e-3, 1.0),
     "step_overhead_ms": (1e-3, 1e3),
+    "seq_overhead_ms": (1e-4, 1e3),
 }
-START = {"bandwidth_efficiency": 0.5, "flops_efficiency": 0.5, "step_overhead_ms": 1.0}
+START = {
+    "bandwidth_efficiency": 0.5,
+    "flops_efficiency": 0.5,
+    "step_overhead_ms": 1.0,
+    "seq_overhead_ms": 0.1,
+}
 # A parameter moved by 10 % (0.1 in its log) with the others re-fitted must move the residuals
 # by at least 0.4 % (0.004 in the log residuals' norm), else the sweep does not identify it: at
 # a run-to-run spread of 2 % a figure, that bounds the parameter's 1-sigma error to about 50 %.
@@ -57,10 +68,12 @@ WHAT_PINS = {
     "the knee batch",
     "step_overhead_ms": "stages at two or more concurrencies far apart (e.g. 1 and 32), so the fixed "
     "cost of a step separates from the bandwidth term",
+    "seq_overhead_ms": "stages at two prompt lengths, so a cost per sequence separates from the KV "
+    "reads, which grow with the context",
 }
 # Fields of the run's own sim: section the twin does not inherit: how it was paced and seeded,
 # where it came from, and what the fit sets.
-_NOT_INHERITED = ("time_scale", "seed", "preset_file", *PARAMS)
+_NOT_INHERITED = ("time_scale", "seed", "preset_file", *FITTABLE)
 _VLLM_CACHE_INFO = "vllm:cache_config_info"
 
 
@@ -145,8 +158,12 @@ class Fit:
         ]
 
 
-def read_run(run_dir: str | Path, preset: str | None = None) -> FitInput:
-    """The run's closed-loop stages and base config; ``preset`` overrides the run's own."""
+def read_run(
+    run_dir: str | Path, preset: str | None = None, settings: dict[str, Any] | None = None
+) -> FitInput:
+    """The run's closed-loop stages and base config; ``preset`` overrides the run's own, and
+    ``settings`` sets what no run records of a real server: its scheduler (``max_num_seqs``,
+    ``max_num_batched_tokens``, ``kv_allocation``, ...), which the twin must share to be one."""
     path = Path(run_dir)
     try:
         summary = json.loads((path / "summary.json").read_text())
@@ -166,6 +183,10 @@ def read_run(run_dir: str | Path, preset: str | None = None) -> FitInput:
     }
     if preset is not None:
         base["preset"] = preset
+    unfit = sorted(set(settings or {}) & set(FITTABLE))
+    if unfit:
+        raise FitError(f"--set {unfit[0]}: the fit sets it; leave it out of --params to keep its default")
+    base.update(settings or {})
     if "preset" not in base:
         raise FitError(
             "a real server's run: name the simulator preset it resembles with --preset "
@@ -263,8 +284,12 @@ def with_latency(predicted: dict[str, float], latency_ms: float) -> dict[str, fl
     return {**predicted, "ttft_ms": predicted["ttft_ms"] + latency_ms}
 
 
-def fit(source: FitInput) -> Fit:
-    """Least squares on the log residuals; FitError when the sweep cannot identify a parameter."""
+def fit(source: FitInput, names: tuple[str, ...] = PARAMS) -> Fit:
+    """Least squares on the log residuals, moving ``names`` (the others at the preset's
+    defaults); FitError when the sweep cannot identify one of them."""
+    unknown = sorted(set(names) - set(FITTABLE))
+    if unknown or not names:
+        raise FitError(f"--params: cannot fit {unknown or 'nothing'}; valid: {', '.join(FITTABLE)}")
     try:
         import numpy as np
         from scipy.optimize import least_squares
@@ -278,11 +303,11 @@ def fit(source: FitInput) -> Fit:
             + "".join(f"; left out {s}" for s in source.skipped)
         )
     # x: the three parameters' logs, then the request latency in ms (a nuisance, see LATENCY).
-    lo = [*np.log([BOUNDS[p][0] for p in PARAMS]), 0.0]
-    hi = [*np.log([BOUNDS[p][1] for p in PARAMS]), LATENCY_MAX_MS]
+    lo = [*np.log([BOUNDS[p][0] for p in names]), 0.0]
+    hi = [*np.log([BOUNDS[p][1] for p in names]), LATENCY_MAX_MS]
 
     def fields_at(x: Any) -> dict[str, Any]:
-        return {**source.base, **{p: float(math.exp(v)) for p, v in zip(PARAMS, x)}}
+        return {**source.base, **{p: float(math.exp(v)) for p, v in zip(names, x)}}
 
     def residuals(x: Any) -> Any:
         fields = fields_at(x)
@@ -294,14 +319,16 @@ def fit(source: FitInput) -> Fit:
             ]
         )
 
-    start = [*np.log([START[p] for p in PARAMS]), 1.0]
+    start = [*np.log([START[p] for p in names]), 1.0]
     try:
-        res = least_squares(residuals, start, bounds=(lo, hi), diff_step=1e-4, x_scale=[1.0, 1.0, 1.0, 10.0])
+        res = least_squares(
+            residuals, start, bounds=(lo, hi), diff_step=1e-4, x_scale=[*([1.0] * len(names)), 10.0]
+        )
     except ValueError as exc:  # a stage the preset cannot hold (its KV blocks)
         raise FitError(str(exc)) from None
     jac = np.asarray(res.jac)
-    sensitivity = [_sensitivity(np, jac, i) for i in range(len(PARAMS))]
-    weak = [(p, s) for p, s in zip(PARAMS, sensitivity) if s < MIN_SENSITIVITY]
+    sensitivity = [_sensitivity(np, jac, i) for i in range(len(names))]
+    weak = [(p, s) for p, s in zip(names, sensitivity) if s < MIN_SENSITIVITY]
     if weak:  # every one named, weakest first: which is weakest is the optimizer's accident
         weak.sort(key=lambda w: w[1])
         raise FitError(
@@ -309,19 +336,22 @@ def fit(source: FitInput) -> Fit:
             f"others re-fitted) must change the predictions by at least {MIN_SENSITIVITY * 10:.1f} % "
             "of the residual norm; "
             + "; ".join(f"{p} changes them {s * 10:.2f} %, add {WHAT_PINS[p]}" for p, s in weak)
+            + " (or leave it out of --params: it keeps the preset's default)"
         )
     try:
-        diag = np.diag(np.linalg.inv(jac.T @ jac))
+        # pinv: the request latency's column is zero when it rests on a bound (0: no latency to
+        # add), which the parameters' intervals do not depend on
+        diag = np.diag(np.linalg.pinv(jac.T @ jac))
     except np.linalg.LinAlgError:  # pragma: no cover - the sensitivities refused it already
         raise FitError("the sweep does not identify the parameters together") from None
     dof = max(1, res.fun.size - len(start))
     sigma2 = float(res.fun @ res.fun) / dof
-    params = {p: float(math.exp(v)) for p, v in zip(PARAMS, res.x)}
+    fitted = {p: float(math.exp(v)) for p, v in zip(names, res.x)}
     intervals = {
         p: (math.exp(v - 1.96 * math.sqrt(d * sigma2)), math.exp(v + 1.96 * math.sqrt(d * sigma2)))
-        for p, v, d in zip(PARAMS, res.x, diag)
+        for p, v, d in zip(names, res.x, diag)
     }
-    out = Fit(source, params, intervals, float(res.x[-1]))
+    out = Fit(source, fitted, intervals, float(res.x[-1]))
     fields = fields_at(res.x)
     out.predicted = [with_latency(predict(fields, s), out.request_latency_ms) for s in source.stages]
     return out

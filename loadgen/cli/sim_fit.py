@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from loadgen.analysis.sim_fit import LATENCY, METRICS, PARAMS, Fit, fit, read_run
+from loadgen.analysis.sim_fit import FITTABLE, LATENCY, METRICS, PARAMS, Fit, FitError, fit, read_run
 
 _HEADERS = {"ttft_ms": "TTFT ms", "tpot_ms": "TPOT ms", "output_tokens_per_s": "out tok/s"}
 
@@ -30,10 +30,33 @@ def add_parser(sim_sub: Any) -> None:
         help="the base <model>-<precision>@<gpu> (default: the run's own, when the simulator served it)",
     )
     f.add_argument("--preset-file", default="fitted.yaml", help="write the preset file here")
+    f.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a simulator field the twin shares with the server and no run records, e.g. its "
+        "scheduler: --set max_num_batched_tokens=2048 --set kv_allocation=on_demand (vLLM's "
+        "defaults on an A100 or a CPU); repeatable",
+    )
+    f.add_argument(
+        "--params",
+        default=",".join(PARAMS),
+        help=f"the parameters to fit, comma-separated, of {', '.join(FITTABLE)} (default: "
+        f"{','.join(PARAMS)}); the others keep the preset's defaults. Add seq_overhead_ms for a "
+        "server whose TPOT grows with the batch faster than its KV reads explain (a CPU build); "
+        "drop one the sweep cannot pin",
+    )
 
 
 def cmd_fit(a: argparse.Namespace) -> int:
-    result = fit(read_run(a.run_dir, a.preset))
+    names = tuple(n.strip() for n in a.params.split(",") if n.strip())
+    if len(set(names)) != len(names):
+        raise FitError(f"--params: {a.params!r} names a parameter twice; valid: {', '.join(FITTABLE)}")
+    from loadgen.config import parse_set  # one parser for --set values everywhere
+
+    settings = dict(parse_set(raw) for raw in a.set)
+    result = fit(read_run(a.run_dir, a.preset, settings), names)
     text = yaml.safe_dump(result.document(), sort_keys=False, default_flow_style=None)
     Path(a.preset_file).write_text(text, encoding="utf-8")
     print(render(result))
@@ -45,7 +68,7 @@ def render(result: Fit) -> str:
     """The fitted parameters and, per stage, measured / predicted / residual of each metric."""
     src = result.source
     lines = [f"fit of {src.run_dir} on {src.base['preset']}"]
-    for name in PARAMS:
+    for name in result.params:
         lo, hi = result.intervals[name]
         lines.append(f"  {name:<21} {result.params[name]:.4g}   (95 % interval {lo:.4g} .. {hi:.4g})")
     lines.append(f"  {LATENCY:<21} {result.request_latency_ms:.3g}   (client-to-engine, not simulated)")

@@ -51,6 +51,11 @@ class SimConfig(BaseModel):
     bandwidth_efficiency: float = Field(0.8, gt=0, le=1, description="achieved / peak HBM bandwidth")
     flops_efficiency: float = Field(0.5, gt=0, le=1, description="achieved / peak dense FLOP/s")
     step_overhead_ms: float = Field(1.0, ge=0, description="fixed cost per engine step")
+    # What a step costs per sequence it holds beyond the GPU's math and reads: sampling,
+    # detokenising, the scheduler's bookkeeping (microseconds on a GPU server, milliseconds on a
+    # CPU build); what `loadgen sim fit --seq-overhead` finds on a server whose TPOT grows with
+    # the batch faster than its KV reads explain.
+    seq_overhead_ms: float = Field(0.0, ge=0, le=1e3, description="cost per sequence in a step")
     max_num_seqs: int = Field(256, gt=0)
     max_num_batched_tokens: int = Field(8192, gt=0, description="token budget per step")
     block_size: int = Field(16, gt=0, description="tokens per KV-cache block")
@@ -204,6 +209,7 @@ class SimConfig(BaseModel):
             step_overhead_ms=self.step_overhead_ms,
             tensor_parallel_size=self.tensor_parallel_size,
             interconnect=self.interconnect,
+            seq_overhead_ms=self.seq_overhead_ms,
         )
 
     @property

@@ -190,6 +190,7 @@ class Engine:
                 kv_read += s.prefilled
                 s.prefilled = s.prefill_len
             times = ph.step_times(new, kv_read, flops)
+            seqs = len(admitted)
             self.prefilling.clear()
             self._start_decoding(admitted, emitted)
         else:
@@ -202,9 +203,11 @@ class Engine:
             admitted = self._admit_chunks(self.budget - new) if self.chunked and not preempted else []
             done = []
             left = self.budget - new
+            seqs = len(decoding)
             for s in self.prefilling:
                 if left <= 0:
                     break
+                seqs += 1
                 c = min(s.prefill_len - s.prefilled, left)
                 flops += ph.chunk_attention_flops(s.prefilled, c)
                 kv_read += s.prefilled
@@ -221,7 +224,7 @@ class Engine:
             if done:
                 self.prefilling = [s for s in self.prefilling if s.prefilled < s.prefill_len]
                 self._start_decoding(done, emitted)
-        seconds = draft_s + max(times) + ph.comm_seconds(new) + ph.overhead_s
+        seconds = draft_s + max(times) + ph.comm_seconds(new) + ph.overhead_s + ph.seq_overhead_s * seqs
         duration_ns = round(seconds * 1e9) + self.adapters.take_cost()
         self.now_ns += duration_ns
         finished = self._advance(emitted)

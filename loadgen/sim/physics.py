@@ -59,11 +59,12 @@ class Physics:
     kv_bytes_per_token: float
     bandwidth: float  # achieved bytes/s
     flops: float  # achieved FLOP/s
-    overhead_s: float  # fixed per step (launches, scheduling, sampling)
+    overhead_s: float  # fixed per step (launches, scheduling)
     memory_bytes: float  # HBM across the tensor-parallel group
     tensor_parallel_size: int = 1
     link_bandwidth: float = 0.0  # achieved bytes/s per direction of each GPU's link (TP > 1)
     link_latency_s: float = 0.0  # one all-reduce's fixed cost
+    seq_overhead_s: float = 0.0  # per sequence in a step (sampling, detokenising, bookkeeping)
 
     @classmethod
     def from_specs(
@@ -77,6 +78,7 @@ class Physics:
         step_overhead_ms: float = 0.0,
         tensor_parallel_size: int = 1,
         interconnect: str | None = None,
+        seq_overhead_ms: float = 0.0,
     ) -> Physics:
         """Tensor parallelism multiplies bandwidth, FLOP/s and memory and adds the all-reduces
         over ``interconnect`` (default: the GPU's own, NVLink on SXM boards, PCIe on cards)."""
@@ -97,6 +99,7 @@ class Physics:
             tensor_parallel_size=tp,
             link_bandwidth=gpu.link_bandwidth(link) * LINK_EFFICIENCY,
             link_latency_s=LINK_LATENCY_S[link],
+            seq_overhead_s=seq_overhead_ms / 1e3,
         )
 
     def step_seconds(self, new_tokens: int, kv_read_tokens: int, attention_flops: float = 0.0) -> float:

@@ -21,6 +21,7 @@ import helpers
 
 TRUTH = {"bandwidth_efficiency": 0.6, "flops_efficiency": 0.45, "step_overhead_ms": 1.5}
 PRESET = "llama3-8b-fp16@h100"
+CPU = "tiny-llama-bf16@cpu"  # the integration suite's model on this machine's cores
 
 
 @pytest.fixture(scope="module")
@@ -224,3 +225,47 @@ def test_a_real_servers_kv_blocks_are_read_not_fitted(tmp_path):
     assert source.kv_source == (
         "read, not fitted: 4096 blocks of 16 tokens from the server's vllm:cache_config_info"
     )
+
+
+def test_a_cost_per_sequence_is_fitted_when_asked_and_fixed_parameters_keep_their_defaults():
+    """A synthetic sweep of the CPU twin the integration suite fits (the real vLLM's figures:
+    FLOP/s 4.5 %, 9.3 ms a step, 1.4 ms a sequence, a 2048-token budget): --params with
+    seq_overhead_ms gives the three back within 5 %, bandwidth staying at the preset's default;
+    the default three refuse it, naming bandwidth_efficiency, which no stage depends on."""
+    server = {"max_num_batched_tokens": 2048}
+    truth = {
+        "preset": CPU,
+        **server,
+        "flops_efficiency": 0.045,
+        "step_overhead_ms": 9.3,
+        "seq_overhead_ms": 1.4,
+    }
+    stages = [sim_fit.Stage(f"c={c}", c, 3 * c, 512, 64, {}) for c in (1, 2, 4, 8)]
+    stages = [
+        sim_fit.Stage(s.name, s.concurrency, s.requests, 512, 64, sim_fit.predict(truth, s)) for s in stages
+    ]
+    source = sim_fit.FitInput("synthetic", None, {"preset": CPU, **server}, stages, [], None)
+    names = ("flops_efficiency", "step_overhead_ms", "seq_overhead_ms")
+    fitted = sim_fit.fit(source, names)
+    assert set(fitted.params) == set(names) and "bandwidth_efficiency" not in fitted.config_fields()
+    for name in names:
+        assert fitted.params[name] == pytest.approx(truth[name], rel=0.05), name
+    with pytest.raises(
+        sim_fit.FitError, match=r"does not identify bandwidth_efficiency.*leave it out of --params"
+    ):
+        sim_fit.fit(source)
+
+
+def test_settings_the_run_cannot_record_are_given_and_checked(sweep):
+    """--set gives the twin the server's scheduler; a fitted parameter or a bad value is refused
+    naming the field."""
+    source = sim_fit.read_run(sweep, settings={"max_num_batched_tokens": 2048, "kv_allocation": "on_demand"})
+    assert source.base["max_num_batched_tokens"] == 2048 and source.base["kv_allocation"] == "on_demand"
+    with pytest.raises(sim_fit.FitError, match=r"--set step_overhead_ms: the fit sets it"):
+        sim_fit.read_run(sweep, settings={"step_overhead_ms": 2.0})
+    with pytest.raises(sim_fit.FitError, match=r"sim\.max_num_seqs: Input should be greater than 0"):
+        sim_fit.read_run(sweep, settings={"max_num_seqs": 0})
+    with pytest.raises(
+        sim_fit.FitError, match=r"--params: cannot fit \['bandwidth'\]; valid: bandwidth_efficiency"
+    ):
+        sim_fit.fit(source, ("bandwidth",))

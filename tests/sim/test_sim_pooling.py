@@ -11,8 +11,7 @@ import math
 import numpy as np
 import pytest
 
-from loadgen.sim import SimConfig
-from loadgen.sim.engine import simulate
+from loadgen.sim import SimConfig, simulate
 from loadgen.workload import Workload
 
 from .helpers import ThreadedSim
