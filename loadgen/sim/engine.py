@@ -220,7 +220,8 @@ class Engine:
                 return Step(0, [], [], [])
             times = ph.step_times(new, kv_read, flops)
             emitted.extend(decoding)
-            self.decode_context += sum(s.emitting for s in decoding) if draft_s else len(decoding)
+            spec = self.drafter is not None
+            self.decode_context += sum(s.emitting for s in decoding) if spec else len(decoding)
             if done:
                 self.prefilling = [s for s in self.prefilling if s.prefilled < s.prefill_len]
                 self._start_decoding(done, emitted)

@@ -79,6 +79,20 @@ class TestKvOnDemand:
         text = Metrics(config.served_model_name).render_engine(eng)
         assert 'vllm:num_preemptions_total{model_name="meta-llama/Meta-Llama-3-8B-Instruct"} 1' in text
 
+    def test_blocks_and_context_add_up_through_preemptions(self):
+        """Eight requests on the 16-block cache: every step, the blocks held and free add up to
+        the cache and the context is what the decoding sequences hold; all end, none cut short."""
+        eng = Engine(small_cache("on_demand"))
+        seqs = [Seq(40 + 8 * i, 90) for i in range(8)]
+        for s in seqs:
+            eng.submit(s)
+        while eng.has_work():
+            eng.step()
+            held = sum(s.blocks for s in seqs)
+            assert held + eng.free_blocks == 16
+            assert eng.decode_context == sum(s.prompt_len + s.generated for s in eng.decoding)
+        assert all(s.generated == 90 for s in seqs) and eng.preemptions > 0
+
     def test_reserve_never_preempts_and_admits_what_the_whole_answer_fits(self):
         """The same two requests reserved whole (13 blocks each): the second waits for the first."""
         eng = Engine(small_cache("reserve"))

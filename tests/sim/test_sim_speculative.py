@@ -80,6 +80,18 @@ def test_counters_are_vllms_and_the_acceptance_is_the_one_set():
     assert again.drafter is not None and again.drafter.accepted_per_position == d.accepted_per_position
 
 
+def test_the_engines_context_is_what_its_sequences_hold_with_free_drafts():
+    """decode_context, which the next step's KV reads are costed from, is every decoding
+    sequence's prompt + generated tokens after each step, drafts free (draft_cost 0) or not."""
+    for cost in (0.0, 0.05):
+        eng = Engine(config(num_speculative_tokens=4, spec_acceptance=0.8, draft_cost=cost))
+        for n in (30, 50, 70):
+            eng.submit(Seq(40, n))
+        while eng.has_work():
+            eng.step()
+            assert eng.decode_context == sum(s.prompt_len + s.generated for s in eng.decoding)
+
+
 def test_a_bad_setting_names_the_field():
     with pytest.raises(ValueError, match=r"sim\.spec_acceptance: .*less than or equal to 1"):
         SimConfig.from_dict({"spec_acceptance": 1.5})
