@@ -23,6 +23,7 @@ import asyncio
 import functools
 import itertools
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -175,37 +176,34 @@ class SimServer:
                     if k >= s.output_len:
                         self._finish(st, st.finish_reason)
                     continue
-                for upto, words in _events(st, k - s.emitting, k):
-                    if not await self._write_event(s, st, upto, words):
+                out, enc = st.response, st.encoder
+                assert out is not None and enc is not None  # a streamed request has both
+                if s.emitting == 1:  # the hot path: one token, one event
+                    word = st.word(k - 1)
+                    if k >= s.output_len:
+                        data = enc.token(word, k, st.finish_json)
+                        data += enc.end(k, st.include_usage, st.finish_reason)
+                    else:
+                        data = enc.token(word, k)
+                    events: Sequence[tuple[bytes, int]] = ((data, 1),)
+                else:
+                    events = [(_event(s, st, u, w), len(w)) for u, w in _events(st, k - s.emitting, k)]
+                for data, n in events:
+                    # Stamped the instant before the write, which hands the bytes to the socket:
+                    # no client can see a token before its stamp (the fidelity block's lag >= 0).
+                    st.chunk_ns.append(now_ns())
+                    st.chunk_tokens.append(n)
+                    try:
+                        await out.write(data)
+                    except (ConnectionError, RuntimeError):
+                        st.chunk_ns.pop()  # never sent
+                        st.chunk_tokens.pop()
+                        eng.abort(s)
+                        self._finish(st, "abort")
                         break
                 else:
                     if k >= s.output_len:
                         self._finish(st, st.finish_reason)
-
-    async def _write_event(self, s: Seq, st: RequestState, upto: int, words: list[bytes]) -> bool:
-        """One streamed event carrying ``words`` (tokens up to ``upto``); False when the client
-        went away (the request is aborted and finished)."""
-        enc, out = st.encoder, st.response
-        assert enc is not None and out is not None  # a streamed request has both
-        word = words[0] if len(words) == 1 else orjson.dumps("".join(orjson.loads(w) for w in words))
-        if upto >= s.output_len:
-            data = enc.token(word, upto, st.finish_json)
-            data += enc.end(upto, st.include_usage, st.finish_reason)
-        else:
-            data = enc.token(word, upto)
-        # Stamped the instant before the write, which hands the bytes to the socket: no client
-        # can see a token before its stamp (the fidelity block's lag is >= 0).
-        st.chunk_ns.append(now_ns())
-        st.chunk_tokens.append(len(words))
-        try:
-            await out.write(data)
-        except (ConnectionError, RuntimeError):
-            st.chunk_ns.pop()  # never sent
-            st.chunk_tokens.pop()
-            self.engine.abort(s)
-            self._finish(st, "abort")
-            return False
-        return True
 
     # --- requests ----------------------------------------------------------------------------
     async def _chat(self, request: web.Request) -> web.StreamResponse:
@@ -351,6 +349,17 @@ def _error(
         content_type="application/json",
         headers={"x-request-id": rid},
     )
+
+
+def _event(s: Seq, st: RequestState, upto: int, words: Sequence[bytes]) -> bytes:
+    """The bytes of one streamed event carrying ``words``, the tokens up to ``upto``; the last
+    token's event ends the stream."""
+    enc = st.encoder
+    assert enc is not None  # a streamed request has one
+    word = words[0] if len(words) == 1 else orjson.dumps("".join(orjson.loads(w) for w in words))
+    if upto >= s.output_len:
+        return enc.token(word, upto, st.finish_json) + enc.end(upto, st.include_usage, st.finish_reason)
+    return enc.token(word, upto)
 
 
 def _events(st: RequestState, start: int, end: int) -> list[tuple[int, list[bytes]]]:
