@@ -101,7 +101,7 @@ async def every(interval_s: float, stop: asyncio.Event, action: Callable[[], Awa
     while True:
         wait_s = (t0 + k * interval_ns - now_ns()) / 1e9
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), max(0.0, wait_s))
+            await wait_for(stop.wait(), max(0.0, wait_s))  # this module's: keeps a cancel
             return
         await action()
         k = max(k + 1, (now_ns() - t0) // interval_ns + 1)
