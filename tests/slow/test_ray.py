@@ -106,6 +106,15 @@ def _stop_cluster(temp_dir: str) -> None:
     assert not left, f"Ray processes left behind: {sorted(left)}"
 
 
+def _ray_daemons_of_this_process() -> list[str]:
+    """Ray daemons this test process started: a Ray call made after a run's connection ended
+    starts a local cluster as the driver's children (the module's own cluster is started by
+    ``ray start``, whose daemons are not)."""
+    procs = _processes()
+    mine = _with_descendants({os.getpid()}, procs) - {os.getpid()}
+    return [procs[pid][1][:120] for pid in mine if any(d in procs[pid][1] for d in ("gcs_server", "/raylet"))]
+
+
 @dataclass
 class Cluster:
     address: str  # the head's GCS, host:port
@@ -197,6 +206,10 @@ def ray_run(ray_cluster: Cluster, fast_server: StreamServer, tmp_path_factory: p
     t0 = time.monotonic()
     res = api.run(profile)
     print(f"the Ray run took {time.monotonic() - t0:.1f} s (connect, 2 actors, 40 requests, close)")
+    import ray
+
+    assert not ray.is_initialized(), "the run left its Ray connection open"
+    assert _ray_daemons_of_this_process() == []
     return res, fast_server.log()
 
 
@@ -315,6 +328,65 @@ def test_channel_cuts_batches_into_frames_wherever_they_split() -> None:
     assert fake.pushed == [(0, b"one"), (1, b"two")]
 
 
+class _IdleActor:
+    """An actor handle whose worker never writes: every pull waits 10 ms and comes back empty.
+    Counts every call made to it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.push = _Method(lambda seq, data: self.calls.append("push"))
+        self.pull = _Method(lambda _wait: self._call("pull"))
+        self.finish = _Method(lambda _grace: self._call("finish"))
+
+    async def _call(self, name: str) -> tuple[bytes, None]:
+        self.calls.append(name)
+        await asyncio.sleep(0.01)
+        return b"", None
+
+
+def test_a_closed_channel_makes_no_ray_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ray connects on first use: any call made after the run's connection has ended starts a
+    new local Ray cluster in the driver (a CI run once went on against such a cluster, with one
+    node and 2 CPUs). Once ``close`` hands the connection back, the channel's reader stops
+    pulling and ``send`` stops pushing."""
+    import ray
+
+    from loadgen.runner import frames
+    from loadgen.runner.cluster import RayChannel
+
+    killed: list[Any] = []
+    monkeypatch.setattr(ray, "kill", lambda handle, no_restart=True: killed.append(handle))
+    actor = _IdleActor()
+
+    async def go() -> tuple[int, list[str]]:
+        async def no_node(_node_id: str) -> bool | None:
+            return None
+
+        at_release: list[int] = []
+
+        async def released() -> None:
+            at_release.append(len(actor.calls))
+
+        ch = RayChannel(0, actor, {"node_ip": "127.0.0.1", "node_id": "ab" * 28}, no_node, released)
+        reader = asyncio.create_task(_drain(ch.frames()))
+        await asyncio.sleep(0.1)  # the reader polls
+        await ch.close()
+        await asyncio.wait_for(reader, 1.0)  # and ends, without pulling again
+        ch.send(frames.frame(frames.STOP))
+        await asyncio.sleep(0.05)
+        return at_release[0], list(actor.calls)
+
+    calls_at_release, calls = asyncio.run(go())
+    assert killed == [actor]
+    assert "push" in calls[:calls_at_release] and "finish" in calls[:calls_at_release]  # QUIT, grace
+    assert calls[calls_at_release:] == [], calls[calls_at_release:]
+
+
+async def _drain(it: Any) -> None:
+    async for _ in it:
+        pass
+
+
 @pytest.mark.timing_absolute
 def test_nothing_listening_is_a_one_line_error() -> None:
     from loadgen.runner.cluster import ray_channels
@@ -347,6 +419,7 @@ def test_auto_is_one_actor_per_cluster_cpu_less_one(ray_cluster: Cluster) -> Non
     assert len(labels) == 3
     assert all(re.fullmatch(r"ray node \S+ \([0-9a-f]{8}\) actor \d", label) for label in labels), labels
     assert not ray.is_initialized()
+    assert _ray_daemons_of_this_process() == []
 
 
 def test_more_actors_than_cluster_cpus_is_a_one_line_error(ray_cluster: Cluster) -> None:
@@ -432,3 +505,6 @@ def test_a_lost_worker_costs_only_its_own_requests(ray_cluster: Cluster, tmp_pat
     assert failed and all(rec["error_class"] == "worker_lost" for rec in failed)
     mine = [rec for rec in lines if rec["worker"] == survivor]
     assert len(mine) == 60 and all(rec["ok"] for rec in mine)
+    import ray
+
+    assert not ray.is_initialized() and _ray_daemons_of_this_process() == []  # a lost actor too

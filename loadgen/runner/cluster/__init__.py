@@ -68,6 +68,10 @@ def _import_ray() -> Any:
     # dumps of the calls that were still queued to it; loadgen reports both its own way.
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
+    # And a Ray call made after the connection ended would start a new local cluster on this
+    # machine (Ray connects on first use): the channels make none, and where Ray is first
+    # imported here, first use does not connect at all.
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")
     try:
         import ray
     except ModuleNotFoundError as exc:

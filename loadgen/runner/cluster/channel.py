@@ -46,11 +46,15 @@ class RayChannel:
         self._seq = 0
         self._reason: str | None = None
         self._closed = False
+        # Set as close() hands the connection back: from then on no Ray call may be made, as the
+        # driver's connection may be shut down and any call would start a new local Ray cluster
+        # (Ray connects on first use).
+        self._released = False
 
     def send(self, data: bytes) -> None:
         """Queue ``data`` for the actor without waiting; once it is gone, drop it (the pool
         learns of the loss from ``frames``, and a call to a dead actor only makes noise)."""
-        if self._reason is not None:
+        if self._reason is not None or self._released:
             return
         self._handle.push.remote(self._seq, data)
         self._seq += 1
@@ -60,10 +64,12 @@ class RayChannel:
 
         header, hsize = frames.HEADER, frames.HEADER.size
         buf = bytearray()
-        while True:
+        while not self._released:
             try:
                 batch, ended = await self._handle.pull.remote(_PULL_WAIT_S)
             except ray.exceptions.RayError as exc:
+                if self._released:
+                    return  # close() killed it: no loss, and no Ray call after the connection
                 # Lost, whatever comes next: a pull that failed may have taken a batch with it,
                 # so the stream cannot be trusted again, and an actor that is merely unreachable
                 # must not go on loading the target unread.
@@ -123,6 +129,7 @@ class RayChannel:
             with contextlib.suppress(ray.exceptions.RayError, ValueError):
                 ray.kill(self._handle, no_restart=True)
         finally:
+            self._released = True
             await self._on_close()
 
 
