@@ -71,7 +71,8 @@ def render(result: Fit) -> str:
     for name in result.params:
         lo, hi = result.intervals[name]
         lines.append(f"  {name:<21} {result.params[name]:.4g}   (95 % interval {lo:.4g} .. {hi:.4g})")
-    lines.append(f"  {LATENCY:<21} {result.request_latency_ms:.3g}   (client-to-engine, not simulated)")
+    # Bounded at 0: a fit that lands on the bound leaves float noise (2e-12), printed as 0.000.
+    lines.append(f"  {LATENCY:<21} {result.request_latency_ms:.3f}   (client-to-engine, not simulated)")
     lines.append(f"  kv capacity           {src.kv_source or 'not reported: from the preset memory'}")
     head = f"{'stage':<8}{'c':>5}{'isl':>6}{'osl':>6}"
     for m in METRICS:

@@ -100,9 +100,14 @@ class Step:
     finished: list[Seq]  # subset of emitted that reached output_len
     admitted: list[Seq]
     # The roofline's two times (seconds, each as if alone; ``Physics.step_times``): the GPU
-    # model's power reads how compute- and bandwidth-bound the step was.
+    # model's power reads how compute- and bandwidth-bound the step was. Then the
+    # tensor-parallel all-reduces' time and a draft model's passes' two times, which the step
+    # also spends.
     memory_s: float = 0.0
     compute_s: float = 0.0
+    comm_s: float = 0.0
+    draft_memory_s: float = 0.0
+    draft_compute_s: float = 0.0
 
 
 class Engine:
@@ -178,7 +183,7 @@ class Engine:
         """Plan and cost one step, advance the virtual clock, return who got a token."""
         ph = self.physics
         emitted: list[Seq] = []
-        draft_s = 0.0  # a draft model's passes, before the target's (speculative.py)
+        draft = (0.0, 0.0)  # a draft model's passes, before the target's (speculative.py)
         if not self.chunked and self._admit_whole_prompts():
             # prefill_first: this step only prefills the newly admitted prompts (past any cached
             # prefix, whose KV the new tokens read as a later chunk reads the earlier ones').
@@ -199,7 +204,7 @@ class Engine:
             new = len(decoding) * (self.lookahead + 1)  # a draft model's k verified too
             kv_read = self.decode_context
             flops = 0.0
-            draft_s = self._speculate(decoding)
+            draft = self._speculate(decoding)
             admitted = self._admit_chunks(self.budget - new) if self.chunked and not preempted else []
             done = []
             left = self.budget - new
@@ -225,11 +230,12 @@ class Engine:
             if done:
                 self.prefilling = [s for s in self.prefilling if s.prefilled < s.prefill_len]
                 self._start_decoding(done, emitted)
-        seconds = draft_s + max(times) + ph.comm_seconds(new) + ph.overhead_s + ph.seq_overhead_s * seqs
+        comm_s = ph.comm_seconds(new)
+        seconds = max(draft) + max(times) + comm_s + ph.overhead_s + ph.seq_overhead_s * seqs
         duration_ns = round(seconds * 1e9) + self.adapters.take_cost()
         self.now_ns += duration_ns
         finished = self._advance(emitted)
-        return Step(duration_ns, emitted, finished, admitted, *times)
+        return Step(duration_ns, emitted, finished, admitted, *times, comm_s, *draft)
 
     def _admit_one(self, budget_left: int) -> Seq | None:
         if not self.waiting or self.num_running >= self.max_num_seqs or budget_left <= 0:
@@ -283,15 +289,15 @@ class Engine:
             self.decoding.append(s)
             emitted.append(s)
 
-    def _speculate(self, decoding: list[Seq]) -> float:
+    def _speculate(self, decoding: list[Seq]) -> tuple[float, float]:
         """With a draft model: each decoding sequence's tokens this step (``emitting``), and the
-        draft passes' seconds (0.0 without one, or with nothing decoding)."""
+        draft passes' (memory, compute) seconds ((0, 0) without one, or with nothing decoding)."""
         spec = self.drafter
         if spec is None or not decoding:
-            return 0.0
+            return 0.0, 0.0
         for s, a in zip(decoding, spec.verify(len(decoding))):
             s.emitting = min(1 + a, s.output_len - s.generated)
-        return spec.draft_seconds(max(self.physics.step_times(len(decoding), self.decode_context)))
+        return spec.draft_times(self.physics.step_times(len(decoding), self.decode_context))
 
     def _grow_blocks(self) -> bool:
         """on_demand, before a decode step: every decoding sequence gets the block its next token

@@ -11,8 +11,10 @@ The model, per GPU of the tensor-parallel group (each does 1/tp of every step in
   x memory_s / d), with d the step's duration and compute_s, memory_s the roofline's two times
   (``Physics.step_times``). A compute-bound step (a long prefill) draws the board power; a step
   that only streams weights from HBM draws ``MEMORY_BOUND_SHARE`` of the dynamic range (its SMs
-  mostly wait); the fixed per-step overhead (launches, scheduling) draws idle power. Between
-  steps the GPU draws idle power.
+  mostly wait); the fixed per-step overhead (launches, scheduling) draws idle power. A draft
+  model's passes add their own two times to compute_s and memory_s; a tensor-parallel
+  all-reduce counts as memory time (the SMs reduce what the links bring, as a bandwidth-bound
+  kernel does). Between steps the GPU draws idle power.
 - **energy** (``DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION``, mJ) integrates that power over the
   engine's time exactly: a step adds power x its virtual duration, spread over the wall-clock
   span the server paces it to (so a scrape mid-step reads its share); idle time adds idle power
@@ -58,7 +60,9 @@ def step_watts(gpu: GpuSpec, step: Step) -> float:
     d = step.duration_ns / 1e9
     if d <= 0:
         return gpu.idle_watts
-    busy = min(1.0, step.compute_s / d + MEMORY_BOUND_SHARE * step.memory_s / d)
+    compute = step.compute_s + step.draft_compute_s
+    memory = step.memory_s + step.draft_memory_s + step.comm_s
+    busy = min(1.0, compute / d + MEMORY_BOUND_SHARE * memory / d)
     return gpu.idle_watts + (gpu.board_watts - gpu.idle_watts) * busy
 
 

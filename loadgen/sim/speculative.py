@@ -44,6 +44,10 @@ class Drafter:
         self.accepted_tokens += sum(out)
         return out
 
-    def draft_seconds(self, plain_step_s: float) -> float:
-        """The k draft passes of a step whose plain decode (without overhead) takes ``plain_step_s``."""
-        return self.k * self.draft_cost * plain_step_s
+    def draft_times(self, plain: tuple[float, float]) -> tuple[float, float]:
+        """The k draft passes' (memory, compute) seconds, for a step whose plain decode's roofline
+        times (without overhead) are ``plain``: a smaller model of the same shape, each time
+        scaled by its cost, so the passes take ``k x draft_cost`` of the plain step and the GPU
+        draws the same power through them."""
+        scale = self.k * self.draft_cost
+        return scale * plain[0], scale * plain[1]

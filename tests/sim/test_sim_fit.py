@@ -72,6 +72,8 @@ def test_cli_prints_the_residual_table_and_writes_the_preset_file(sweep, tmp_pat
     assert "TTFT ms meas" in printed and "TPOT ms meas" in printed and "out tok/s meas" in printed
     rows = [line for line in printed.splitlines() if re.match(r"c=\d+ ", line)]
     assert [r.split()[:4] for r in rows] == [[f"c={c}", str(c), "2048", "128"] for c in (1, 8, 32, 64)]
+    # The nuisance latency in ms to the microsecond (a fit on its bound of 0 printed "2e-12").
+    assert re.search(r"^  request_latency_ms +\d+\.\d{3}   \(client-to-engine", printed, re.M), printed
     doc = yaml.safe_load(path.read_text())
     assert doc["preset"] == PRESET
     for name, truth in TRUTH.items():

@@ -45,6 +45,36 @@ class TestPower:
         assert step_watts(H100, step(50, 3, 49)) == 700
         assert step_watts(H100, step(0, 0, 0)) == 75
 
+    def test_all_reduces_count_as_memory_time_and_draft_passes_as_their_own(self):
+        """10 ms: 4 ms of weight reads and 1 ms of math in the target's pass, 2 ms of all-reduce,
+        a draft model's 2 ms of reads and 0.5 ms of math: 75 + 625 x (1.5/10 + 0.6 x 8/10) W."""
+        s = Step(10 * MS, [], [], [], 0.004, 0.001, 0.002, 0.002, 0.0005)
+        assert step_watts(H100, s) == pytest.approx(75 + 625 * (1.5 / 10 + 0.6 * 8 / 10))
+
+    def test_an_engine_step_carries_its_all_reduce_and_draft_times(self):
+        """The engine's own steps: on 4 GPUs the decode step's all-reduce time is
+        ``comm_seconds`` of its tokens; with a draft model (k=3, cost 0.05) its passes' times
+        are 3 x 0.05 of the plain decode's roofline times, the target verifying 4 tokens a
+        sequence."""
+        tp = Engine(SimConfig.from_dict({"preset": "llama3-70b-fp8@h100", "tensor_parallel_size": 4}))
+        drafts = {"num_speculative_tokens": 3, "spec_acceptance": 0.5, "draft_cost": 0.05}
+        drafts["prefix_caching"] = False
+        spec = Engine(SimConfig.from_dict({"preset": "llama3-8b-fp16@h100", **drafts}))
+        for eng in (tp, spec):
+            for _ in range(4):
+                eng.submit(Seq(64, 32))
+            eng.step()  # the prefills
+        context = spec.decode_context
+        t, d = tp.step(), spec.step()
+        assert t.comm_s == pytest.approx(tp.physics.comm_seconds(4)) and t.comm_s > 0
+        assert (t.draft_memory_s, t.draft_compute_s) == (0.0, 0.0)
+        plain_memory, plain_compute = spec.physics.step_times(4, context)
+        assert d.draft_memory_s == pytest.approx(0.15 * plain_memory)
+        assert d.draft_compute_s == pytest.approx(0.15 * plain_compute)
+        assert d.comm_s == 0.0
+        without_drafts = Step(d.duration_ns, [], [], [], d.memory_s, d.compute_s)
+        assert step_watts(H100, d) > step_watts(H100, without_drafts)
+
     def test_fp16_weights_draw_more_power_and_energy_per_token_than_fp8(self):
         """The same 16 requests on one H100: FP16 reads twice the bytes per step, so its steps
         are longer and more of each is bandwidth-bound."""
