@@ -273,9 +273,16 @@ def _print_rates(con: Console, s: dict) -> None:
     energy = (s.get("telemetry") or {}).get("energy")
     if energy:
         gpus = energy["gpus"]
-        con.print(
-            f"energy      {_scalar(s, 'energy_per_output_token_j')} J/output token   "
+        # A pooling run (embeddings, rerank) has no output token to divide by: its energy is per
+        # input token, the work it did.
+        per_token = (
+            f"{_scalar(s, 'energy_per_output_token_j')} J/output token   "
             f"{_scalar(s, 'output_tokens_per_joule')} output tok/J   "
+            if metric_defs.present(s, "output_tokens_per_s")
+            else f"{_scalar(s, 'energy_per_token_j')} J/input token   "
+        )
+        con.print(
+            f"energy      {per_token}"
             f"{_scalar(s, 'gpu_power_w')} W mean over {gpus} GPU{'' if gpus == 1 else 's'} "
             f"(energy counter, {'complete' if energy['complete'] else 'see the notes'})"
         )

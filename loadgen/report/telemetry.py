@@ -9,7 +9,7 @@ from typing import Any
 
 from loadgen import metric_defs
 from loadgen.report.blocks import Image, Section, Table, Text, money, num, pct
-from loadgen.summary import Summary
+from loadgen.summary import Summary, TelemetryEnergy
 
 GB = 1e9
 NO_ENERGY = "no telemetry sources configured"
@@ -58,23 +58,26 @@ def telemetry_section(summary: Summary, plots: Sequence[Image] = ()) -> Section 
     ]
     energy = block.get("energy")
     if energy is not None:
-        rows = [(d.label, num(metric_defs.lookup(summary, d.name), max(d.digits, 0))) for d in ENERGY_ROWS]
+        streamed = _streamed(summary)
+        rows = [
+            (d.label, num(metric_defs.lookup(summary, d.name), max(d.digits, 0)))
+            for d in ENERGY_ROWS
+            if d.applies_to(streamed)
+        ]
         rows.append(("energy (J) over the window", num(energy["joules"], 0)))
         if energy["price_per_kwh"] is not None:
-            rows.append(
-                (
-                    f"energy cost per million output tokens at {money(energy['price_per_kwh'])}/kWh",
-                    money(energy["usd_per_million_output_tokens"]),
-                )
-            )
+            what, usd = _priced(energy, streamed)
+            price = money(energy["price_per_kwh"])
+            rows.append((f"energy cost per million {what} at {price}/kWh", money(usd)))
         parts.append(Table(("energy", "value"), tuple(rows), "lr"))
     parts += [Text(note) for note in block["notes"]]
     return Section("GPU telemetry and energy", (*parts, *plots))
 
 
 def energy_text(summary: Summary) -> str:
-    """The corners table's energy clause: joules per output token, mean power, the GPUs' peak
-    memory and the electricity per million output tokens; or why the run has none."""
+    """The corners table's energy clause: joules per output token (per input token for a
+    pooling run), mean power, the GPUs' peak memory and the electricity per million of those
+    tokens; or why the run has none."""
     block = summary.get("telemetry")
     if not block or "energy" not in block:
         said = summary["conditions"].get("telemetry") if summary.get("conditions") else None
@@ -82,14 +85,30 @@ def energy_text(summary: Summary) -> str:
         return f"GPU energy not measured ({why}; {HOW})"
     energy, gpus = block["energy"], block["gpus"]
     peak = max((g["memory_used_peak_bytes"] or 0.0 for g in gpus), default=0.0)
+    streamed = _streamed(summary)
+    what, usd = _priced(energy, streamed)
+    per_token = energy["j_per_output_token"] if streamed else energy["j_per_total_token"]
     text = (
-        f"{num(energy['j_per_output_token'], 3)} J per output token, {num(energy['mean_watts'], 0)} W "
+        f"{num(per_token, 3)} J per {what[:-1]}, {num(energy['mean_watts'], 0)} W "
         f"mean over {energy['gpus']} GPU{'' if energy['gpus'] == 1 else 's'}, GPU memory peak "
         f"{num(peak / GB, 1)} GB"
     )
-    if energy["usd_per_million_output_tokens"] is not None:
-        text += f", energy {money(energy['usd_per_million_output_tokens'])} per million output tokens"
+    if usd is not None:
+        text += f", energy {money(usd)} per million {what}"
     return text
+
+
+def _streamed(summary: Summary) -> bool:
+    """A run of a token stream; False for a pooling run (embeddings, rerank), whose work is its
+    input tokens: no output token to put energy or its cost per."""
+    return metric_defs.present(summary, "output_tokens_per_s")
+
+
+def _priced(energy: TelemetryEnergy, streamed: bool) -> tuple[str, float | None]:
+    """(what energy and its cost are per, the energy's cost per million of them)."""
+    if streamed:
+        return "output tokens", energy["usd_per_million_output_tokens"]
+    return "input tokens", energy["usd_per_million_total_tokens"]
 
 
 def _gb(v: float | None) -> float | None:

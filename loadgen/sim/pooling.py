@@ -7,7 +7,7 @@ request's query+document pairs, each pair scored as one sequence, as a cross-enc
 one output token, the step that completes its prompt. It is batched with everything else in
 that step (compute-bound, as every prefill is), and answered whole when the prefill ends: the
 vectors (``embedding_dim`` floats each, unit length, picked by a hash of the input from a
-pool drawn once) or the
+pool drawn once; float lists, or float32 bytes in base64 for ``encoding_format: base64``) or the
 scores (a hash of query and document, in [0, 1)). Its attention is costed as one sequence of
 all the tokens, a little more than the separate sequences a server runs: a simplification the
 docs state. The ground truth logs it like any other request (``output_tokens`` 0).
@@ -15,6 +15,7 @@ docs state. The ground truth logs it like any other request (``output_tokens`` 0
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import struct
@@ -50,6 +51,11 @@ def parse_pooling(body: Any, endpoint: str, config: SimConfig, rid: str, created
     asked = body.get("model")
     if asked not in (None, model):
         raise BadRequest(f"The model `{asked}` does not exist.", 404, "NotFoundError", "model")
+    encoding = body.get("encoding_format", "float") if endpoint == "embeddings" else "float"
+    if encoding not in ("float", "base64"):
+        raise BadRequest(
+            f"encoding_format must be 'float' or 'base64', not {encoding!r}", param="encoding_format"
+        )
     if endpoint == "embeddings":
         items = _texts(body, "input")
         lengths = [_count(t) for t in items]
@@ -73,6 +79,7 @@ def parse_pooling(body: Any, endpoint: str, config: SimConfig, rid: str, created
     )
     state.endpoint = endpoint
     state.items = keys
+    state.base64 = encoding == "base64"
     return state
 
 
@@ -85,8 +92,9 @@ def answer(state: RequestState, config: SimConfig) -> dict[str, Any]:
         "completion_tokens": 0,
     }
     if state.endpoint == "embeddings":
+        encode = vector_base64 if state.base64 else vector
         data = [
-            {"index": i, "object": "embedding", "embedding": vector(k, config.embedding_dim, config.seed)}
+            {"index": i, "object": "embedding", "embedding": encode(k, config.embedding_dim, config.seed)}
             for i, k in enumerate(keys)
         ]
         return {"id": state.rid, "object": "list", "created": state.created, "model": state.model,
@@ -120,6 +128,18 @@ def vector(key: bytes, dim: int, seed: int = 0) -> list[float]:
     """A unit vector of ``dim`` floats to 6 decimals, the same for the same input and seed: the
     input's hash picks one of ``POOL_VECTORS`` (two inputs share one 1 time in 251)."""
     return _pool(dim, seed)[_seed(key, seed) % POOL_VECTORS]
+
+
+@functools.lru_cache(maxsize=8)
+def _pool_base64(dim: int, seed: int) -> tuple[str, ...]:
+    m = np.asarray(_pool(dim, seed), dtype="<f4")
+    return tuple(base64.b64encode(row.tobytes()).decode() for row in m)
+
+
+def vector_base64(key: bytes, dim: int, seed: int = 0) -> str:
+    """``vector``'s floats as vLLM answers ``encoding_format: base64``: float32 little-endian
+    bytes in base64."""
+    return _pool_base64(dim, seed)[_seed(key, seed) % POOL_VECTORS]
 
 
 def score(key: bytes, seed: int = 0) -> float:

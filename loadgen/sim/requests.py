@@ -78,6 +78,7 @@ class RequestState:
         "json_valid",
         "block_hashes",
         "items",
+        "base64",
         "encoder",
         "response",
         "seq",
@@ -121,6 +122,7 @@ class RequestState:
         self.json_valid: bool | None = None
         self.block_hashes: Sequence[int] = ()  # of the prompt's full blocks, when caching is on
         self.items: list[bytes] | None = None  # a pooling request's inputs (pooling.py); None: a prompt
+        self.base64 = False  # an embeddings answer's vectors as base64 float32 (encoding_format)
         self.encoder: StreamEncoder | None = (
             ChunkEncoder(rid, created, model, chat, prompt_tokens, continuous) if stream else None
         )

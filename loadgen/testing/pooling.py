@@ -5,8 +5,9 @@ OpenAI shape: ``data[].embedding``, ``usage.prompt_tokens``) and ``POST /v1/rera
 
 Scripted by the same ``loadgen_test`` object as the streams: ``ttft_ms`` is the delay before
 the answer (plus ``item_ms`` per input or document, default 0), ``dim`` the vectors' length
-(default 4), ``fail`` ``status:<code>`` (an OpenAI-style error body), ``garbage`` (a body that
-is not JSON), ``truncated`` (the answer cut in half), ``wrong_count`` (one embedding or result
+(default 4; float lists, or float32 bytes in base64 for ``encoding_format: base64``),
+``fail`` ``status:<code>`` (an OpenAI-style error body), ``garbage`` (a body that is not
+JSON), ``truncated`` (the answer cut in half), ``wrong_count`` (one embedding or result
 fewer than sent), ``error_body`` (a 200 whose body is ``{"error": ...}``), ``stall`` (the
 status line, then silence), ``reset`` (a TCP reset before the answer), with ``fail_every``.
 Token counts are ``toy_token_count``'s (a rerank pair: query plus document). The log entry is
@@ -19,7 +20,9 @@ Like the rest of the scripted server, it imports nothing from the client side.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
+import struct
 import time
 import zlib
 from typing import Any
@@ -42,16 +45,14 @@ def _items(body: dict, rerank: bool) -> tuple[list[str], int]:
     return inputs, sum(_count(t) for t in inputs)
 
 
-def _score(text: str) -> float:
-    return (zlib.crc32(text.encode()) % 1000) / 1000
+def _base64(vec: list[float]) -> str:
+    """float32 little-endian bytes in base64, as vLLM answers ``encoding_format: base64``."""
+    return base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode()
 
 
-def _vector(text: str, dim: int) -> list[float]:
-    crc = zlib.crc32(text.encode())
-    return [((crc >> (k % 25)) & 255) / 255 for k in range(dim)]
-
-
-def _answer(rid: str, model: str, items: list[str], tokens: int, rerank: bool, dim: int, drop: int) -> dict:
+def _answer(
+    rid: str, model: str, items: list[str], tokens: int, rerank: bool, dim: int, drop: int, b64: bool
+) -> dict:
     keep = items[: len(items) - drop]
     if rerank:
         results = [
@@ -59,13 +60,10 @@ def _answer(rid: str, model: str, items: list[str], tokens: int, rerank: bool, d
             for i, d in enumerate(keep)
         ]
         return {"id": rid, "model": model, "results": results, "usage": {"total_tokens": tokens}}
+    vectors = [[((zlib.crc32(t.encode()) >> k) & 255) / 255 for k in range(dim)] for t in keep]
     data = [
-        {
-            "index": i,
-            "object": "embedding",
-            "embedding": [((zlib.crc32(t.encode()) >> k) & 255) / 255 for k in range(dim)],
-        }
-        for i, t in enumerate(keep)
+        {"index": i, "object": "embedding", "embedding": _base64(v) if b64 else v}
+        for i, v in enumerate(vectors)
     ]
     return {"id": rid, "object": "list", "model": model, "data": data,
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
@@ -99,7 +97,8 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
             await resp.prepare(request)
             await asyncio.Event().wait()  # until the client gives up and the handler is cancelled
         answer = _answer(rid, str(body.get("model")), items, tokens, rerank, int(cfg.get("dim", 4)),
-                         1 if fail == "wrong_count" else 0)  # fmt: skip
+                         1 if fail == "wrong_count" else 0,
+                         body.get("encoding_format") == "base64")  # fmt: skip
         data = json.dumps(
             {"error": {"message": "scripted error body"}} if fail == "error_body" else answer
         ).encode()

@@ -6,11 +6,14 @@ run without sources, gate rules on energy and compare's rows."""
 
 from __future__ import annotations
 
+import io
+
 import orjson
 import pytest
 
 import loadgen
 from loadgen.analysis.gate import gate
+from loadgen.cli.console import print_summary
 from loadgen.config.gate_rules import GateRules
 from loadgen.report import write_report
 from loadgen.report.gate import markdown as gate_markdown
@@ -85,6 +88,39 @@ class TestEnergyPerToken:
         assert energy["usd_per_million_output_tokens"] == pytest.approx(
             0.15 * energy["kwh"] / (96 * 128) * 1e6
         )
+
+    def test_a_pooling_run_is_per_input_token(self, tmp_path):
+        """Embeddings generate nothing: energy is per input token (the simulator's energy over
+        the prompt tokens it pooled, within 2 %), with no per-output-token figure."""
+        res = sim_run(
+            tmp_path,
+            **{
+                "target.endpoint": "embeddings",
+                "target.ignore_eos": False,
+                "workload.output_tokens": None,
+                "workload.batch_size": 4,
+                "workload.num_requests": 48,
+                "load.concurrency": 8,
+            },
+        )
+        energy = res.summary["telemetry"]["energy"]
+        log = [orjson.loads(line) for line in (res.run_dir / GROUND_TRUTH).read_bytes().splitlines()]
+        joules = max(r["gpu_energy_j"][1] for r in log) - min(r["gpu_energy_j"][0] for r in log)
+        assert energy["total_tokens"] == pytest.approx(sum(r["prompt_tokens"] for r in log))
+        assert energy["j_per_total_token"] == pytest.approx(joules / energy["total_tokens"], rel=0.02)
+        assert (energy["output_tokens"], energy["j_per_output_token"]) == (0, None)
+        assert "energy_per_output_token_j" not in [d.name for d in loadgen.metric_defs.applicable(False)]
+        assert "energy_per_token_j" in [d.name for d in loadgen.metric_defs.applicable(False)]
+        out = io.StringIO()
+        print_summary(res, file=out)
+        (line,) = [x for x in out.getvalue().splitlines() if x.startswith("energy")]
+        assert f"{energy['j_per_total_token']:.3f} J/input token" in line and "output" not in line
+        write_report(res.run_dir, tmp_path / "report")
+        md = (tmp_path / "report" / "report.md").read_text()
+        section = md.split("## GPU telemetry and energy", 1)[1].split("\n## ", 1)[0]
+        assert f"| joules per token | {energy['j_per_total_token']:.3f} |" in section
+        assert "output token" not in section
+        assert f"{energy['j_per_total_token']:.3f} J per input token" in md
 
     def test_rows_are_written_one_per_gpu_per_reading(self, runs):
         res = runs["fp16"]

@@ -5,6 +5,7 @@ truth."""
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 
@@ -33,6 +34,19 @@ class TestAnswers:
         assert vecs[0] == vecs[2] != vecs[1]
         assert a["usage"] == {"prompt_tokens": 7, "total_tokens": 7, "completion_tokens": 0}
         assert a["id"].startswith("embd-sim-")
+
+    def test_a_base64_answer_holds_the_float_answer_as_float32(self, client):
+        """encoding_format base64, as the client sends by default: the same vectors as the float
+        answer, float32 little-endian; any other format is vLLM's 400 naming the field."""
+        texts = ["one two", "three four five"]
+        floats = client.post("/v1/embeddings", json={"input": texts}).json()["data"]
+        b64 = client.post("/v1/embeddings", json={"input": texts, "encoding_format": "base64"}).json()
+        for f, b in zip(floats, b64["data"], strict=True):
+            got = np.frombuffer(base64.b64decode(b["embedding"]), dtype="<f4")
+            np.testing.assert_allclose(got, f["embedding"], rtol=0, atol=1e-7)
+        assert b64["usage"]["prompt_tokens"] == 5
+        r = client.post("/v1/embeddings", json={"input": texts, "encoding_format": "int8"})
+        assert r.status_code == 400 and r.json()["param"] == "encoding_format"
 
     def test_rerank_scores_each_pair_and_counts_both(self, client):
         """A 2-word query and documents of 1 and 3 words: two results sorted by score, each

@@ -6,6 +6,8 @@ records."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import struct
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -63,11 +65,40 @@ class TestParsers:
         assert fake.requests[0].json == {
             "model": "m",
             "input": ["a fox", "a dog", "a cat"],
-            "encoding_format": "float",
+            "encoding_format": "base64",
         }
         assert (rec.ok, rec.error_class, rec.items) == (True, None, 3)
         assert (rec.prompt_tokens, rec.prompt_tokens_source, rec.output_tokens) == (9, "usage", 0)
         assert (rec.chunk_times_ns, rec.t_first_token_ns, rec.response_id) == ([], None, "embd-1")
+
+    def test_a_base64_answer_is_read_without_decoding(self):
+        """vLLM's base64 answer (float32 bytes): ok, its dimension taken from the length; and
+        a float answer, from a server that ignores encoding_format, is ok too."""
+        vec = base64.b64encode(struct.pack("<3f", 0.5, -0.25, 1.0)).decode()
+        data = [{"index": i, "object": "embedding", "embedding": vec} for i in range(3)]
+        rec, _ = send("embeddings", orjson.dumps({"data": data, "usage": {"prompt_tokens": 9}}))
+        assert (rec.ok, rec.error_class, rec.prompt_tokens) == (True, None, 9)
+        rec, _ = send("embeddings", embeddings())
+        assert (rec.ok, rec.error_class) == (True, None)
+
+    @pytest.mark.parametrize(
+        "vectors,message",
+        [
+            (["AAA="] * 3, "an embedding of 4 base64 characters is not whole float32 values"),
+            (["AAAAAA=="] * 3, None),
+            (["AAAAAA==", "AAAAAAAAAAA=", "AAAAAA=="], "embeddings of different dimensions [1, 2]"),
+            (["AAAAAA=="] * 2 + [""], "TypeError: an embedding is str, not a list of numbers"),
+        ],
+    )
+    def test_a_base64_answer_of_the_wrong_length_is_malformed(self, vectors, message):
+        """Two bytes are half a float32; answers of 1 and 2 floats are two dimensions."""
+        data = [{"index": i, "embedding": v} for i, v in enumerate(vectors)]
+        rec, _ = send("embeddings", orjson.dumps({"data": data}))
+        if message is None:
+            assert (rec.ok, rec.error_class) == (True, None)
+        else:
+            assert (rec.ok, rec.error_class) == (False, R.MALFORMED)
+            assert message in (rec.error_message or "")
 
     @pytest.mark.parametrize("per_byte", [False, True])
     def test_rerank_body_and_answer(self, per_byte):
