@@ -125,6 +125,7 @@ def test_a_stalled_answer_times_out(server, make_profile):
 HOSTILE = [
     ("pooling_truncated", R.MALFORMED),
     ("pooling_wrong_count", R.MALFORMED),
+    ("pooling_bad_item", R.MALFORMED),
     ("http_500", "http_500"),
     ("stall", R.TIMEOUT),
     ("ok", None),
