@@ -278,7 +278,7 @@ def _print_rates(con: Console, s: dict) -> None:
         per_token = (
             f"{_scalar(s, 'energy_per_output_token_j')} J/output token   "
             f"{_scalar(s, 'output_tokens_per_joule')} output tok/J   "
-            if metric_defs.present(s, "output_tokens_per_s")
+            if streamed
             else f"{_scalar(s, 'energy_per_token_j')} J/input token   "
         )
         con.print(

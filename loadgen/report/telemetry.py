@@ -66,9 +66,9 @@ def telemetry_section(summary: Summary, plots: Sequence[Image] = ()) -> Section 
         ]
         rows.append(("energy (J) over the window", num(energy["joules"], 0)))
         if energy["price_per_kwh"] is not None:
-            what, usd = _priced(energy, streamed)
+            token, usd = _priced(energy, streamed)
             price = money(energy["price_per_kwh"])
-            rows.append((f"energy cost per million {what} at {price}/kWh", money(usd)))
+            rows.append((f"energy cost per million {token}s at {price}/kWh", money(usd)))
         parts.append(Table(("energy", "value"), tuple(rows), "lr"))
     parts += [Text(note) for note in block["notes"]]
     return Section("GPU telemetry and energy", (*parts, *plots))
@@ -86,15 +86,15 @@ def energy_text(summary: Summary) -> str:
     energy, gpus = block["energy"], block["gpus"]
     peak = max((g["memory_used_peak_bytes"] or 0.0 for g in gpus), default=0.0)
     streamed = _streamed(summary)
-    what, usd = _priced(energy, streamed)
+    token, usd = _priced(energy, streamed)
     per_token = energy["j_per_output_token"] if streamed else energy["j_per_total_token"]
     text = (
-        f"{num(per_token, 3)} J per {what[:-1]}, {num(energy['mean_watts'], 0)} W "
+        f"{num(per_token, 3)} J per {token}, {num(energy['mean_watts'], 0)} W "
         f"mean over {energy['gpus']} GPU{'' if energy['gpus'] == 1 else 's'}, GPU memory peak "
         f"{num(peak / GB, 1)} GB"
     )
     if usd is not None:
-        text += f", energy {money(usd)} per million {what}"
+        text += f", energy {money(usd)} per million {token}s"
     return text
 
 
@@ -105,10 +105,10 @@ def _streamed(summary: Summary) -> bool:
 
 
 def _priced(energy: TelemetryEnergy, streamed: bool) -> tuple[str, float | None]:
-    """(what energy and its cost are per, the energy's cost per million of them)."""
+    """(the token energy and its cost are per, the energy's cost per million of them)."""
     if streamed:
-        return "output tokens", energy["usd_per_million_output_tokens"]
-    return "input tokens", energy["usd_per_million_total_tokens"]
+        return "output token", energy["usd_per_million_output_tokens"]
+    return "input token", energy["usd_per_million_total_tokens"]
 
 
 def _gb(v: float | None) -> float | None:

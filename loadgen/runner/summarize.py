@@ -135,13 +135,11 @@ def _telemetry(
     if ex.telemetry is None or window["start_ns"] is None or window["end_ns"] is None:
         return None
     seconds = window["seconds"]
+    # Total = input + output, which every run has (a pooling run has no output tokens, and no
+    # total_tokens_per_s: its energy per token is per input token).
     out_rate = measured.get("output_tokens_per_s") or 0.0
-    # A pooling run (embeddings, rerank) has input tokens only: no total_tokens_per_s, and its
-    # energy per token is per input token.
-    all_rate = measured.get("total_tokens_per_s")
-    if all_rate is None:
-        all_rate = (measured.get("input_tokens_per_s") or 0.0) + out_rate
-    tokens = (out_rate * seconds, all_rate * seconds)
+    in_rate = measured.get("input_tokens_per_s") or 0.0
+    tokens = (out_rate * seconds, (in_rate + out_rate) * seconds)
     return gpu_telemetry.telemetry_block(
         ex.telemetry,
         (window["start_ns"], window["end_ns"]),
