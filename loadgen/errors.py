@@ -12,7 +12,10 @@ the CLI's one ``except LoadgenError`` covers it):
   ``runner.capacity.CapacityError`` (a capacity search that cannot run),
   ``analysis.cost.CostError`` (prices that cannot be used), ``workload.datasets.DatasetError``
   (a dataset file that cannot be read), ``workload.trace_files.TraceError`` (a trace file that
-  cannot be replayed).
+  cannot be replayed), ``workload.chat_template.ChatTemplateError`` (a tokenizer folder's chat
+  template that cannot be read, compiled or rendered).
+- ``LoadgenError, ImportError`` kinds: ``workload.prompts.MissingExtra`` (a setting needs an
+  optional package that is not installed; the message names the extra).
 - ``LoadgenError`` kinds: ``report.ReportError`` (a report that cannot be written).
 - ``RunError`` kinds: ``backends.base.ProbeError`` (the server cannot be benchmarked as configured),
   ``server.context.ContextOverflow`` (requests past the server's context, refused before the run).

@@ -24,11 +24,17 @@ CONNECT = "connect"  # could not open the connection (refused, DNS, TLS)
 TIMEOUT = "timeout"  # the per-request or read timeout elapsed
 READ = "read"  # the connection broke mid-response (reset, EOF inside a chunk)
 MALFORMED = "malformed_stream"  # bytes that are not SSE, or an event whose JSON does not parse
-NO_DONE = "no_done"  # the stream closed cleanly but never sent its terminator
+NO_DONE = "no_done"  # the stream closed cleanly before its answer finished (no finish, no terminator)
 SERVER_ERROR_EVENT = "server_error_event"  # an in-stream {"error": ...} event
 CANCELLED = "cancelled"  # the run stopped (Ctrl-C, duration) while the request was in flight
 CLIENT = "client"  # a bug or resource limit on our side; never hidden, always counted
 WORKER_LOST = "worker_lost"  # the worker process sending it died while it was in flight
+
+# How an ok stream ended (``RequestRecord.stream_end``).
+TERMINATOR = "terminator"  # the protocol's end marker arrived
+NO_TERMINATOR = "no_terminator"  # the answer finished and the body ended, but no end marker came
+END_OF_BODY = "end_of_body"  # the protocol has no end marker: the response's end is the stream's
+STREAM_ENDS = (TERMINATOR, NO_TERMINATOR, END_OF_BODY)
 
 
 def http_error_class(status: int) -> str:
@@ -153,6 +159,12 @@ class RequestRecord:
     model: str | None = None  # the model (adapter) it asked for, when the run mixes them
     items: int | None = None  # a batch protocol's inputs (embeddings) or documents (rerank) sent
     finish_reason: str | None = None  # the server's: "stop", "length", "tool_calls", ...
+    # How an ok stream ended: "terminator" (the protocol's end marker: OpenAI's and SGLang's
+    # ``data: [DONE]``, ``message_stop``, ``response.completed``, Triton's final flag),
+    # "no_terminator" (the body ended cleanly after the answer's finish, but the marker the
+    # protocol promises never came: accepted, as the OpenAI SDK accepts it, and counted), or
+    # "end_of_body" (a protocol whose stream ends with the response: Triton's generate).
+    stream_end: str | None = None
     # Tool calls the answer made (chat ``delta.tool_calls``): how many and their function
     # names; their ids and arguments (``tool_call_args``) only while the answer is read (a
     # next round sends them back) or kept.

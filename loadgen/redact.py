@@ -121,13 +121,17 @@ class Scrubber:
         return data
 
     def scrub_record(self, rec: Any) -> None:
-        """Scrub, in place, the strings of a request record that came from the server."""
+        """Scrub, in place, the strings of a request record that came from the server: its
+        message, its ids and reasons, the tools it called and the answer it gave (a server that
+        echoes the key can put it in any of them)."""
         if not self._values:
             return
-        if rec.error_message:
-            rec.error_message = self.scrub(rec.error_message)
-        if rec.response_id:
-            rec.response_id = self.scrub(rec.response_id)
+        for name in ("error_message", "response_id", "finish_reason"):
+            if getattr(rec, name):
+                setattr(rec, name, self.scrub(getattr(rec, name)))
+        for name in ("tool_names", "tool_call_args", "answer"):
+            if getattr(rec, name):
+                setattr(rec, name, self.scrub_data(getattr(rec, name)))
 
 
 def _forms(value: str) -> set[str]:

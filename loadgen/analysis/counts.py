@@ -12,9 +12,12 @@ from collections import Counter
 import numpy as np
 
 from loadgen.analysis.table import RecordTable
-from loadgen.records import CANCELLED
+from loadgen.backends.rejections import hint
+from loadgen.records import CANCELLED, END_OF_BODY, NO_TERMINATOR, TERMINATOR
 from loadgen.summary import Counts, Window
-from loadgen.summary.measures import MetricsLittlesLaw
+from loadgen.summary.measures import CountsStreamEnds, ErrorSample, MetricsLittlesLaw
+
+SAMPLE_CHARS = 200  # of a server's error message kept as its class's sample
 
 
 def counts_block(table: RecordTable, keep: np.ndarray) -> Counts:
@@ -51,6 +54,35 @@ def counts_block(table: RecordTable, keep: np.ndarray) -> Counts:
         # ended before any byte of the answer (the only retry loadgen makes): the server saw
         # them twice, so they are counted, never hidden.
         "retries": {"requests": int(retried.sum()), "by_reason": dict(sorted(why.items()))},
+        "error_samples": error_samples(table, keep, ok),
+        "stream_ends": stream_ends(table, keep, ok),
+    }
+
+
+def error_samples(table: RecordTable, keep: np.ndarray, ok: np.ndarray) -> dict[str, ErrorSample]:
+    """The first message of each error class among the measured failures (cancelled left out:
+    loadgen's own words), with the fix when the refusal is a known one (``rejections``), so
+    the server's reason is shown where the user looks, not only in requests.jsonl."""
+    classes = table.column("error_class")[keep][~ok].tolist()
+    messages = table.column("error_message")[keep][~ok].tolist()
+    out: dict[str, ErrorSample] = {}
+    for cls, msg in zip(classes, messages):
+        cls = "unknown" if cls is None else cls
+        if cls in out or cls == CANCELLED:
+            continue
+        text = " ".join(str(msg).split())[:SAMPLE_CHARS] if msg else None
+        out[cls] = {"message": text, "hint": hint(cls, text)}
+    return out
+
+
+def stream_ends(table: RecordTable, keep: np.ndarray, ok: np.ndarray) -> CountsStreamEnds:
+    """How the ok measured streams ended (records without a ``stream_end``, answers given whole,
+    count in none)."""
+    ends = Counter(table.column("stream_end")[keep][ok].tolist())
+    return {
+        "terminator": ends[TERMINATOR],
+        "no_terminator": ends[NO_TERMINATOR],
+        "end_of_body": ends[END_OF_BODY],
     }
 
 

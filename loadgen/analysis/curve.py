@@ -2,11 +2,12 @@
 knee, and the last level that met the SLA. Pure: records and stage summaries in, JSON out.
 
 Steady state (the rule): a stage's dispatch window (its first to its last measured send) is
-cut in thirds; the stage is steady when
-its completion rate and its mean in-flight count in the last third are each within
-``STEADY_TOLERANCE`` of the first third's (a queue still filling, or a server still warming,
-shows as a trend), and it has at least ``STEADY_MIN_REQUESTS`` measured requests. A stage that
-is not steady is "too short (or too unstable) to mean anything", and the report says so.
+cut in thirds; the stage is steady when it has an ok measured request (refusals at a steady
+pace are not a steady server), its completion rate and its mean in-flight count in the last
+third are each within ``STEADY_TOLERANCE`` of the first third's (a queue still filling, or a
+server still warming, shows as a trend), and it has at least ``STEADY_MIN_REQUESTS`` measured
+requests. A stage that is not steady is "too short (or too unstable) to mean anything",
+and the report says so.
 
 The knee (the rule): between consecutive stages, the throughput's scaling with the offered load
 is ``d log(throughput) / d log(offered load)`` (concurrency or rate): 1 when doubling the load
@@ -50,6 +51,10 @@ def steady_state(records: Records) -> dict[str, Any]:
         "in_flight_change": None,
         "reason": None,
     }
+    if not (t.column("ok") & ~t.column("warmup")).any():
+        # Refusals at a steady pace are not a steady state of the server: nothing was served.
+        out["reason"] = "no measured request was ok"
+        return out
     if len(measured) < STEADY_MIN_REQUESTS:
         out["reason"] = f"{len(measured)} measured requests (fewer than {STEADY_MIN_REQUESTS})"
         return out
@@ -109,6 +114,7 @@ def curve(stages: Sequence[StageSummary]) -> Curve:
             "error_rate": s["counts"].get("error_rate"),
             "sla_verdict": s["sla"].get("verdict"),
             "steady": s["steady_state"]["steady"],
+            "ok": s["counts"].get("ok", 0),
         }
         for name in CURVE_METRICS:
             dist = m.get(name) or {}
@@ -119,6 +125,7 @@ def curve(stages: Sequence[StageSummary]) -> Curve:
         "x": knob,
         "points": points,
         "knee": knee(points),
+        "stages_with_ok": sum(1 for p in points if p["ok"]),
         "last_stage_meeting_sla": met[-1] if met else None,
         "rules": {
             "steady_state": f"completion rate and in-flight within {STEADY_TOLERANCE:.0%} "

@@ -186,9 +186,18 @@ def rank(
             "figures": figures, "notes": list(c.notes),
         })  # fmt: skip
     rows.sort(key=lambda r: -(r["figures"]["capacity_rps"]["mean"] or -1.0))
-    for i, row in enumerate(rows):
+    # A configuration none of whose repeats finished (each failed: refused, crashed, served
+    # nothing) has no figure to rank: listed last, unranked, never "not distinguishable" from
+    # another that failed too.
+    ranked = [r for r in rows if r["repeats"]]
+    for i, row in enumerate(ranked):
         row["rank"] = i + 1
-        row["versus_next"] = _versus(row, rows[i + 1], confidence) if i + 1 < len(rows) else None
+        row["versus_next"] = _versus(row, ranked[i + 1], confidence) if i + 1 < len(ranked) else None
+    unranked = [r for r in rows if not r["repeats"]]
+    for row in unranked:
+        row["rank"] = None
+        row["versus_next"] = None
+    rows = ranked + unranked
     return {
         "metric": "capacity_rps",
         "sla": dict(slos),

@@ -23,8 +23,9 @@ against scipy's.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from loadgen import metric_defs
 
@@ -50,6 +51,20 @@ HEADLINE: tuple[tuple[str, str | None], ...] = (
 for _metric, _stat in HEADLINE:
     metric_defs.get(_metric)  # KeyError naming the valid metrics on a stale name
 CONFIDENCE = 0.95
+# Below this many values an interval is shown as TOO_FEW, not as numbers: with 2 repeats the t
+# quantile is 12.7 and the "interval" of a capacity ran from -7.0 to 18.5 req/s, which bounds
+# nothing a reader can act on (the figure is still computed: the gate's t tests use it).
+MIN_REPEATS_TO_BOUND = 3
+TOO_FEW = "too few repeats to bound"
+
+
+def bounded(fig: Mapping[str, Any]) -> bool:
+    """Whether a figure over repeats (``n``, ``low``, ``high``) has an interval worth showing."""
+    return (
+        (fig.get("n") or 0) >= MIN_REPEATS_TO_BOUND
+        and fig.get("low") is not None
+        and fig.get("high") is not None
+    )
 
 
 def figure_name(metric: str, stat: str | None) -> str:
@@ -80,7 +95,8 @@ def t_interval(values: Sequence[float | None], confidence: float = CONFIDENCE) -
         return TInterval(1, mean, None, None, None)
     sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
     half = t_quantile(1 - (1 - confidence) / 2, n - 1) * sd / math.sqrt(n)
-    return TInterval(n, mean, sd, mean - half, mean + half)
+    # Every figure loadgen puts over repeats (rates, latencies, costs, energy) is non-negative.
+    return TInterval(n, mean, sd, max(0.0, mean - half), mean + half)
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,15 @@ def assess(table: RecordTable, waiting: Sequence[tuple[int, float]] = ()) -> Sat
     bins = min(MAX_BINS, n // PER_BIN)
     sched = table.column("t_sched_ns")[measured]
     window = (int(sched.min()), int(sched.max())) if n else (0, 0)
+    if n and not (table.column("ok") & measured).any():
+        # A queue of refusals answered at once says nothing of the server's queue.
+        return {
+            "verdict": "undetermined",
+            "reason": "no measured request was ok",
+            "bins": 0,
+            "signals": {},
+            "rule": RULE,
+        }
     if bins < MIN_BINS or window[1] <= window[0]:
         return {
             "verdict": "undetermined",

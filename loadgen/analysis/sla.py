@@ -125,10 +125,43 @@ def failures_text(counts: Mapping[str, Any]) -> str | None:
     return f"{failed} of {done} requests failed" + (f" ({why})" if why else "")
 
 
+def server_reasons(counts: Mapping[str, Any]) -> str:
+    """Each failed class's first message and fix, as the gate and compare show them:
+    'http_422 "Unexpected fields in the request: {'ignore_eos'}" (fix: ...)'; "" without any."""
+    parts = []
+    for cls, sample in (counts.get("error_samples") or {}).items():
+        if not sample.get("message"):
+            continue
+        fix = f" (fix: {sample['hint']})" if sample.get("hint") else ""
+        parts.append(f'{cls} "{sample["message"]}"{fix}')
+    return "; ".join(parts)
+
+
+def nothing_served(summary: Mapping[str, Any]) -> str | None:
+    """Why a run served nothing (no measured request ok), in the one line its command ends with,
+    or None when something was served. A run like that never exits 0: its figures are of
+    refusals, and a CI job reading only the exit code would otherwise pass it."""
+    counts = summary.get("counts") or {}
+    if counts.get("ok"):
+        return None
+    failed = failures_text(counts)
+    if failed is None:
+        return "nothing was served: no measured request finished"
+    said = server_reasons(counts)
+    return f"nothing was served: {failed}" + (f"; the server said {said}" if said else "")
+
+
 def run_failures(**summaries: Mapping[str, Any]) -> tuple[str, ...]:
-    """'candidate: 48 of 80 requests failed (...)' for each named summary with failures."""
-    out = ((name, failures_text(s.get("counts") or {})) for name, s in summaries.items())
-    return tuple(f"{name}: {text}" for name, text in out if text)
+    """'candidate: 48 of 80 requests failed (...): the server said http_400 "..."' for each
+    named summary with failures."""
+    out = []
+    for name, s in summaries.items():
+        counts = s.get("counts") or {}
+        text = failures_text(counts)
+        if text:
+            said = server_reasons(counts)
+            out.append(f"{name}: {text}" + (f"; the server said {said}" if said else ""))
+    return tuple(out)
 
 
 def _errors(limit: float, summary: Mapping[str, Any]) -> dict:

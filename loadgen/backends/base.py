@@ -87,6 +87,9 @@ class BackendOptions:
     ignore_eos: bool = True
     extra_body: Mapping[str, Any] | None = None  # JSON merged into every request body
     timeout_s: float = 600.0
+    # A stream without the protocol's end marker fails (``no_done``) even when its answer
+    # finished: a test of the server's conformance, not of its speed.
+    require_done: bool = False
 
 
 class TargetLike(Protocol):
@@ -94,7 +97,9 @@ class TargetLike(Protocol):
     the backends never import the profile (the profile imports their registry)."""
 
     @property
-    def ignore_eos(self) -> bool: ...
+    def ignore_eos(self) -> bool | str: ...
+    @property
+    def require_done(self) -> bool: ...
     @property
     def include_usage(self) -> bool: ...
     @property
@@ -202,9 +207,10 @@ class StreamingBackend:
     def options(cls, target: TargetLike, model: str) -> BackendOptions:
         return BackendOptions(
             model=model,
-            ignore_eos=target.ignore_eos,
+            ignore_eos=target.ignore_eos is not False,
             extra_body=target.extra_body,
             timeout_s=target.timeout_s,
+            require_done=target.require_done,
         )
 
     @classmethod
@@ -240,6 +246,7 @@ class StreamingBackend:
     async def send(self, spec: R.RequestSpec, rec: R.RequestRecord) -> None:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
         stream = self.STREAM(rec, self.live, self.keep_texts)
+        self.prime(stream)
         await send_stream(
             self.transport,
             self.path,
@@ -250,6 +257,10 @@ class StreamingBackend:
             self.opts.timeout_s,
             self.count_tokens,
         )
+
+    def prime(self, stream: SSEResponse) -> None:
+        """Tell a fresh consumer what its request asked for that its end is judged by."""
+        stream.strict = self.opts.require_done
 
     @classmethod
     async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:

@@ -52,12 +52,18 @@ class OpenAIBackend(StreamingBackend):
     def options(cls, target: TargetLike, model: str) -> OpenAIOptions:
         return OpenAIOptions(
             model=model,
-            ignore_eos=target.ignore_eos,
+            ignore_eos=target.ignore_eos is not False,
             include_usage=target.include_usage,
             continuous_usage_stats=target.continuous_usage_stats,
             extra_body=target.extra_body,
             timeout_s=target.timeout_s,
+            require_done=target.require_done,
         )
+
+    def prime(self, stream: SSEResponse) -> None:
+        super().prime(stream)
+        if isinstance(stream, _Stream):
+            stream.want_usage = self.opts.include_usage or self.opts.continuous_usage_stats
 
     @classmethod
     async def probe(cls, transport: Transport, url: str, model: str | None) -> ProbeResult:
@@ -124,7 +130,7 @@ class _Stream(SSEResponse):
     """Push-style consumer of one response: the transport calls ``head`` then ``feed`` per read
     (with the read's arrival time); ``finish`` when the body is complete (see SSEResponse)."""
 
-    __slots__ = ("usage", "prev_completion", "continuous", "timings", "tools")
+    __slots__ = ("usage", "prev_completion", "continuous", "timings", "tools", "want_usage")
     requires_done = True
     chat: bool  # a chat delta (``choices[0].delta``) or a completions choice (``.text``)
 
@@ -135,6 +141,7 @@ class _Stream(SSEResponse):
         self.prev_completion = 0
         self.continuous = False
         self.tools: ToolCalls | None = None  # made at a chat answer's first tool_calls piece
+        self.want_usage = False  # the request asked for the usage chunk (stream_options)
 
     def on_events(self, t: int, events: list[bytes]) -> bool:
         rec = self.rec
@@ -200,6 +207,16 @@ class _Stream(SSEResponse):
 
     def unfinished(self) -> str:
         return self.tools.open_call() if self.tools is not None else ""
+
+    def finished(self) -> str:
+        """A stream without ``[DONE]`` is whole once a ``finish_reason`` came and, when the
+        request asked for it, the usage chunk (which servers send after the finish): Hugging
+        Face's ``transformers serve`` ends its streams so."""
+        if self.rec.finish_reason is None:
+            return "it closed before any finish_reason"
+        if self.want_usage and self.usage is None:
+            return "it closed after the finish_reason, before the usage chunk that was asked for"
+        return ""
 
     def on_end(self) -> None:
         rec = self.rec

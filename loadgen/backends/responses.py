@@ -19,7 +19,9 @@ JSON names itself in ``type`` (the ``event:`` line repeats it; the decoder drops
 Every other event type (output items, content parts, ``*.done`` events, tool-call arguments) is
 skipped: the API adds event types over time and a client must not fail on a new one. There is
 no ``[DONE]``: the terminal event is the end, and a stream that closes without one is
-``no_done``. A ``data: [DONE]`` some servers add anyway is skipped.
+``no_done`` whatever ``target.require_done`` says: only the terminal event carries the usage and
+the status (completed or incomplete), so an answer without it cannot be told from a cut one. A
+``data: [DONE]`` some servers add anyway is skipped.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ cumulative ``completion_tokens``, exactly: an event carries the tokens counted s
 token-bearing event, so a token whose text the detokenizer held back (an incomplete UTF-8
 character) is counted with the event that shows it (``token_source: continuous_usage``, as for
 vLLM's per-chunk usage). Output and prompt tokens are the last ``meta_info``'s; the response id
-is ``meta_info.id``. A stream that closes without ``[DONE]`` is ``no_done``.
+is ``meta_info.id``. A stream that closes without ``[DONE]`` is whole when its last
+``meta_info`` has a ``finish_reason`` (ok, ``stream_end: no_terminator``); without one it is
+``no_done``, as is every stream without ``[DONE]`` under ``target.require_done``.
 """
 
 from __future__ import annotations
@@ -119,10 +121,20 @@ class _SGLangStream(SSEResponse):
         self.acc = acc + text
         return text
 
+    def finished(self) -> str:
+        if not (self.meta or {}).get("finish_reason"):
+            return "its last meta_info has no finish_reason"
+        return ""
+
     def on_end(self) -> None:
         rec = self.rec
         rec.ok = True
         meta = self.meta or {}
+        finish = meta.get("finish_reason")
+        if isinstance(finish, dict) and isinstance(finish.get("type"), str):
+            rec.finish_reason = finish["type"]  # {"type": "length", "length": 128}
+        elif isinstance(finish, str):
+            rec.finish_reason = finish
         completion, prompt = meta.get("completion_tokens"), meta.get("prompt_tokens")
         if isinstance(completion, int):
             rec.output_tokens = completion

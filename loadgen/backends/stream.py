@@ -44,15 +44,32 @@ def fail(rec: R.RequestRecord, cls: str, message: str, t_ns: int | None = None) 
 
 def error_text(body: bytes) -> str:
     """The message of an error body: OpenAI's {"error": {"message"}}, Triton's {"error": "..."},
-    SGLang's {"message": ...}, or the raw text."""
+    SGLang's {"message": ...}, FastAPI's {"detail": "..."} or {"detail": [{"loc", "msg"}]}
+    (Hugging Face's transformers serve, TGI's router), or the raw text."""
     try:
         obj = orjson.loads(body)
-        err = obj.get("error", obj) if isinstance(obj, dict) else obj
-        if isinstance(err, dict):
-            return str(err.get("message") or err)[:300]
-        return str(err)[:300]
     except orjson.JSONDecodeError:
-        return body[:300].decode("utf-8", "replace")
+        return body[:300].decode("utf-8", "replace").strip()
+    if isinstance(obj, dict) and "error" not in obj and "detail" in obj:
+        return _detail_text(obj["detail"])[:300]
+    err = obj.get("error", obj) if isinstance(obj, dict) else obj
+    if isinstance(err, dict):
+        return str(err.get("message") or err)[:300]
+    return str(err)[:300]
+
+
+def _detail_text(detail: object) -> str:
+    """FastAPI's ``detail``: a string, or validation errors whose ``loc`` names the field."""
+    if not isinstance(detail, list):
+        return str(detail)
+    parts = []
+    for item in detail:
+        if isinstance(item, dict):
+            loc = ".".join(str(x) for x in item.get("loc") or () if x != "body")
+            parts.append(f"{loc}: {item.get('msg')}" if loc else str(item.get("msg")))
+        else:
+            parts.append(str(item))
+    return "; ".join(parts)
 
 
 class SSEResponse:
@@ -64,10 +81,14 @@ class SSEResponse:
     failed). ``on_end()`` runs once the body is complete and nothing failed.
 
     Protocols that end their stream with ``data: [DONE]`` (OpenAI, SGLang) set
-    ``requires_done``: the terminator is taken out before ``on_events`` sees the payloads, and a
-    stream that closed without it fails as ``no_done`` before ``on_end``."""
+    ``requires_done``: the terminator is taken out before ``on_events`` sees the payloads. A
+    stream judged by what it delivered: one that closed without the terminator is complete when
+    ``finished()`` says its answer ended (a ``finish_reason``, and the usage that was asked
+    for), as the OpenAI SDK and vLLM's client take it; it is then ok with ``stream_end``
+    "no_terminator", and counted. Without a finish it is ``no_done``, and so is every stream
+    without its terminator when ``strict`` (``target.require_done``: a conformance test)."""
 
-    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events", "texts", "done")
+    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events", "texts", "done", "strict")
     requires_done = False
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool = False) -> None:
@@ -80,6 +101,7 @@ class SSEResponse:
         self.rid: str | None = None
         self.events = 0  # data payloads seen, token-bearing or not
         self.done = False  # the [DONE] terminator arrived
+        self.strict = False  # target.require_done: a stream without its terminator fails
 
     def head(self, status: int, headers: Mapping[str, str], t_ns: int) -> None:
         rec = self.rec
@@ -157,14 +179,20 @@ class SSEResponse:
             fail(rec, R.MALFORMED, what)
             return
         if self.requires_done and not self.done:
-            where = self.unfinished()
-            fail(rec, R.NO_DONE, "the stream closed without data: [DONE]" + (f" ({where})" if where else ""))
-            return
+            missing = self.unfinished() or self.finished()
+            if self.strict or missing:
+                why = "target.require_done is set" if self.strict and not missing else missing
+                fail(rec, R.NO_DONE, f"the stream closed without data: [DONE] ({why})")
+                return
+            rec.stream_end = R.NO_TERMINATOR
         try:
             self.on_end()
         except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
             rec.ok = False
             self.shape_error(t_end, [], exc)
+            return
+        if rec.ok and rec.stream_end is None:
+            rec.stream_end = self.end_kind
 
     def chunk(self, t: int, n: int, text: str, reasoning: bool = False, tool: bool = False) -> None:
         """Record one token-bearing event: arrival ``t``, ``n`` tokens; ``tool``: a piece of a
@@ -196,9 +224,18 @@ class SSEResponse:
     def on_end(self) -> None:
         raise NotImplementedError
 
+    # What an ok stream's end was, when nothing said otherwise: the protocol's terminator (a
+    # protocol whose stream simply ends with the response says "end_of_body").
+    end_kind = R.TERMINATOR
+
     def unfinished(self) -> str:
         """What a stream that closed early was in the middle of (a tool call), for its error."""
         return ""
+
+    def finished(self) -> str:
+        """Why a stream that closed cleanly without its terminator is not a whole answer ("" when
+        it is: its finish and what was asked for came). The default: nothing proves it is."""
+        return "nothing in it said the answer had finished"
 
     def malformed(self, t: int, data: bytes) -> bool:
         fail(self.rec, R.MALFORMED, f"unparseable event: {data[:120]!r}", t)

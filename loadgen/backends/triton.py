@@ -93,6 +93,7 @@ class _TritonStream(SSEResponse):
     """Events carry the newly decoded text; the stream ends with the response."""
 
     __slots__ = ("continuous",)
+    end_kind = R.END_OF_BODY  # the generate extension has no end marker
 
     def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
         super().__init__(rec, live, keep_texts)

@@ -13,12 +13,15 @@ import signal
 import sys
 from typing import Any
 
+from loadgen.analysis.repeats import TOO_FEW
 from loadgen.analysis.saturation import queue_word
+from loadgen.analysis.sla import nothing_served
 from loadgen.cli.argtypes import duration, parse_sla
 from loadgen.cli.borrow import borrow, leave_unset
 from loadgen.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_INTERRUPTED,
+    EXIT_NOTHING_SERVED,
     EXIT_OK,
     EXIT_SLA_FAIL,
     die,
@@ -159,6 +162,10 @@ def cmd_capacity(a: argparse.Namespace) -> int:
     print(f"results  {res.run_dir / capacity.CAPACITY}")
     if res.summary.get("interrupted"):
         return EXIT_INTERRUPTED
+    why = nothing_served(res.summary)
+    if why is not None:
+        print(f"loadgen: {why}", file=sys.stderr)
+        return EXIT_NOTHING_SERVED
     if cap["capacity_rps"] is None:
         return EXIT_SLA_FAIL if any(s["counted"] for s in cap["stages"]) else EXIT_BAD_INPUT
     return EXIT_OK
@@ -171,10 +178,12 @@ def _capacity_headline(cap: dict) -> str:
     if cap["capacity_rps"] is None:
         return f"no rate met the SLOs for {cap['attainment']:g} of requests, from {n} stages"
     lo, hi = cap["ci95"]
-    parts = [
-        f"max sustainable rate {_num(cap['capacity_rps'])} req/s "
-        f"(95% CI {_num(lo) if lo is not None else '0'}-{_num(hi) if hi is not None else 'open'})"
-    ]
+    ci = (
+        TOO_FEW
+        if lo is None and hi is None and TOO_FEW in (cap.get("method") or "")
+        else f"95% CI {_num(lo) if lo is not None else '0'}-{_num(hi) if hi is not None else 'open'}"
+    )
+    parts = [f"max sustainable rate {_num(cap['capacity_rps'])} req/s ({ci})"]
     if cap["goodput_rps"] is not None:
         parts.append(f"goodput {_num(cap['goodput_rps'])} req/s")
     if cap["usd_per_million_output_tokens"] is not None:

@@ -10,7 +10,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
+EXIT_OK, EXIT_SLA_FAIL, EXIT_BAD_INPUT, EXIT_NOTHING_SERVED = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
 
 # What each exit code means, the one list (the documentation's reference page renders it).
 EXIT_CODES = {
@@ -19,6 +20,9 @@ EXIT_CODES = {
     "that found no rate meeting the SLA, an experiment with a failed cell",
     EXIT_BAD_INPUT: "bad input, caught before any load: a profile or flag that does not validate, an "
     "unreachable server, a missing file; the one error line names the field and the fix",
+    EXIT_NOTHING_SERVED: "nothing was served: the run (every stage of a sweep, every stage of a capacity "
+    "search) finished with no ok request, whatever `--fail-on-sla` says; the last line gives the error "
+    "classes and the server's own message",
     EXIT_INTERRUPTED: "stopped by Ctrl-C or SIGTERM; every finished record is kept and summarised",
     EXIT_BROKEN_PIPE: "the reader of loadgen's output left early (`loadgen ... | head`)",
 }

@@ -6,6 +6,7 @@ Part of the CLI layer (only cli.py uses it); the library itself never prints.
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -144,6 +145,8 @@ def _print_curve(con: Console, curve: dict) -> None:
             f"{knee['name']} ({_fmt(knee['throughput_rps'], 2)} req/s): past it, more load "
             f"buys less than half as much throughput"
             if knee
+            else "none: no stage had an ok request"
+            if curve.get("stages_with_ok") == 0
             else "none: throughput kept scaling with the load"
         )
     )
@@ -212,8 +215,29 @@ def _print_header(con: Console, s: dict) -> None:
     )
     con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
     con.print(f"load    {_load_shape(s)}")
+    pre = ((s.get("conditions") or {}).get("server") or {}).get("preflight") or {}
+    if pre.get("note"):
+        con.print(f"[yellow]note[/yellow]    {pre['note']}", soft_wrap=True)
     if s.get("ended_by"):
         con.print(f"ended   {s['ended_by']['text']}")
+
+
+def error_lines(c: Mapping[str, Any]) -> list[str]:
+    """One line an error class with its share of the sent requests, the server's own message
+    and, for a known refusal, the fix (the ``counts`` block's ``error_samples``)."""
+    sent = c.get("sent") or 0
+    samples = c.get("error_samples") or {}
+    out = []
+    for cls, n in (c.get("errors_by_class") or {}).items():
+        sample = samples.get(cls)
+        if not sample:
+            continue
+        share = f"{100 * n / sent:.0f} %" if sent else "-"
+        line = f"  {cls} {n} ({share}): {sample.get('message') or '(no message)'}"
+        if sample.get("hint"):
+            line += f"\n    fix: {sample['hint']}"
+        out.append(line)
+    return out
 
 
 def _print_counts(con: Console, s: dict) -> None:
@@ -225,6 +249,14 @@ def _print_counts(con: Console, s: dict) -> None:
     )
     if c.get("errors_by_class"):
         con.print("errors   " + "  ".join(f"{k}: {v}" for k, v in c["errors_by_class"].items()))
+        for line in error_lines(c):
+            con.print(line, soft_wrap=True, markup=False, highlight=False)
+    unmarked = (c.get("stream_ends") or {}).get("no_terminator")
+    if unmarked:
+        con.print(
+            f"[yellow]stream end[/yellow] {unmarked} ok stream(s) closed after their finish without "
+            "data: [DONE] (accepted; target.require_done: true fails them)"
+        )
     zero = (c.get("anomalies") or {}).get("zero_output_tokens")
     if zero:
         con.print(f"[yellow]anomaly[/yellow]  {zero} ok request(s) streamed no output token at all")

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from loadgen.analysis.repeats import TOO_FEW, bounded
 from loadgen.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLA_FAIL, die, raise_fd_limit
 from loadgen.clock import run_loop
 
@@ -114,10 +115,19 @@ def ranking_text(state: dict[str, Any]) -> str:
     for i, row in enumerate(rows):
         f = row["figures"]
         cap = f["capacity_rps"]
+        if row["rank"] is None:
+            out.append(f"  -. {row['label']:<44} not ranked: every repeat failed (the cells say why)")
+            continue
         if cap["mean"] is None:
             head = "no capacity at the SLA"
         else:
-            ci = f" (95% CI {cap['low']:.1f}-{cap['high']:.1f})" if cap["low"] is not None else ""
+            ci = (
+                f" (95% CI {cap['low']:.1f}-{cap['high']:.1f})"
+                if bounded(cap)
+                else f" ({TOO_FEW})"
+                if cap["n"] > 1
+                else ""
+            )
             head = f"capacity {cap['mean']:.1f} req/s{ci}"
         usd = f["usd_per_million_output_tokens"]["mean"]
         cost = f"   ${usd:.2f} / 1M output tok" if usd is not None else ""

@@ -34,6 +34,7 @@ from loadgen.cli.common import (
     EXIT_BAD_INPUT,
     EXIT_BROKEN_PIPE,
     EXIT_INTERRUPTED,
+    EXIT_NOTHING_SERVED,
     EXIT_OK,
     EXIT_SLA_FAIL,
     die,
@@ -129,12 +130,19 @@ def _report_after_run(run_dir: Path) -> Path | None:
 
 
 def _run_exit_code(result: Any, *, fail_on_sla: bool) -> int:
-    """130 for an incomplete run, 1 for a failed SLA under --fail-on-sla, else 0."""
+    """130 for an incomplete run, 3 for one that served nothing (its last line says why), 1 for
+    a failed SLA under --fail-on-sla, else 0."""
+    from loadgen.analysis.sla import nothing_served
+
     if not result.summary.get("complete", True):
         # Stopped before its limits: its numbers describe a shorter run than asked for, so it
         # neither passes nor fails an SLA; 130 is what shells expect of an interrupted command.
         print(f"loadgen: incomplete run: {result.summary.get('incomplete_reason')}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    why = nothing_served(result.summary)
+    if why is not None:
+        print(f"loadgen: {why}", file=sys.stderr)
+        return EXIT_NOTHING_SERVED
     if fail_on_sla and result.summary["sla"]["verdict"] == "fail":
         return EXIT_SLA_FAIL
     return EXIT_OK

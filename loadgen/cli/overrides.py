@@ -65,6 +65,8 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
     if getattr(a, "trace", None) is not None:  # a trace's own times schedule the run
         out.setdefault("load.concurrency", None)
         out.setdefault("load.rate", None)
+    if getattr(a, "no_preflight", None):
+        out["target.preflight"] = False
     if getattr(a, "keep_answers", None):
         out["output.answers.keep"] = True
     if a.sim is not None:

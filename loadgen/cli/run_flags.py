@@ -68,6 +68,12 @@ def _run_target(run: argparse.ArgumentParser) -> None:
         "run's headers: its cache flush, e.g. /reset_prefix_cache (vLLM) or /flush_cache (SGLang)",
     )
     g.add_argument(
+        "--no-preflight",
+        action="store_true",
+        help="skip the one unmeasured request sent before the load to check the server takes the "
+        "run's body (target.preflight: false)",
+    )
+    g.add_argument(
         "--sim",
         metavar="PRESET",
         help="use the built-in simulator with this preset, e.g. llama3-8b-fp8@h100 (ignores --url)",
@@ -155,7 +161,11 @@ def _run_workload(run: argparse.ArgumentParser) -> None:
         help="embeddings, rerank: fixed inputs (documents) a request, each of --input-tokens",
     )
     g.add_argument("--seed", type=int, help="seed for lengths, prompts and arrivals")
-    g.add_argument("--tokenizer", help="local tokenizer.json for exact prompt lengths")
+    g.add_argument(
+        "--tokenizer",
+        help="local tokenizer.json, or the model folder holding it (and its chat template), "
+        "for exact prompt lengths",
+    )
     g.add_argument("--dataset", metavar="FILE", help="prompts from a local ShareGPT .json or prompts .jsonl")
     g.add_argument(
         "--trace",

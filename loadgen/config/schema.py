@@ -9,6 +9,7 @@ workload and load sections and assembles the ``Profile``.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -72,8 +73,13 @@ def _within_fd_limit(v: int | None) -> int | None:
 class PromptConfig(StrictModel):
     # Where prompts come from (synthetic: deterministic text, unique from its first token).
     source: Literal["synthetic"] = "synthetic"
-    # A local tokenizer.json: exact prompt lengths.
+    # A local tokenizer.json, or a model folder holding one: exact prompt lengths.
     tokenizer: str | None = None
+    # Chat prompts fitted through the chat template beside the tokenizer (chat_template.jinja, or
+    # tokenizer_config.json's chat_template), so the server's prompt is the requested length;
+    # "never" fits the text alone (the server's template then adds its tokens on top). Null, the
+    # default, rather than "auto": a run saved before the field existed compares as the same.
+    chat_template: Literal["never"] | None = None
     # Tokens of a system prompt before each prompt.
     system_prompt_tokens: Int = Field(0, ge=0, le=1 << 22)
     # Without a local tokenizer, fit text prompts to exact lengths with the server's /tokenize
@@ -83,7 +89,11 @@ class PromptConfig(StrictModel):
     @field_validator("tokenizer")
     @classmethod
     def _exists(cls, v: str | None) -> str | None:
-        return existing_file(v, "the path to a local tokenizer.json")
+        if v is not None and Path(v).is_dir():
+            if not (Path(v) / "tokenizer.json").is_file():
+                raise ValueError(f"{v!r} is a folder without a tokenizer.json (give one, or its folder)")
+            return v
+        return existing_file(v, "the path to a local tokenizer.json, or its folder")
 
 
 class WorkloadConfig(StrictModel):

@@ -59,9 +59,18 @@ class TargetConfig(StrictModel):
     headers: StrDict = {}
     # JSON merged into every request body (a null removes a default field), e.g. {temperature: 0}.
     extra_body: dict[str, Any] = {}
-    # Ask the server to generate exactly the requested output length (ignore_eos / min_tokens);
-    # false for servers that reject it.
-    ignore_eos: bool = True
+    # Ask the server to generate exactly the requested output length (ignore_eos / min_tokens).
+    # auto: ask, and when the preflight request is refused for the field (Hugging Face's
+    # transformers serve, hosted APIs) run without it, say so and record it (output lengths are
+    # then the server's, max_tokens caps them); true: a refusal stops the run; false: never ask.
+    ignore_eos: bool | Literal["auto"] = "auto"
+    # Fail a stream that ends without its protocol's end marker (data: [DONE], message_stop) even
+    # when its answer finished: for testing a server's conformance. Off, such a stream is ok and
+    # counted (counts.stream_ends.no_terminator), as the OpenAI SDK accepts it.
+    require_done: bool = False
+    # Before the load, send one request (not measured) in the run's exact body shape: a server that
+    # refuses it stops the run with its own reason and the fix, before any load (--no-preflight).
+    preflight: bool = True
     # Ask for the stream's final usage block (stream_options.include_usage): the server's own token
     # counts.
     include_usage: bool = True

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen import metric_defs
+from loadgen.analysis.sla import nothing_served
 from loadgen.config import Profile, load_profile
 from loadgen.config.shipped import resolve_profile
 from loadgen.errors import LoadgenError
@@ -146,6 +147,9 @@ async def run_cell(
         failed = ServerError(f"the server exited with code {server.died} during the cell", server)
     if failed is None and not res.summary.get("complete", True):
         failed = LoadgenError(f"the run did not complete: {res.summary.get('incomplete_reason')}")
+    if failed is None and (why := nothing_served(res.summary)) is not None:
+        # Its figures are of refusals: ranked, two such cells would tie as "no capacity".
+        failed = LoadgenError(why)
     if failed is not None:
         raise CellFailed(scrubber.scrub(str(failed) or type(failed).__name__)) from None
     return res.run_dir

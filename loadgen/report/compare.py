@@ -16,7 +16,9 @@ from typing import Any
 from loadgen import metric_defs
 from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, Comparison
 from loadgen.analysis.compare_peers import NOT_RECORDED
+from loadgen.analysis.sla import failures_text, server_reasons
 from loadgen.report import compare_curves, repeats
+from loadgen.report.plots import legend
 
 KEEP_ANSWERS = "`--keep-answers` (profile: `output.answers.keep: true`)"
 
@@ -142,6 +144,21 @@ def definition_lines(cmp: Comparison) -> list[str]:
     return lines
 
 
+def error_lines(cmp: Comparison) -> list[str]:
+    """The failed requests of each run that had any, with the server's own message a class and
+    the fix for a known refusal: a comparison's failures say why, not only how many."""
+    lines = []
+    for name, s in zip(cmp.names, cmp.summaries):
+        counts = s.get("counts") or {}
+        text = failures_text(counts)
+        if text:
+            said = server_reasons(counts)
+            lines.append(
+                f"- **{_cell(name)}**: {_cell(text)}" + (f"; the server said {_cell(said)}" if said else "")
+            )
+    return ["## Failed requests", "", *lines, ""] if lines else []
+
+
 def markdown(cmp: Comparison) -> str:
     names, ref = cmp.names, cmp.names[0]
     lines = [f"# loadgen compare: {' vs '.join(names)}", ""]
@@ -157,7 +174,7 @@ def markdown(cmp: Comparison) -> str:
             f"| {_cell(n)} | {_cell(str(p))} | {s.get('started_at', '—')} | {c.get('sent')} "
             f"| {c.get('ok')} | {c.get('failed')} | {(s.get('sla') or {}).get('verdict', '—')} |"
         )
-    lines += ["", *agreement_lines(cmp)]
+    lines += ["", *error_lines(cmp), *agreement_lines(cmp)]
     head = ["metric", *names, *(f"{n} vs {ref}" for n in names[1:])]
     lines += [
         f"## Metrics (relative difference to {ref})",
@@ -225,7 +242,7 @@ def cdf_figures(cmp: Comparison) -> dict[str, Any]:
         ax.set_title(f"{_title(metric)}: empirical CDF")
         ax.set_ylim(0, 1.01)
         ax.grid(alpha=0.3)
-        ax.legend(loc="lower right", fontsize="small")
+        legend(ax, loc="lower right", fontsize="small")
         fig.tight_layout()
         figures[metric] = fig
     return figures

@@ -102,7 +102,8 @@ def _curve_figure(cc: CurveComparison, x: str, metric: str, stat: str | None) ->
     against = "throughput" if x == "throughput_rps" else "offered load"
     ax.set_title(f"{_title(metric, stat)} vs {against}")
     ax.grid(alpha=0.3)
-    ax.legend(handles=handles, loc="best", fontsize="small")
+    if handles:  # nothing labelled (no run had a point): no legend, and no matplotlib warning
+        ax.legend(handles=handles, loc="best", fontsize="small")
     fig.tight_layout()
     return fig
 

@@ -44,18 +44,34 @@ def conditions_section(summary: Summary) -> Section:
             "measured window",
             f"{num((summary.get('window') or {}).get('seconds'))} s (first measured send to last end)",
         ),
-        (
-            "prompt lengths",
-            "approximate (no tokenizer: one common word counted as one token; the "
-            "server's usage.prompt_tokens is the realised length)"
-            if cond.get("prompt_lengths_approximate")
-            else "exact",
-        ),
+        ("prompt lengths", prompt_lengths(cond)),
         ("token counts", _sources((summary.get("metrics") or {}).get("token_count_source"))),
     ]
     blocks: list = [Table(("condition", "value"), tuple(rows))]
     blocks += lengths_blocks(cond.get("lengths") or {})
     return Section("Conditions", tuple(blocks))
+
+
+def prompt_lengths(cond: Mapping[str, Any]) -> str:
+    """How the prompt lengths were made, and what the server's own count added to them (its
+    chat template and special tokens, from usage.prompt_tokens) when it did."""
+    if cond.get("prompt_lengths_approximate"):
+        return (
+            "approximate (no tokenizer: one common word counted as one token; the "
+            "server's usage.prompt_tokens is the realised length)"
+        )
+    fit = cond.get("prompt_lengths") or {}
+    how = str(fit.get("method") or "").removesuffix(" (exact)")
+    text = f"exact ({how})" if how else "exact"
+    extra = fit.get("server_extra_tokens") or {}
+    p50, lo, hi = extra.get("p50"), extra.get("min"), extra.get("max")
+    if p50 is None or (lo == hi == 0):
+        return text
+    each = f"{lo:+g} tokens on each" if lo == hi else f"{lo:+g} to {hi:+g} tokens (median {p50:+g}) across"
+    return (
+        f"{text}; the server counted {each} of {extra['count']} requests over the length sent "
+        "(usage.prompt_tokens: its chat template and special tokens, not in the lengths asked for)"
+    )
 
 
 # What a summary written before ``conditions.server.sources`` was recorded kept: the OpenAI
@@ -89,7 +105,21 @@ def server_rows(server: Mapping[str, Any], sim: Any) -> list[tuple[str, str]]:
     labels = server.get("metrics_labels")
     if labels:
         rows.append(("server /metrics labels", metrics_labels_text(labels)))
+    pre = preflight_text(server.get("preflight"))
+    if pre:
+        rows.append(("preflight", pre))
     return rows
+
+
+def preflight_text(pre: Any) -> str | None:
+    """What the unmeasured request before the load found (``conditions.server.preflight``)."""
+    if not isinstance(pre, Mapping) or not pre.get("sent"):
+        return None
+    if pre.get("note"):
+        return f"{pre['note']} (it answered {pre.get('error_class')}: {pre.get('message')})"
+    if pre.get("ok"):
+        return "the server took the run's request body"
+    return f"failed ({pre.get('error_class')}: {pre.get('message')}); the load went ahead"
 
 
 # Keys of a /v1/models entry left out of its row (the id leads it; the rest say nothing of the model).

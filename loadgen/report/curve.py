@@ -16,7 +16,7 @@ from matplotlib.axes import Axes
 
 from loadgen import metric_defs
 from loadgen.report.blocks import Image, num
-from loadgen.report.plots import Plot, new_figure, thresholds, to_png
+from loadgen.report.plots import Plot, legend, new_figure, thresholds, to_png
 from loadgen.summary import Summary
 
 PLOT_PREFIX = "curve_"
@@ -61,6 +61,8 @@ def knee_sentence(summary: Summary) -> str:
     c = summary.get("curve") or {}
     rule = (c.get("rules") or {}).get("knee", "")
     k = c.get("knee")
+    if k is None and c.get("stages_with_ok") == 0:
+        return "No knee: no stage had an ok request, so there is no throughput to read one from."
     if k is None:
         return (
             f"No knee: throughput kept scaling with the offered load over the "
@@ -198,7 +200,7 @@ def _latency_axes(ax: Axes, summary: Summary, x_key: str, metric: str, label: st
     if not ys:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center")
     ax.set_ylabel(f"{label} (ms)")
-    ax.legend(loc="best", fontsize=7)
+    legend(ax, loc="best", fontsize=7)
 
 
 def _goodput_plot(summary: Summary) -> Plot:
@@ -227,7 +229,7 @@ def _goodput_plot(summary: Summary) -> Plot:
     ax.set_xlabel(f"offered load: {kind}")
     ax.set_ylabel("requests/s")
     ax.set_title("Throughput and goodput against offered load")
-    ax.legend(loc="best", fontsize=7)
+    legend(ax, loc="best", fontsize=7)
     return Plot(
         f"{PLOT_PREFIX}goodput",
         "Throughput and goodput against offered load",

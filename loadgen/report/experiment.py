@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from loadgen.analysis.condition_diff import condition_diff
+from loadgen.analysis.repeats import TOO_FEW, bounded
 from loadgen.analysis.saved_answers import agreements, answers_kept
 from loadgen.report.blocks import Alert, Image, Section, Table, Text
 from loadgen.report.experiment_plots import (
@@ -46,10 +47,11 @@ def ranking_table(ranking: Mapping[str, Any]) -> Table:
     for r in ranking.get("rows", []):
         f = r["figures"]
         cap = f["capacity_rps"]
-        ci = "-" if cap["low"] is None else f"{cap['low']:.1f} - {cap['high']:.1f}"
+        ci = f"{cap['low']:.1f} - {cap['high']:.1f}" if bounded(cap) else TOO_FEW if cap["n"] > 1 else "-"
         vs = r.get("versus_next")
+        rank = "-" if r["rank"] is None else str(r["rank"])
         rows.append((
-            str(r["rank"]), r["label"], _num(cap["mean"]), ci, _num(f["goodput_rps"]["mean"]),
+            rank, r["label"], _num(cap["mean"]), ci, _num(f["goodput_rps"]["mean"]),
             _num(f["output_tokens_per_s"]["mean"], 0), _num(f["usd_per_million_output_tokens"]["mean"], 3),
             _num(f["output_tokens_per_s_per_gpu"]["mean"], 0),
             _num((f.get("energy_per_output_token_j") or {}).get("mean"), 3), f"{r['repeats']}/{r['planned']}",

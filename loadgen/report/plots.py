@@ -124,7 +124,7 @@ def _cdf(
     for q in (0.5, 0.99):
         ax.axhline(q, color="#dddddd", lw=0.8, zorder=0)
     ax.set_title(f"{title}: cumulative distribution")
-    ax.legend(loc="lower right", fontsize=8)
+    legend(ax, loc="lower right", fontsize=8)
     caption = (
         f"CDF of {title} over measured ok requests; dashed and dotted lines are the SLA "
         "thresholds for this metric."
@@ -163,7 +163,7 @@ def _over_time(
     ax.set_xlabel("send time (s since first measured send)")
     ax.set_ylabel(f"{title} (ms)")
     ax.set_title(f"{title} over time")
-    ax.legend(loc="upper right", fontsize=8)
+    legend(ax, loc="upper right", fontsize=8)
     return Plot(
         name,
         f"{title} over time",
@@ -225,6 +225,14 @@ def _draw_thresholds(ax: Axes, lines: list[tuple[str, float]], *, vertical: bool
 
 def _no_data(ax: Axes) -> None:
     ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center", color=_LINE)
+
+
+def legend(ax: Axes, **kw: Any) -> None:
+    """The axes' legend, when anything on them carries a label: a plot with nothing to label (a
+    run whose every request failed has no CDF step and no measured point) gets none, rather than
+    matplotlib's "No artists with labels found" warning on the console."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
 
 
 def new_figure(figsize: tuple[float, float] = (6.4, 3.8)) -> Figure:

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from loadgen import metric_defs
-from loadgen.analysis.repeats import HEADLINE, figure_name, welch_ratio
+from loadgen.analysis.repeats import HEADLINE, TOO_FEW, bounded, figure_name, welch_ratio
 from loadgen.report.blocks import Table
 
 CONF_WORD = "95% Welch t"
@@ -26,9 +26,9 @@ def value(metric: str, v: float | None) -> str:
 
 
 def interval_text(fig: Mapping[str, Any]) -> str:
-    """``"[12.1, 13.4]"`` or "-" (fewer than 2 repeats had the figure)."""
-    if fig.get("low") is None or fig.get("high") is None:
-        return "-"
+    """``"[12.1, 13.4]"``, "too few repeats to bound" (2 repeats had the figure), or "-"."""
+    if not bounded(fig):
+        return TOO_FEW if (fig.get("n") or 0) > 1 else "-"
     return f"[{value(fig['metric'], fig['low'])}, {value(fig['metric'], fig['high'])}]"
 
 

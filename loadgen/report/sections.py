@@ -233,17 +233,45 @@ def resent_alert(counts: Mapping[str, Any]) -> Alert | None:
     )
 
 
+def stream_end_alert(c: Mapping[str, Any]) -> Alert | None:
+    """Streams accepted without their end marker, said once."""
+    n = (c.get("stream_ends") or {}).get("no_terminator")
+    if not n:
+        return None
+    return Alert(
+        "warning",
+        f"{n} ok stream(s) ended without data: [DONE]:",
+        "each closed cleanly after its finish_reason (and the usage asked for), as Hugging Face's "
+        "transformers serve ends its streams; loadgen takes them whole, as the OpenAI SDK does, and "
+        "each record says stream_end no_terminator. target.require_done: true fails them instead.",
+    )
+
+
 def errors_section(summary: Summary) -> Section:
     c = summary.get("counts") or {}
     by_class = c.get("errors_by_class") or {}
     resent = resent_alert(c)
+    unmarked = stream_end_alert(c)
     if not by_class:
         ok_text = Text(f"No errors: all {c.get('sent', 0)} measured requests succeeded.")
-        return Section("Errors", (ok_text,) if resent is None else (ok_text, resent))
+        extra = tuple(a for a in (resent, unmarked) if a is not None)
+        return Section("Errors", (ok_text, *extra))
     sent = c.get("sent") or 0
-    rows = tuple((k, str(v), pct(v / sent if sent else None)) for k, v in by_class.items())
-    blocks: list = [
-        Table(("error class", "requests", "share of sent"), rows, "lrr"),
+    samples = c.get("error_samples") or {}
+    rows: tuple[tuple[str, ...], ...] = tuple(
+        (k, str(v), pct(v / sent if sent else None)) for k, v in by_class.items()
+    )
+    head: tuple[str, ...] = ("error class", "requests", "share of sent")
+    if samples:  # a summary from before error samples has none: no empty column
+        head += ("the server's message (first request)",)
+        rows = tuple((*row, (samples[row[0]]["message"] or "") if row[0] in samples else "") for row in rows)
+    blocks: list = [Table(head, rows, "lrrl"[: len(head)])]
+    blocks += [
+        Alert("warning", f"{k}: the fix.", hint)
+        for k, sample in samples.items()
+        if (hint := sample.get("hint"))
+    ]
+    blocks += [
         Text(
             f"Error rate {pct(c.get('error_rate'), 2)} (failed / (ok + failed)); failed requests "
             "count against goodput and are never dropped."
@@ -251,6 +279,8 @@ def errors_section(summary: Summary) -> Section:
     ]
     if resent is not None:
         blocks.append(resent)
+    if unmarked is not None:
+        blocks.append(unmarked)
     backoff = c.get("retry_after") or {}
     if backoff.get("requests"):
         blocks.append(

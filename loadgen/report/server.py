@@ -221,7 +221,7 @@ def _requests_panel(ax: Axes, x: np.ndarray, rows: Sequence[Row], in_flight: np.
             ax.step(x, y, where="post", color=colour, lw=1.5, label=label)
     ax.step(x, in_flight, where="post", color="#2ca02c", lw=1.2, ls="--", label="client: in flight")
     ax.set_ylabel("requests")
-    ax.legend(loc="upper right", fontsize=8)
+    P.legend(ax, loc="upper right", fontsize=8)
 
 
 def _kv_panel(ax: Axes, x: np.ndarray, rows: Sequence[Row]) -> None:
@@ -250,7 +250,7 @@ def _lag_panel(ax: Axes, x: np.ndarray, rows: Sequence[Row], table: RecordTable,
         label = "server: mean queue time of requests counted since the last scrape"
         ax.plot(x[keep], queue[keep], "o-", color=P._FAIL, lw=1.2, ms=3, label=label)
     ax.set_ylabel("ms")
-    ax.legend(loc="upper right", fontsize=8)
+    P.legend(ax, loc="upper right", fontsize=8)
     ax.set_xlabel("time (s since first measured send; both sides on loadgen's clock)")
 
 

@@ -1,5 +1,6 @@
-"""The "Speculative decoding" section, beside the latency table (runs whose server counted drafts
-or whose stream carried several tokens an event): what the draft model buys.
+"""The "Speculative decoding" section, beside the latency table (runs whose server reported
+speculation: drafts in its counters, or an acceptance length; never a stream's several tokens an
+event alone): what the draft model buys.
 
 Read from ``summary.json``'s ``speculative`` block (``server/speculative.py``): the server's
 acceptance rate and mean acceptance length (per draft position when it counts them), the
@@ -60,8 +61,9 @@ def speculative_section(summary: Summary) -> Section | None:
     blocks: list[Any] = [
         Text(
             "The server's acceptance from its draft counters (vLLM) or acceptance-length gauge (SGLang) "
-            "over the measured window; the stream's tokens per token-bearing event estimate the same "
-            "length from the client's side (a step's accepted tokens arrive in one event)."
+            "over the measured window; the stream's tokens per token-bearing event (where the server "
+            "counted each event's tokens) estimate the same length from the client's side (a step's "
+            "accepted tokens arrive in one event)."
         ),
         Table(HEADER, tuple(rows)),
     ]

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from loadgen.report.plots import Plot, new_figure, to_png
+from loadgen.report.plots import Plot, legend, new_figure, to_png
 from loadgen.server.gpu_scraper import TELEMETRY
 from loadgen.summary import Summary
 
@@ -57,7 +57,7 @@ def telemetry_plot(summary: Summary, rows: Sequence[dict]) -> Plot | None:
         _mark(ax, t0, t1, summary)
     ax_m.set_xlabel("seconds from the measured window's start")
     if len(by_gpu) > 1:
-        ax_w.legend(loc="upper right", fontsize=8)
+        legend(ax_w, loc="upper right", fontsize=8)
     ax_w.set_title(_title(block))
     return Plot(
         PLOT_NAME,
@@ -86,7 +86,7 @@ def memory_overlay(ax: Any, rows: Sequence[Mapping[str, Any]], t0: int) -> Any |
         twin.plot(x, y, color="#8c564b", lw=1.0, ls="-.", label=f"GPU {readings[0]['gpu']} memory used")
     twin.set_ylabel("GPU memory used (GB)")
     twin.set_ylim(bottom=0)
-    twin.legend(loc="lower right", fontsize=8)
+    legend(twin, loc="lower right", fontsize=8)
     return twin
 
 

@@ -34,6 +34,7 @@ from loadgen.runner.reset import reset_server
 from loadgen.runner.summarize import summarize
 from loadgen.sim import answers, calibration
 from loadgen.summary import ClientSelfcheck
+from loadgen.workload import check_prompt_packages
 
 __all__ = ["Progress", "RunError", "run", "run_async"]
 
@@ -69,6 +70,8 @@ async def run_async(
     record, the stage and the server's latest scrape as the run goes."""
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
+    # A tokenizer without its package: one line, before the run folder exists.
+    check_prompt_packages(profile.workload, profile.target.endpoint, profile.target.prompt_format)
     status = on_status or (lambda _msg: None)
     if profile.load.repeats > 1:
 
@@ -103,9 +106,6 @@ async def _run_once(
         target = target_for(profile, url, api_key, sim_info)
         if sim_info is not None:
             target.sim_http_url = sim.url
-        if profile.target.reset_path:
-            await reset_server(profile.target.transport, target, profile.target.reset_path)
-            status(f"reset: {', '.join(profile.target.reset_path)} answered")
         if profile.load.until and (profile.client.ray or resolve_workers(profile.client.workers) > 1):
             raise RunError(
                 "load.until (--until) is checked as records finish in one process: run it without "
@@ -115,6 +115,13 @@ async def _run_once(
         if checked is not None and checked["above_ceiling"]:
             status("warning: " + checked.get("message", ""))
         prepared = await prepare(profile, run_dir, target, status, checked)
+        if profile.target.reset_path:  # after the preflight, whose prompt would stay cached
+            try:
+                await reset_server(profile.target.transport, target, profile.target.reset_path)
+            except BaseException:
+                await prepared.transport.aclose()
+                raise
+            status(f"reset: {', '.join(profile.target.reset_path)} answered")
         status(f"running {profile.name}: {redact_url(target.url)} {prepared.model}")
         if watch is not None and checked is not None:
             watch.context["selfcheck"] = checked

@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from loadgen.analysis.repeats import TOO_FEW, bounded
 from loadgen.config import Profile
 from loadgen.result import RunResult, write_summary
 from loadgen.runner import capacity, repeats
@@ -70,11 +71,12 @@ def _capacity_block(res: RunResult) -> Capacity:
     median = repeats.load_repeat(res.run_dir, found[(len(found) - 1) // 2][1])
     block: Any = copy.deepcopy(median["capacity"])
     block["capacity_rps"] = fig["mean"]
-    block["ci95"] = [fig["low"], fig["high"]]
+    block["ci95"] = [fig["low"], fig["high"]] if bounded(fig) else [None, None]
     block["method"] = (
         f"mean of {fig['n']} repeated searches, each on its own seed (found in {len(found)} of "
         f"{runs['count']}), 95% CI: "
-        f"Student t over them; stages shown: the median search's, {found[(len(found) - 1) // 2][1]}. "
+        + ("Student t over them" if bounded(fig) else f"none, {TOO_FEW}")
+        + f"; stages shown: the median search's, {found[(len(found) - 1) // 2][1]}. "
         f"Each search: {block.get('method')}"
     )
     return block

@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import asyncio
 import itertools
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -73,6 +74,9 @@ class DriveResult:
     max_id: int = -1  # the highest request id emitted
     precise: bool = False  # load.until was reached: the precision ended the dispatch
     until_at_stop: Any = None  # the interval (analysis.precision.Interval) the check saw then
+    # This process's CPU seconds from the start of the dispatch to its last request's end: the
+    # client's cost of the load alone (start-up, probing, workload building are before it).
+    cpu_s: float = 0.0
 
 
 class _Dispatch:
@@ -220,6 +224,7 @@ async def drive(
     if start_ns is not None:
         await sleep_until(start_ns)
     res = DriveResult([], now_ns() if start_ns is None else start_ns, 0, False)
+    cpu0 = time.process_time()
 
     emit = _emitter(res, live, on_record, keep)
     dispatch = _Dispatch(specs, backend, limits, stage, emit, res, worker, on_start, answers)
@@ -235,6 +240,7 @@ async def drive(
         # The shape and every request it spawned end here, records written, before the caller
         # may close the records file.
         await cancel_all([main, *dispatch.in_flight])
+        res.cpu_s = time.process_time() - cpu0
         await cancel_all([stopper, prober])
     if main.done() and not main.cancelled() and main.exception() is not None:
         raise main.exception()  # type: ignore[misc]

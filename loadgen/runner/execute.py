@@ -46,6 +46,8 @@ class Progress:
 @dataclass(slots=True)
 class Executed:
     result: DriveResult
+    # The client's CPU seconds: in-process, over the stages' sending windows (DriveResult.cpu_s);
+    # with worker processes, the parent's over the whole load (reported, not judged).
     cpu_s: float
     started_at: dt.datetime
     ended_at: dt.datetime
@@ -92,6 +94,8 @@ async def execute(
         cpu_s = time.process_time() - cpu0
         ended_at = dt.datetime.now(dt.timezone.utc)
         result = _joined(outcomes)
+        if isinstance(fleet, InProcess):  # the load's own CPU: its stages' sending windows
+            cpu_s = result.cpu_s
         # The GPUs first: their last reading right after the load bounds its energy closely
         # (the server's last scrape may wait up to a second for its histograms to settle).
         telemetry = await gpus.stop()
@@ -229,6 +233,7 @@ def _joined(outcomes: list[StageOutcome]) -> DriveResult:
     for o in outcomes:
         joined.wake_late_ns.extend(o.result.wake_late_ns)
         joined.loop_lag_ns.extend(o.result.loop_lag_ns)
+        joined.cpu_s += o.result.cpu_s
         joined.sent += o.result.sent
         joined.ok += o.result.ok
         joined.max_id = max(joined.max_id, o.result.max_id)

@@ -10,7 +10,6 @@ import array
 import asyncio
 import math
 import os
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -63,7 +62,6 @@ class InProcess:
     def __init__(self, p: Prepared, keep: Callable[[RequestRecord], None]) -> None:
         self._p, self._keep = p, keep
         self._results: list[DriveResult] = []
-        self._cpu0 = time.process_time()
 
     async def run(self, stage: int, shape: LoadShape, limits: Limits, stop: asyncio.Event) -> DriveResult:
         p = self._p
@@ -87,7 +85,7 @@ class InProcess:
                 0,
                 "this process",
                 identity(),
-                time.process_time() - self._cpu0,
+                sum(r.cpu_s for r in self._results),  # over the sending windows, as the driver took it
                 wall_s,
                 self._results,
                 {},

@@ -16,7 +16,9 @@ from loadgen.analysis.table import as_table
 from loadgen.summary import ClientHealth, ClientSelfcheck
 
 # The client is saturated (and its latencies inflated) when its event loop runs this late, or
-# its process burns this much of one core.
+# its process burns this much of one core over the sending window (DriveResult.cpu_s: from the
+# dispatch's start to its last request's end, so start-up, probing and the workload's building
+# are not in it), when that window served a measured request.
 LOOP_LAG_LIMIT_MS = 5.0
 CPU_BUSY_LIMIT = 0.9
 
@@ -103,6 +105,13 @@ def _per_worker(out: dict[str, Any], workers: list[dict[str, Any]], table: Any, 
     return reasons
 
 
+def _served(table: Any) -> bool:
+    """Whether any measured request was ok: without one, a busy CPU inflated no latency that is
+    reported (a server that rejects every request at once keeps a closed loop's client busy
+    sending the next one, which says nothing about the client's delay on a served request)."""
+    return len(table) > 0 and bool(np.any(table.column("ok") & ~table.column("warmup")))
+
+
 def _one(loop_lag: dict, wake: dict, cpu_frac: float, table: Any, capped: bool) -> tuple[dict, list[str]]:
     """One process's figures judged: (its block with any schedule-slip warning, the reasons it
     limited the run)."""
@@ -112,7 +121,7 @@ def _one(loop_lag: dict, wake: dict, cpu_frac: float, table: Any, capped: bool) 
         reasons.append(f"event-loop lag p99 {loop_lag['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
     if (wake["p99"] or 0) > LOOP_LAG_LIMIT_MS:
         reasons.append(f"timer wake-ups late by p99 {wake['p99']:.1f} ms > {LOOP_LAG_LIMIT_MS} ms")
-    if cpu_frac > CPU_BUSY_LIMIT:
+    if cpu_frac > CPU_BUSY_LIMIT and _served(table):
         reasons.append(f"client process used {cpu_frac:.0%} of a core")
     lag = metrics.client_limits(table, lag_threshold_ms=LOOP_LAG_LIMIT_MS)
     if lag is not None:

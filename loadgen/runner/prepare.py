@@ -32,6 +32,7 @@ from loadgen.redact import Scrubber
 from loadgen.result import GROUND_TRUTH
 from loadgen.runner.driver import SpecSource
 from loadgen.runner.plan import pool_size
+from loadgen.runner.preflight import Preflight, preflight
 from loadgen.server import fit
 from loadgen.server.context import fit_context
 from loadgen.summary import ClientSelfcheck
@@ -144,6 +145,10 @@ async def prepare(
         # A session's turns are built from their history as the run goes: none to check ahead.
         ahead = total if workload.sessions is None else None
         specs, server["identity"] = fit_context(probe.identity, specs, ahead, t.context_overflow)
+        profile, backend, server["preflight"] = await _preflight(
+            profile, target, transport, probe, workload, specs, status
+        )
+        live = backend.live
     except BaseException:
         await transport.aclose()
         raise
@@ -163,6 +168,40 @@ async def prepare(
         total,
         selfcheck,
     )
+
+
+async def _preflight(
+    profile: Profile,
+    target: Target,
+    transport: Transport,
+    probe: ProbeResult,
+    workload: Workload,
+    specs: SpecSource,
+    status: Callable[[str], None],
+) -> tuple[Profile, StreamingBackend, dict[str, Any]]:
+    """The preflight request (``preflight.py``) and what the run goes on with: its profile
+    (``target.ignore_eos`` resolved to what is sent: auto becomes true, or false when the server
+    refused the field), its backend, and the outcome for ``conditions.server.preflight``. The
+    built-in simulator takes every body loadgen builds and logs each request in its ground
+    truth, so it gets none; nor does a run with ``target.preflight: false``."""
+    t = profile.target
+    backend_cls = registry.backend(t.endpoint)
+    counter = token_counter(workload)
+
+    async def make(ignore_eos: bool, live: Live | None = None) -> StreamingBackend:
+        target_t = t.model_copy(update={"ignore_eos": ignore_eos})
+        made = backend_cls.for_target(target_t, probe.model, transport, live or Live(), counter)
+        await made.ready()
+        return made
+
+    outcome = Preflight(sent=False)
+    if t.preflight and target.sim_info is None:
+        first = workload.single(0) if workload.sessions is not None else specs.request(0)
+        outcome = await preflight(make, first, t.ignore_eos, target.scrubber, status)
+    ignore_eos = t.ignore_eos is not False and "ignore_eos" not in outcome.dropped
+    if ignore_eos != t.ignore_eos:
+        profile = profile.model_copy(update={"target": t.model_copy(update={"ignore_eos": ignore_eos})})
+    return profile, await make(ignore_eos, Live()), outcome.conditions()
 
 
 def server_conditions(backend_cls: type[StreamingBackend], probe: ProbeResult) -> dict[str, Any]:

@@ -12,8 +12,9 @@ arrivals). A turn's ``t_sched_ns`` is when its user was ready to send (the previ
 end plus the think time), so a client that sends late shows it as lag. A failed turn ends its
 session: the next turn would need the answer that never came.
 
-Request ids come from the driver's shared iterator in send order, so a count-limited run sends
-exactly its count of turns; session ids are numbered as sessions start.
+Request ids come from the driver's shared iterator as turns are built (a later turn's before
+its think time), so a count-limited run sends exactly its count of turns; session ids are
+numbered as sessions start.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ class Sessions:
         if self.concurrency is not None:
 
             async def slot() -> None:
-                while await self._session(d, ids, next(numbers), now_ns()):
+                while await self._session(d, ids, next(numbers), None):
                     pass
 
             await run_together(slot() for _ in range(self.concurrency))
@@ -78,20 +79,29 @@ class Sessions:
         finally:
             await cancel_all(list(tasks))
 
-    async def _session(self, d: Dispatcher, ids: Iterator[int], s: int, t_ready: int) -> bool:
-        """Run session ``s`` to its end; False when the run has no ids or time left for it."""
+    async def _session(self, d: Dispatcher, ids: Iterator[int], s: int, t_ready: int | None) -> bool:
+        """Run session ``s`` to its end; False when the run has no ids or time left for it.
+        ``t_ready``: when its user is ready to send turn 1 (an arrival's deadline), or None: as
+        soon as turn 1 is built (a closed loop's free slot). Every later turn is built before
+        its think time starts, so building it never reads as send lag. (An arrival's first
+        turn is built at its deadline: its request id is only known then, the ids being shared
+        with the later turns of the sessions already running.)"""
         plan = self.plan
         history: list[Turn] = []
         for turn in range(1, plan.turns(s) + 1):
-            if turn > 1:
-                t_ready = now_ns() + int(plan.think_s(s, turn) * 1e9)
-                await sleep_until(t_ready)
             if d.past_end(now_ns()):
                 return False
             i = next(ids, None)
             if i is None:
                 return False
             spec, mine = plan.spec(i, s, turn, history)
+            if turn > 1:
+                t_ready = now_ns() + int(plan.think_s(s, turn) * 1e9)
+                await sleep_until(t_ready)
+                if d.past_end(now_ns()):
+                    return False
+            elif t_ready is None:
+                t_ready = now_ns()
             answer = await d.send(i, t_ready, spec)
             if answer is None:  # failed: the next turn has no answer to carry
                 return True

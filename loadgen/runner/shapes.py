@@ -7,7 +7,9 @@ the stop condition (count, duration, ``stop``), records, cancellation and the ev
 So a new shape (stages, sessions, ramps) is one class here, and the measuring stays in one place.
 
 Two shapes today:
-- ``ClosedLoop(concurrency)``: N slots, each sends its next request as soon as its last ended.
+- ``ClosedLoop(concurrency)``: N slots, each sends its next request as soon as its last ended;
+  that next request is built while the last one is in flight (``Ahead``), so its schedule
+  time is when the slot came free and building it never reads as send lag.
 - ``OpenLoop(schedule_ns, max_concurrency)``: absolute send deadlines computed up front; a
   late send keeps both its scheduled and actual time, so lateness shows as client lag instead
   of vanishing (coordinated omission). An optional cap on in-flight requests makes the wait for
@@ -93,15 +95,71 @@ class ClosedLoop:
         n, first = self.concurrency, min(self.ramp_from, self.concurrency)
 
         async def slot(k: int) -> None:
+            ahead = Ahead(d, ids)
+            ahead.build()  # the slot's first request, before the slot opens
             if self.ramp_s > 0 and k >= first:
                 await sleep_until(d.started_ns + int(self.ramp_s * 1e9 * (k - first) / (n - first)))
-            for i in ids:
-                t = now_ns()
-                if d.past_end(t):
-                    return
-                await d.send(i, t)
+            try:
+                while (nxt := ahead.take()) is not None:
+                    i, spec = nxt
+                    t = now_ns()  # the slot is free: the request's schedule time
+                    if d.past_end(t):
+                        return
+                    ahead.soon()  # the next one is built once this one has gone out
+                    await d.send(i, t, spec)
+            finally:
+                ahead.cancel()
 
         await run_together(slot(k) for k in range(n))
+
+
+class Ahead:
+    """A closed-loop slot's next request, built while its last one is in flight, so building it
+    (a tokenizer fitting its prompt to an exact length takes milliseconds) costs no send lag, as
+    an open loop builds each request before its deadline.
+
+    ``soon`` asks the event loop to build it in a callback: that runs after the current send has
+    stamped its send time and gone out (everything up to the request's first wait runs before
+    the loop takes its next callback), and before the answer can be read. ``take`` hands it
+    over, building it there and then if the send returned first (a request that failed without
+    waiting); an error building it is raised there, in the slot, as if built inline."""
+
+    __slots__ = ("_built", "_d", "_error", "_handle", "_ids", "_next")
+
+    def __init__(self, d: Dispatcher, ids: Iterator[int]) -> None:
+        self._d, self._ids = d, ids
+        self._next: tuple[int, RequestSpec] | None = None
+        self._error: BaseException | None = None
+        self._handle: asyncio.Handle | None = None
+        self._built = False
+
+    def build(self) -> None:
+        self._handle = None
+        try:
+            i = next(self._ids, None)
+            self._next = None if i is None else (i, self._d.spec(i))
+        except Exception as exc:  # noqa: BLE001 - raised in the slot by take(), as if built there
+            self._error = exc
+        self._built = True
+
+    def soon(self) -> None:
+        self._built = False
+        self._handle = asyncio.get_running_loop().call_soon(self.build)
+
+    def take(self) -> tuple[int, RequestSpec] | None:
+        if not self._built:
+            self.cancel()
+            self.build()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+        nxt, self._next = self._next, None
+        return nxt
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 @dataclass(frozen=True, slots=True)

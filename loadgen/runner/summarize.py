@@ -36,6 +36,7 @@ from loadgen.summary import (
     Conditions,
     Counts,
     EndedBy,
+    LengthStats,
     Metrics,
     Speculative,
     StageSummary,
@@ -282,8 +283,11 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
     profile, t = p.profile, p.profile.target
     workers = len(ex.workers)
     resolved = profile.resolved()
-    fit = p.prompt_fit
+    fit = dict(p.prompt_fit)
     exact = fit["method"].startswith("server /tokenize") and fit["exact"] == fit["requests_fitted"]
+    extra = _server_extra_tokens(table)
+    if extra is not None:
+        fit["server_extra_tokens"] = extra
     server = dict(p.server)
     if ex.server_series is not None and ex.server_series.available:
         server["metrics_labels"] = ex.server_series.labels
@@ -326,6 +330,20 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
     if ex.telemetry is not None:
         cond["telemetry"] = gpu_telemetry.conditions(ex.telemetry)
     return cond
+
+
+def _server_extra_tokens(table: RecordTable) -> LengthStats | None:
+    """The server's prompt over the one loadgen made, request by request (usage.prompt_tokens
+    minus the prompt's own count), over the measured ok requests the server gave usage for: what
+    its chat template and special tokens add; None without any such request."""
+    if not len(table):
+        return None
+    rows = table.column("ok") & ~table.column("warmup") & (table.column("prompt_tokens_source") == "usage")
+    prompt, has_prompt = table.ints("prompt_tokens")
+    rows &= has_prompt
+    if not rows.any():
+        return None
+    return describe(prompt[rows] - table.column("requested_prompt_tokens")[rows].astype(np.int64))
 
 
 def _realised(workload: Workload, table: RecordTable) -> ConditionsLengthsRealised:

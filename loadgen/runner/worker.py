@@ -162,7 +162,9 @@ class Worker:
             gc.unfreeze()
         shift = self.job.clock_shift_ns
         res.started_ns, res.ended_ns = res.started_ns + shift, res.ended_ns + shift
-        stats = StageStats(self.job.index, res, time.process_time() - cpu0, error)
+        # The stage's CPU over its sending window (the driver's), not the collection before it.
+        cpu_s = res.cpu_s if error is None else time.process_time() - cpu0
+        stats = StageStats(self.job.index, res, cpu_s, error)
         self._send(frames.pickled(frames.DONE, stats))
 
 

@@ -46,6 +46,8 @@ async def fit_for_profile(
     if t.prompt_format == "token_ids":
         return workload, {"method": "token ids (exact)"}
     if workload.tokenizer is not None:
+        if workload.through_template:
+            return workload, {"method": "local tokenizer, through the model's chat template (exact)"}
         return workload, {"method": "local tokenizer (exact)"}
     approx = {"method": "approximate (one common word ~ one token)"}
     backend = registry.backend(t.endpoint)

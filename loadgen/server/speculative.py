@@ -11,8 +11,14 @@ position was accepted.
 
 The stream's view: a server streaming one event per decoding step puts a step's accepted tokens
 in one event, so tokens per token-bearing event estimate the acceptance length from the client's
-side. Only where the events' token counts are known (``token_source`` ``continuous_usage`` or
-``tokenizer``); with one assumed per event there is nothing to read.
+side. Only where the server counted each event's tokens (``token_source`` ``continuous_usage``):
+a chunk's text re-tokenized locally (``tokenizer``) can come out as two tokens where the server
+sent one, and with one assumed per event there is nothing to read.
+
+The block exists only when the server reports speculation: drafts in its counters (vLLM) or an
+acceptance length (SGLang). Several tokens an event alone never make one: a lagging stream
+merges steps, a server may batch its detokenized text, and neither is a draft model; the
+stream's figures are shown beside the server's, not instead of them.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ from loadgen.server.engines import PER_POSITION
 
 __all__ = ["speculative_block"]
 
-_COUNTED = ("continuous_usage", "tokenizer")  # token sources that count each event's tokens
+_COUNTED = ("continuous_usage",)  # the token source whose per-event counts are the server's
 
 
 def _edges(rows: Sequence[Mapping[str, Any]], span: tuple[int, int] | None) -> tuple[Mapping, Mapping]:
@@ -98,11 +104,10 @@ def stream_figures(table: RecordTable) -> dict[str, Any] | None:
 def speculative_block(
     rows: Sequence[Mapping[str, Any]] | None, span: tuple[int, int] | None, table: RecordTable
 ) -> dict[str, Any] | None:
-    """``{"server": …, "stream": …}`` over ``span`` (either may be None); None when neither says
-    anything, or when the server shows no drafts and every event carried one token (no
-    speculation to describe)."""
+    """``{"server": …, "stream": …}`` over ``span`` (the stream's may be None); None unless the
+    server reports speculation (drafts, or an acceptance length): a stream's several tokens an
+    event alone are not a draft model (see the module's docstring)."""
     server = server_figures(rows, span) if rows else None
-    stream = stream_figures(table)
-    if server is None and (stream is None or stream["multi_token_events"] == 0):
+    if server is None:
         return None
-    return {"server": server, "stream": stream}
+    return {"server": server, "stream": stream_figures(table)}

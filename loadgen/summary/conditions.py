@@ -260,8 +260,8 @@ class ConditionsPromptLengths(TypedDict, total=False):
     """how prompt lengths were made exact or approximated"""
 
     method: str
-    """token ids (exact) | local tokenizer (exact) | server /tokenize | approximate (one common word ~ one
-    token)"""
+    """token ids (exact) | local tokenizer (exact) | local tokenizer, through the model's chat template
+    (exact) | server /tokenize | approximate (one common word ~ one token)"""
     server_tokenize: str
     """why the server's /tokenize was not used"""
     requests_fitted: int
@@ -272,6 +272,10 @@ class ConditionsPromptLengths(TypedDict, total=False):
     """/tokenize calls made before the run"""
     note: str
     """limits of the fitting (e.g. past the fitted requests of a duration run)"""
+    server_extra_tokens: LengthStats
+    """the server's prompt over the one loadgen made, request by request (usage.prompt_tokens minus the
+    prompt's own count), over the measured ok requests the server gave usage for: what its chat template
+    and special tokens add (0 when chat prompts were fitted through the template)"""
 
 
 @with_config(DOCS)

@@ -43,6 +43,31 @@ class CountsRetries(TypedDict, total=False):
 
 
 @with_config(DOCS)
+class ErrorSample(TypedDict, total=True):
+    """one failed request's message for an error class: the server's own words (trimmed, secrets scrubbed)
+    and, for a refusal loadgen knows, the fix"""
+
+    message: str | None
+    """the first measured request of the class: its error message (the server's, for an HTTP error)"""
+    hint: str | None
+    """what to change when the refusal is a known one (an extension field, a prompt past the context, an
+    unknown model, an endpoint not served); null otherwise"""
+
+
+@with_config(DOCS)
+class CountsStreamEnds(TypedDict, total=True):
+    """how the ok measured streams ended"""
+
+    terminator: Annotated[int, Field(ge=0)]
+    """with the protocol's end marker (data: [DONE], message_stop, response.completed, Triton's final flag)"""
+    no_terminator: Annotated[int, Field(ge=0)]
+    """after the answer's finish (and the usage asked for), the body ended without the end marker the
+    protocol promises: ok, as the OpenAI SDK takes it; target.require_done fails them instead"""
+    end_of_body: Annotated[int, Field(ge=0)]
+    """the protocol has no end marker (Triton's generate): the response's end is the stream's"""
+
+
+@with_config(DOCS)
 class Counts(TypedDict, total=True):
     """request accounting over measured (non-warm-up) requests"""
 
@@ -64,6 +89,9 @@ class Counts(TypedDict, total=True):
     anomalies: NotRequired[CountsAnomalies]
     retry_after: NotRequired[CountsRetryAfter]
     retries: NotRequired[CountsRetries]
+    error_samples: NotRequired[dict[str, ErrorSample]]
+    """one message an error class (cancelled excluded), in the order of errors_by_class"""
+    stream_ends: NotRequired[CountsStreamEnds]
 
 
 @with_config(DOCS)

@@ -116,10 +116,13 @@ class Curve(TypedDict, total=False):
     """the offered-load knob the stages varied"""
     points: list[dict[str, Any]]
     """per stage: offered load, throughput, output tokens/s, goodput, attained fraction, TTFT/TPOT/E2E/ITL
-    p50/p90/p99, SLA verdict, steady"""
+    p50/p90/p99, SLA verdict, steady, ok requests"""
     knee: dict[str, Any] | None
     """the last stage before throughput stops scaling with the offered load (d log throughput / d
     log load < 0.5): stage, name, offered, throughput_rps, next_scaling; null when it kept scaling"""
+    stages_with_ok: int
+    """stages with at least one ok measured request (0: no stage was served, and there is no knee to
+    find)"""
     last_stage_meeting_sla: int | None
     """the highest-numbered stage whose SLA verdict is pass"""
     rules: dict[str, Any]

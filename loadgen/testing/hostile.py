@@ -35,7 +35,13 @@ Modes (the faults apply to the streaming paths; ``/v1/models`` answers normally 
     non_object_json       an event whose JSON is not an object (``data: [1,2]``)
     no_data_prefix        every event's JSON (and ``[DONE]``) without its ``data:`` prefix
     not_sse               200 with a plain (non-streaming) JSON completion body
-    no_done               a complete stream that never sends ``data: [DONE]``
+    no_done               a complete stream that never sends ``data: [DONE]``: the finish and
+                          the usage chunk, then a clean end (Hugging Face's ``transformers serve``)
+    no_finish             content events, then a clean end of the body: no finish_reason, no
+                          usage, no ``[DONE]`` (a stream cut short that looks like an end)
+    unknown_field_422     ``transformers serve``'s refusal: a request carrying ``ignore_eos`` is a
+                          422 ``{"detail": "Unexpected fields in the request: {'ignore_eos'}"}``;
+                          one without is streamed as ``no_done`` streams it
     fin_mid_chunk         a few events, then a chunk header and half its bytes, then FIN
     invalid_utf8          an event whose JSON carries raw 0xff bytes
     huge_event            one content event of ``huge_bytes`` (10 MB) of valid JSON, then [DONE]
@@ -129,6 +135,8 @@ MODES: tuple[str, ...] = (
     "no_data_prefix",
     "not_sse",
     "no_done",
+    "no_finish",
+    "unknown_field_422",
     "fin_mid_chunk",
     "invalid_utf8",
     "huge_event",
@@ -160,6 +168,7 @@ HOSTED = {"/v1/responses": responses_events, "/v1/messages": messages_events}
 STREAM_PATHS = frozenset(("/v1/chat/completions", "/v1/completions", *HOSTED, *POOLING_PATHS))
 ERROR_MESSAGES = {500: "hostile server: internal error", 429: "hostile server: rate limited, slow down"}
 RETRY_AFTER_S = 7
+UNKNOWN_FIELD = "Unexpected fields in the request: {'ignore_eos'}"  # transformers serve's words
 IMAGE_TOO_LARGE = "image too large: 4096x4096 exceeds the server's limit of 1003520 pixels"
 _KEEP_ALIVE = {"close_after_keepalive": "timeout=5, max=100", "keepalive_limits": "timeout=1, max=3"}
 LIMIT_TIMEOUT_S, LIMIT_MAX = 1.0, 3  # keepalive_limits' announced timeout and max
@@ -310,6 +319,8 @@ class HostileServer(ThreadedServer):
         auth = req.headers.get("authorization", "")
         if self.mode in ("http_500", "http_429", "echo_auth_body"):
             return await self._error_answer(conn, req, auth)
+        if self.mode == "unknown_field_422" and "ignore_eos" in body:
+            return await self._json(conn, req, 422, {"detail": UNKNOWN_FIELD})
         if self.mode == "image_too_large" and '"image_url"' in req.body.decode("utf-8", "replace"):
             err = {"message": IMAGE_TOO_LARGE, "type": "BadRequestError", "param": "messages", "code": 400}
             return await self._json(conn, req, 400, {"error": err})

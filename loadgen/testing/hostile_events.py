@@ -69,7 +69,9 @@ def stream_events(
     if bad is not None:
         # The fault, placed after the first content event (index 2 in chat, after the role).
         payloads.insert(min(2 if chat else 1, len(payloads)), bad)
-    if mode != "no_done":
+    if mode == "no_finish":  # the content only: cut before the finish, ended cleanly
+        return [sse(p) for p in payloads if b'"finish_reason":null' in p]
+    if mode not in ("no_done", "unknown_field_422"):
         payloads.append(b"[DONE]")
     if mode == "no_data_prefix":
         return [p + b"\n\n" for p in payloads]

@@ -65,7 +65,9 @@ def plan(request: Any, body: dict, cfg: dict) -> Plan | Any:
     opts = body.get("stream_options") or {}
     fail_kind, _, fail_arg = (cfg.get("fail") or "").partition(":")
     prompt = body.get("messages") if chat else body.get("prompt")
-    if cfg.get("tokenize"):
+    if chat and cfg.get("tokenizer_dir"):
+        prompt_tokens = templated_token_count(prompt, str(cfg["tokenizer_dir"]))
+    elif cfg.get("tokenize"):
         prompt_tokens = toy_token_count(prompt, chat)
     else:
         prompt_tokens = (
@@ -276,6 +278,42 @@ def answer_script(body: dict, cfg: dict, chat: bool, n_reason: int) -> tuple[lis
     script = [" " + WORDS[j % len(WORDS)] for j in range(n_reason)] + pieces
     n_out = len(script) if cap is None else min(cap, len(script))
     return script, n_out, "stop" if solved and n_out == len(script) else "length"
+
+
+_TEMPLATED: dict[str, tuple[Any, Any, dict[str, str]]] = {}
+
+
+def templated_token_count(messages: Any, folder: str) -> int:
+    """A chat request's prompt tokens as a real server counts them (vLLM, ``transformers
+    serve``): the messages rendered through the chat template of the model folder
+    (``tokenizer_config.json``'s ``chat_template``, its special tokens by name, the assistant's
+    turn opened), then encoded with its ``tokenizer.json`` adding no special tokens (the
+    template writes its own BOS). Needs ``tokenizers`` and ``jinja2``."""
+    if folder not in _TEMPLATED:
+        import jinja2
+        from tokenizers import Tokenizer
+
+        with open(f"{folder}/tokenizer_config.json", encoding="utf-8") as f:
+            config = json.load(f)
+        special = {}
+        for name in ("bos_token", "eos_token"):
+            v = config.get(name)
+            v = v.get("content") if isinstance(v, dict) else v
+            if isinstance(v, str):
+                special[name] = v
+        env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
+        template = env.from_string(config["chat_template"])
+        _TEMPLATED[folder] = (Tokenizer.from_file(f"{folder}/tokenizer.json"), template, special)
+    tok, template, special = _TEMPLATED[folder]
+
+    def text(content: Any) -> str:  # content parts: their text (media count nothing here)
+        if isinstance(content, list):
+            return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+        return content if isinstance(content, str) else ""
+
+    plain = [{**m, "content": text(m.get("content"))} for m in messages]
+    text = template.render(messages=plain, add_generation_prompt=True, **special)
+    return len(tok.encode(text, add_special_tokens=False).ids)
 
 
 def toy_token_count(prompt: Any, chat: bool) -> int:

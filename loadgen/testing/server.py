@@ -27,6 +27,9 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
                            it, each later one a piece of its JSON arguments, finish_reason
                            "tool_calls"; the log's ``tool_call`` names it), except an answer to a
                            request whose last message is a ``role: tool`` result: text
+    tokenizer_dir          a model folder (tokenizer.json, tokenizer_config.json with a chat_template):
+                           chat usage.prompt_tokens is the messages rendered through its chat
+                           template and encoded with its tokenizer, as a real server counts them
     wrong_mod              n: with ``answer``, prompts whose crc32(text, utf-8) % n == 0 get a
                            wrong answer (a number off by one, else the first word changed), so a
                            test knows exactly which prompts of N change, whatever their order

@@ -21,6 +21,7 @@ from loadgen.summary import LengthStats
 from loadgen.summary.conditions import ConditionsTraffic
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.batches import Batches
+from loadgen.workload.chat_template import ChatTemplate, TemplateFit
 from loadgen.workload.datasets import DatasetError, word_count
 from loadgen.workload.lengths import describe, sample_lengths
 from loadgen.workload.media import MediaCache, MediaPlan
@@ -32,13 +33,14 @@ from loadgen.workload.prompts import (
     TokenizerPrompts,
     chat_messages,
     load_tokenizer,
+    require_tokenizers,
 )
 from loadgen.workload.sessions import SessionPlan
 from loadgen.workload.sources import DatasetSource, PrefixGroups, TaskSource, TraceSource, trace_for
 from loadgen.workload.tool_rounds import ToolRounds
 from loadgen.workload.traces import prefix_reuse
 
-__all__ = ["RequestSpec", "Workload", "build_schedule"]
+__all__ = ["RequestSpec", "Workload", "build_schedule", "check_prompt_packages"]
 
 BLOCK = 1024
 _CACHED_BLOCKS = 64  # bounded, so a multi-hour duration run does not grow memory
@@ -55,6 +57,7 @@ class Workload:
         tokenizer_path: str | Path | None = None,
         *,
         tokenizer: TokenizerLike | None = None,
+        chat_template: ChatTemplate | None = None,
         vocab_size: int = 2000,
     ):
         self.cfg = cfg
@@ -77,6 +80,14 @@ class Workload:
         else:
             self._prompts = TextPrompts(cfg.seed)
         self.approximate_prompt_lengths: bool = self._prompts.approximate
+        # Chat prompts fitted through the model's chat template (the tokenizer folder's, unless
+        # workload.prompt.chat_template is never), so the server's prompt is the requested length.
+        self._chat_fit: TemplateFit | None = None
+        if isinstance(self._prompts, TokenizerPrompts) and self.messages:
+            if chat_template is None and path is not None and cfg.prompt.chat_template is None:
+                chat_template = ChatTemplate.beside(path)
+            if chat_template is not None:
+                self._chat_fit = TemplateFit(self._prompts, chat_template)
         n_sys = cfg.prompt.system_prompt_tokens
         # The same kind as the prompts' build(): text, or token ids for prompt_format token_ids.
         self._system: str | list[int] | None
@@ -124,6 +135,11 @@ class Workload:
         if tok is None:
             return word_count
         return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
+
+    @property
+    def through_template(self) -> bool:
+        """Whether synthetic chat prompts are fitted through the model's chat template."""
+        return self._chat_fit is not None
 
     @property
     def fittable(self) -> bool:
@@ -218,12 +234,16 @@ class Workload:
             return self._batches.request(i, model)
         n_in, n_out = self.lengths(i)
         system, n_sys = self._shared(i)
+        tools, choice = self._tools
         expected, match = None, "exact"
         if self._source is not None:
             user, n_user, expected, match = self._source.user(i, self._prompts)
+            total = n_sys + n_user
+        elif self._chat_fit is not None:  # the rendered prompt, template and system included, is n_in
+            user, total = self._chat_fit.build(i, n_in, cast("str | None", system), tools)
         else:
             user, n_user = self._prompts.build(i, max(1, n_in - n_sys))
-        total = n_sys + n_user
+            total = n_sys + n_user
         messages = None
         if self.messages:
             # Message protocols take text prompts only (the config rejects token_ids for them).
@@ -240,7 +260,6 @@ class Workload:
         if isinstance(self._prompts, TokenizerPrompts):
             self._prompt_tokens[i] = total
         model = self._models.model(i) if self._models is not None else None
-        tools, choice = self._tools
         return RequestSpec(
             i,
             prompt,
@@ -289,6 +308,21 @@ class Workload:
             "input_tokens": describe([self._expected_prompt_tokens(i, n) for i, n, _ in pairs]),
             "output_tokens": describe([0 if pooled else o for _, _, o in pairs]),
         }
+
+
+def check_prompt_packages(cfg: WorkloadConfig, endpoint: str, prompt_format: str) -> None:
+    """Before a run makes anything: ``MissingExtra`` when the profile's tokenizer needs the
+    ``tokenizers`` package (or its chat template ``jinja2``) and it is not installed, and
+    ``ChatTemplateError`` when that template does not compile; each one line that names the fix."""
+    path = cfg.prompt.tokenizer
+    if path is None:
+        return
+    require_tokenizers()
+    backend = registry.get(endpoint)
+    chat = backend is not None and backend.messages and prompt_format == "text"
+    if not chat or cfg.prompt.chat_template is not None:
+        return
+    ChatTemplate.beside(path)  # compiled, so a missing jinja2 or a broken template stops it here
 
 
 def build_schedule(load: LoadConfig, workload: WorkloadConfig) -> np.ndarray | None:

@@ -16,6 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
+from loadgen.errors import LoadgenError
+
 # fmt: off
 WORDS: tuple[str, ...] = tuple(  # packed: a word list is data
     [
@@ -56,15 +58,37 @@ class TokenizerLike(Protocol):
     def decode(self, ids: list[int], skip_special_tokens: bool = ...) -> str: ...
 
 
-def load_tokenizer(path: str | Path) -> TokenizerLike:
-    """Load a local ``tokenizer.json`` (needs the optional ``tokenizers`` package)."""
+TOKENIZER_FILE = "tokenizer.json"
+
+
+class MissingExtra(LoadgenError, ImportError):
+    """An optional package a setting needs is not installed (the message names the extra)."""
+
+
+def tokenizer_file(path: str | Path) -> Path:
+    """The ``tokenizer.json`` that ``path`` names: the file itself, or the one in a folder."""
+    p = Path(path)
+    return p / TOKENIZER_FILE if p.is_dir() else p
+
+
+def require_tokenizers() -> None:
+    """Raise ``MissingExtra`` (one line, naming the extra) unless ``tokenizers`` imports."""
     try:
-        from tokenizers import Tokenizer
+        import tokenizers  # noqa: F401 - only whether it imports
     except ImportError:
-        raise ImportError(
-            "exact prompt lengths need the 'tokenizers' package: pip install 'loadgen[tokenizer]'"
+        raise MissingExtra(
+            "workload.prompt.tokenizer (--tokenizer) needs the 'tokenizers' package: "
+            "pip install 'loadgen[tokenizer]'"
         ) from None
-    return Tokenizer.from_file(str(path))
+
+
+def load_tokenizer(path: str | Path) -> TokenizerLike:
+    """Load a local ``tokenizer.json``, or the one in the folder ``path`` names (needs the
+    optional ``tokenizers`` package: ``MissingExtra`` without it)."""
+    require_tokenizers()
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(tokenizer_file(path)))
 
 
 def chat_messages(user: str, system: str | None = None) -> list[dict[str, str]]:

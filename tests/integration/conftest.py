@@ -1,4 +1,5 @@
-"""A real vLLM server for the integration suite, started once for the package.
+"""Real engines for the integration suite (vLLM, llama.cpp's llama-server, Hugging Face's
+transformers serve), each started once for the package by its fixture.
 
 The engine is "available" when ``python scripts/real_engines.py setup`` has installed vLLM into
 its cached venv and built the tiny model; otherwise every test here is skipped (with the reason
@@ -11,6 +12,9 @@ on a shared machine) should not pay. Environment:
     LOADGEN_REAL_ENGINES=1   run it; the engine must be there (a missing setup fails, not skips)
     LOADGEN_REAL_ENGINES=0   skip it even when asked for by path
     LOADGEN_VLLM_URL=URL     use a vLLM already running there (nothing is started or stopped)
+
+llama-server and transformers serve have their own setup scripts (scripts/llamacpp_engine.py,
+scripts/transformers_engine.py), both run by ``real_engines.py setup``.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ def _load_script(file: str = "real_engines.py"):
 
 real_engines = _load_script()
 llamacpp_engine = _load_script("llamacpp_engine.py")
+transformers_engine = _load_script("transformers_engine.py")
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,28 @@ def llamacpp(request):
         os.sched_setaffinity(0, before)
         if not st.get("reused"):
             llamacpp_engine.stop()
+
+
+@pytest.fixture(scope="package")
+def tfserve(request):
+    """A running ``transformers serve --continuous-batching --device cpu`` (the tiny model, a
+    bounded KV cache) pinned to core 0 with one torch thread, the client on the others; its own
+    state files (a concurrent session never shares it); stopped when the package's tests are
+    done. ``model`` is the model's path: the server refuses any other name."""
+    flag = _wanted(request)
+    _require(flag, transformers_engine.available(), "transformers serve", transformers_engine.SETUP_HINT)
+    name = f"pytest-{os.getpid()}"
+    try:
+        st = transformers_engine.serve(name=name)
+    except RuntimeError as exc:
+        pytest.fail(f"transformers serve did not start: {exc}")
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, real_engines.client_cpus())
+    try:
+        yield Engine(st["url"], st["model"])
+    finally:
+        os.sched_setaffinity(0, before)
+        transformers_engine.stop(name=name)
 
 
 def profile_maker(engine: Engine, tmp_path: Path, **defaults: Any):

@@ -164,7 +164,6 @@ class TestFailures:
             ("reset_after:3", R.READ),
             ("malformed_after:2", R.MALFORMED),
             ("garbage", R.MALFORMED),
-            ("no_done", R.NO_DONE),
             ("error_event_after:2", R.SERVER_ERROR_EVENT),
         ],
     )
@@ -185,6 +184,27 @@ class TestFailures:
         assert c["errors_by_class"] == {cls: 4}
         assert c["error_rate"] == 1.0
         assert all(r.t_end_ns is not None and r.error_message for r in res.records)
+
+    @pytest.mark.parametrize("transport", TRANSPORTS)
+    def test_a_finished_stream_without_done_is_ok_and_counted(self, server, make_profile, transport):
+        """The finish_reason and the usage chunk came, then a clean close without data: [DONE]
+        (as transformers serve ends every stream): the answer is whole, so the request is ok, its
+        record says how the stream ended and the summary counts it; require_done keeps the strict
+        check for a conformance test."""
+        kw = dict(
+            workload__num_requests=4,
+            target__transport=transport,
+            target__extra_body={"loadgen_test": {"fail": "no_done"}},
+        )
+        res = run(make_profile(server.url, **kw))
+        c = res.summary["counts"]
+        assert (c["ok"], c["failed"]) == (4, 0)
+        assert c["stream_ends"] == {"terminator": 0, "no_terminator": 4, "end_of_body": 0}
+        assert [r.stream_end for r in res.records] == [R.NO_TERMINATOR] * 4
+        assert [r.output_tokens for r in res.records] == [r.requested_output_tokens for r in res.records]
+        strict = run(make_profile(server.url, target__require_done=True, target__preflight=False, **kw))
+        assert strict.summary["counts"]["errors_by_class"] == {R.NO_DONE: 4}
+        assert all("target.require_done is set" in r.error_message for r in strict.records)
 
     @pytest.mark.parametrize("transport", TRANSPORTS)
     def test_stalled_stream_times_out(self, server, make_profile, transport):

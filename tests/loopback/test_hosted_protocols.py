@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from loadgen import records as R
+from loadgen.errors import RunError
 from loadgen.testing.hostile import HostileServer
 from loadgen.testing.server import StreamServer
 
@@ -129,9 +130,18 @@ def test_the_overloaded_event_names_its_type(server, make_profile):
 
 
 def test_a_wrong_key_is_refused_by_the_hosted_shaped_server(keyed_server, make_profile):
-    """The scripted Messages endpoint checks x-api-key as Anthropic does: a wrong one is a 401."""
+    """The scripted Messages endpoint checks x-api-key as Anthropic does: a wrong one is a 401,
+    which the preflight turns into a stop before the load that names the fix, and which, with
+    the preflight off, every request meets."""
+    with pytest.raises(RunError, match=r"\(HTTP 401\).*set target.api_key_env"):
+        run(
+            make_profile(keyed_server.url, target__endpoint="messages", workload__num_requests=1),
+            api_key="sk-ant-wrong-key-000",
+        )
     res = run(
-        make_profile(keyed_server.url, target__endpoint="messages", workload__num_requests=1),
+        make_profile(
+            keyed_server.url, target__endpoint="messages", target__preflight=False, workload__num_requests=1
+        ),
         api_key="sk-ant-wrong-key-000",
     )
     assert res.records[0].error_class == "http_401"
@@ -176,7 +186,7 @@ HOSTILE = [
     ("messages_delta_not_text", R.MALFORMED),
     ("messages_unknown_delta", None),  # skipped, as Anthropic asks of clients
     ("messages_error_event", R.SERVER_ERROR_EVENT),
-    ("messages_no_stop", R.NO_DONE),
+    ("messages_no_stop", None),  # its stop_reason came: whole, ok (and counted as ended unmarked)
 ]
 
 

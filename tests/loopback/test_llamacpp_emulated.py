@@ -186,8 +186,21 @@ def test_requests_past_one_slot_are_refused_before_the_run_or_trimmed(llama, tmp
     assert (res.summary["counts"]["ok"], res.summary["counts"]["failed"]) == (6, 0)
     assert res.summary["conditions"]["server"]["identity"]["requests_trimmed"] == 6
     assert all(r.requested_output_tokens == 4 for r in res.records)  # 64 - 60: the prompt kept
-    res = run(profile(tmp_path, llama.url, **long, **{"target.context_overflow": "send",
-                                                      "sla.rules": ["p99 ttft_ms < 10000"]}))  # fmt: skip
+    send = {**long, "target.context_overflow": "send"}
+    with pytest.raises(
+        RunError, match=r"refused the preflight request \(HTTP 400\): request \(68 tokens\) exceeds"
+    ):
+        run(profile(tmp_path, llama.url, **send))  # the server's reason, before the load
+    res = run(
+        profile(
+            tmp_path, llama.url, **send, **{"target.preflight": False, "sla.rules": ["p99 ttft_ms < 10000"]}
+        )
+    )
     assert res.summary["counts"]["errors_by_class"] == {"http_400": 6}
     assert res.summary["sla"]["verdict"] == "fail"
-    assert res.summary["sla"]["details"][0]["reason"].startswith("6 of 6 requests failed (http_400 6)")
+    reason = res.summary["sla"]["details"][0]["reason"]
+    assert reason.startswith("6 of 6 requests failed (http_400 6)")
+    assert (
+        "exceeds the available context size" in res.summary["counts"]["error_samples"]["http_400"]["message"]
+    )
+    assert res.summary["counts"]["error_samples"]["http_400"]["hint"].startswith("the prompt")

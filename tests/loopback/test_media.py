@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 
 import orjson
+import pytest
 from PIL import Image
 
+from loadgen.errors import RunError
 from loadgen.report.markdown import render_markdown
 from loadgen.report.sections import build_sections
 from loadgen.result import GROUND_TRUTH
@@ -136,17 +138,19 @@ class TestAgainstTheSimulator:
 
 
 def test_a_server_refusing_the_image_is_an_http_400_with_its_message(make_profile):
-    """The hostile server's image_too_large: every request with an image is an http_400 whose
-    message is the server's, and its record still counts the image it sent."""
+    """The hostile server's image_too_large: the preflight (an image request like the run's)
+    stops the run before the load with the server's message; without it every request with an
+    image is an http_400 whose message is the server's, and its record still counts the image
+    it sent."""
+    kw = dict(
+        workload__num_requests=3,
+        load__warmup_requests=0,
+        workload__images={"count": 1, "width": 32, "height": 32},
+    )
     with HostileServer("image_too_large") as srv:
-        res = run(
-            make_profile(
-                srv.url,
-                workload__num_requests=3,
-                load__warmup_requests=0,
-                workload__images={"count": 1, "width": 32, "height": 32},
-            )
-        )
+        with pytest.raises(RunError, match=r"refused the preflight request \(HTTP 400\): image too large"):
+            run(make_profile(srv.url, **kw))
+        res = run(make_profile(srv.url, target__preflight=False, **kw))
     assert {(r.ok, r.error_class, r.http_status, r.images) for r in res.records} == {
         (False, "http_400", 400, 1)
     }

@@ -269,8 +269,17 @@ class TestFailures:
     )
     @pytest.mark.parametrize("proto", PROTOCOLS)
     def test_each_failure_costs_only_its_request(self, server, make_profile, proto, fail, cls):
-        """HTTP errors, resets, bad events and in-stream error events are classified and counted."""
-        res = run(make_profile(server.url, workload__num_requests=3, **PROTOCOLS[proto], **script(fail=fail)))
+        """HTTP errors, resets, bad events and in-stream error events are classified and counted
+        (request by request: the preflight, which would stop a run on the 400, is off here)."""
+        res = run(
+            make_profile(
+                server.url,
+                workload__num_requests=3,
+                target__preflight=False,
+                **PROTOCOLS[proto],
+                **script(fail=fail),
+            )
+        )
         c = res.summary["counts"]
         assert (c["sent"], c["ok"], c["failed"]) == (3, 0, 3)
         assert c["errors_by_class"] == {cls: 3}
@@ -278,10 +287,24 @@ class TestFailures:
         if fail.startswith("status"):
             assert all(r.error_message == f"scripted HTTP {fail[7:]}" for r in res.records)
 
-    def test_sglang_stream_without_done_is_no_done(self, server, make_profile):
-        """SGLang ends its stream with [DONE]; a stream that just stops is `no_done`."""
+    def test_sglang_stream_without_done_is_judged_by_its_finish(self, server, make_profile):
+        """SGLang ends its stream with [DONE]; one whose last meta_info carries the finish_reason
+        and then just stops delivered the whole answer: ok, its end counted; with
+        target.require_done it is `no_done`."""
         res = run(make_profile(server.url, workload__num_requests=2, **SGLANG, **script(fail="no_done")))
-        assert res.summary["counts"]["errors_by_class"] == {R.NO_DONE: 2}
+        assert res.summary["counts"]["ok"] == 2
+        assert [r.stream_end for r in res.records] == [R.NO_TERMINATOR] * 2
+        assert [r.finish_reason for r in res.records] == ["length"] * 2
+        strict = run(
+            make_profile(
+                server.url,
+                workload__num_requests=2,
+                target__require_done=True,
+                **SGLANG,
+                **script(fail="no_done"),
+            )
+        )
+        assert strict.summary["counts"]["errors_by_class"] == {R.NO_DONE: 2}
 
     @pytest.mark.parametrize("proto", PROTOCOLS)
     def test_stalled_stream_times_out(self, server, make_profile, proto):

@@ -168,7 +168,12 @@ def test_the_console_fails_the_sla_on_failed_requests_and_says_why_first(tmp_pat
         cmd = ["run", str(REPO / "profiles" / "ci-smoke.yaml"), "--url",
                srv.url, "--num-requests", "6", "--warmup", "0", "--out", str(out), "--no-report"]  # fmt: skip
         res = cli(*cmd, cwd=tmp_path, timeout=120)
-    assert res.returncode == 0, res.stderr  # no --fail-on-sla
+    # Nothing was served: exit 3 without --fail-on-sla, the server's words on the last line.
+    assert res.returncode == 3, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        "loadgen: nothing was served: 6 of 6 requests failed (http_500 6); the server said http_500 "
+        '"hostile server: internal error"'
+    )
     text = " ".join(res.stdout.split())
     assert "SLA FAIL: 6 of 6 requests failed (http_500 6): error rate 100.0% > max_error_rate 1.0%" in text
     assert "latency (ms) of the ok requests only (6 failed)" in text

@@ -238,28 +238,68 @@ def test_echoed_secrets_reach_no_file_and_no_console(
     echo_server, tmp_path, monkeypatch, capsys, variant, mode
 ):
     """A run against a server that echoes the credentials (streaming them back as event ids and
-    headers, or refusing every request with a 401 that quotes them), then `loadgen report`:
-    no secret in any file of the run folder, nor in stdout/stderr."""
+    headers, or refusing every request with a 401 that quotes them, the preflight off so that
+    every request meets it), then `loadgen report`: no secret in any file of the run folder, nor
+    in stdout/stderr, where the server's message is shown."""
     url, args = _variant(variant, f"{echo_server}/{mode}", tmp_path, monkeypatch)
     out = tmp_path / "reports"
+    flags = ["--no-preflight"] if mode == "deny" else []
     code = main(
-        ["run", *args, "--url", url, "--no-progress", "--no-report", "--out", str(out), "--run-id", "secrets"]
+        [
+            "run",
+            *args,
+            *flags,
+            "--url",
+            url,
+            "--no-progress",
+            "--no-report",
+            "--out",
+            str(out),
+            "--run-id",
+            "secrets",
+        ]
     )
     run_dir = out / "secrets"
     report_code = main(["report", str(run_dir)]) if (run_dir / "summary.json").exists() else None
     stdout, stderr = capsys.readouterr()
     console = stdout + stderr
     assert "Traceback" not in console, console[-3000:]
-    assert code == 0, f"`loadgen run` exited {code}:\n{console[-3000:]}"
+    # Every request refused: nothing was served, exit 3 (its last line says why, scrubbed too).
+    assert code == (3 if mode == "deny" else 0), f"`loadgen run` exited {code}:\n{console[-3000:]}"
     assert report_code == 0, f"`loadgen report` exited {report_code}:\n{console[-3000:]}"
     records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
     assert len(records) == 6
     if mode == "deny":
         assert {r["error_class"] for r in records} == {"http_401"}, records[0]
+        assert "http_401 6 (100 %): invalid credentials:" in console
+        assert "fix: the server wants credentials" in console
     else:
         assert all(r["ok"] for r in records), records[0]
     assert (run_dir / "report.html").exists() and (run_dir / "requests.csv").exists()
     leaks = _file_leaks(run_dir) + _leaks(console, "the console")
+    assert not leaks, "secrets written out: " + "; ".join(leaks)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_secrets_echoed_by_a_refused_preflight_reach_no_console(
+    echo_server, tmp_path, monkeypatch, capsys, variant
+):
+    """/v1/models answers, the preflight completion gets the 401 that quotes the credentials:
+    the run stops before the load (exit 2) with the server's reason, scrubbed, and the fix."""
+    url, args = _variant(variant, f"{echo_server}/deny", tmp_path, monkeypatch)
+    out = tmp_path / "reports"
+    code = main(
+        ["run", *args, "--url", url, "--no-progress", "--no-report", "--out", str(out), "--run-id", "s"]
+    )
+    stdout, stderr = capsys.readouterr()
+    console = stdout + stderr
+    assert "Traceback" not in console, console[-3000:]
+    assert code == 2, f"exit {code}:\n{console[-3000:]}"
+    assert "the server refused the preflight request (HTTP 401): invalid credentials:" in console
+    assert "set target.api_key_env" in console
+    assert not (out / "s" / "requests.jsonl").exists()
+    leaks = (_file_leaks(out) if out.exists() else []) + _leaks(console, "the console")
     assert not leaks, "secrets written out: " + "; ".join(leaks)
 
 
@@ -296,6 +336,7 @@ def test_the_messages_key_in_x_api_key_reaches_no_file(echo_server, tmp_path, mo
             *args,
             "--endpoint",
             "messages",
+            *(["--no-preflight"] if mode == "deny" else []),
             "--url",
             url,
             "--no-progress",
@@ -307,7 +348,7 @@ def test_the_messages_key_in_x_api_key_reaches_no_file(echo_server, tmp_path, mo
     )
     stdout, stderr = capsys.readouterr()
     console = stdout + stderr
-    assert "Traceback" not in console and code == 0, console[-3000:]
+    assert "Traceback" not in console and code == (3 if mode == "deny" else 0), console[-3000:]
     records = [json.loads(line) for line in (out / "s" / "requests.jsonl").read_text().splitlines()]
     if mode == "deny":
         assert {r["error_class"] for r in records} == {"http_401"}

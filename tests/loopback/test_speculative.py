@@ -1,6 +1,8 @@
 """Speculative decoding read from the server's counters and from the stream: exact figures from
 a vLLM scrape's text and from events carrying several tokens, in the summary, per stage, in the
-report and on the console."""
+report and on the console; and no block at all for a server that reports no speculation,
+however many tokens its events carry (the simulator's draft model, which does report it, is
+tests/sim/test_sim_speculative.py)."""
 
 from __future__ import annotations
 
@@ -88,13 +90,15 @@ def record(
 class TestStream:
     def test_tokens_per_event_counts_only_counted_events(self):
         """Events [1, 3, 2] and [2, 2]: 10 tokens in 5 events, 4 of them multi-token; a record with
-        one assumed per event and a warm-up record are left out."""
+        one assumed per event, one whose chunks a local tokenizer re-counted (a chunk's text can
+        re-tokenize into two where the server sent one) and a warm-up record are left out."""
         table = RecordTable.from_records(
             [
                 record(0, [1, 3, 2]),
                 record(1, [2, 2]),
                 record(2, [1, 1, 1], source="chunks"),
                 record(3, [5, 5], warmup=True),
+                record(4, [2, 2, 2], source="tokenizer"),
             ]
         )
         assert stream_figures(table) == {
@@ -108,11 +112,30 @@ class TestStream:
         table = RecordTable.from_records([record(0, [1, 1, 1])])
         assert speculative_block(None, None, table) is None
 
+    def test_several_tokens_an_event_without_the_servers_word_is_no_block(self):
+        """Events of 2 and 3 tokens, but a server whose scrapes show no drafts (vLLM without a
+        draft model exports none; SGLang's gauge reads 0): no block. With drafts, the block has
+        both views."""
+        table = RecordTable.from_records([record(0, [2, 3, 2]), record(1, [2, 2], source="tokenizer")])
+        assert speculative_block(None, None, table) is None
+        plain = [{"t_ns": 0, "running": 1.0}, {"t_ns": 9, "running": 2.0}]
+        assert speculative_block(plain, (1, 8), table) is None
+        assert speculative_block([{"t_ns": 0, "spec_accept_length": 0.0}], None, table) is None
+        drafted = [
+            row(0, drafts=0, draft_tokens=0, accepted=0, p0=0, p1=0, p2=0),
+            row(9, drafts=10, draft_tokens=30, accepted=15, p0=8, p1=5, p2=2),
+        ]
+        block = speculative_block(drafted, (1, 8), table)
+        assert block is not None and block["server"]["drafts"] == 10.0
+        assert block["stream"]["tokens_per_event"] == pytest.approx(7 / 3)
 
-def test_a_run_whose_events_carry_several_tokens_shows_it(server, make_profile):
-    """Against the scripted server streaming 1, 3, 2 tokens an event with per-chunk usage: the
-    summary's stream figures are exact (2 tokens an event), each stage has its own, and the report
-    has the section with the run's TPOT beside them."""
+
+def test_a_server_without_speculation_whose_events_carry_several_tokens_has_no_block(server, make_profile):
+    """Against the scripted server streaming 1, 3, 2 tokens an event with per-chunk usage and no
+    draft counters on /metrics: no speculative block in the summary or any stage, no report
+    section, no console line; several tokens an event are not speculation."""
+    from loadgen.cli.block_lines import traffic_lines
+
     profile = make_profile(
         server.url,
         workload__num_requests=None,
@@ -123,13 +146,10 @@ def test_a_run_whose_events_carry_several_tokens_shows_it(server, make_profile):
         load__stages=[{"concurrency": 1, "num_requests": 3}, {"concurrency": 2, "num_requests": 4}],
     )
     res = asyncio.run(api.run_async(profile))
-    spec = res.summary["speculative"]
-    assert spec["server"] is None
-    assert spec["stream"]["tokens_per_event"] == 2.0 and spec["stream"][
-        "multi_token_events"
-    ] == pytest.approx(4 / 6)
-    assert [s["speculative"]["stream"]["events"] for s in res.summary["stages"]] == [18, 24]
-    section = speculative_section(res.summary)
-    assert section is not None and section.title == "Speculative decoding"
-    text = (res.run_dir / "summary.json").read_text()
-    assert '"tokens_per_event": 2.0' in text
+    assert res.summary["counts"]["ok"] == 7
+    assert all(r.chunk_tokens[:3] == [1, 3, 2] for r in res.records if r.ok)
+    assert "speculative" not in res.summary
+    assert all("speculative" not in s for s in res.summary["stages"])
+    assert speculative_section(res.summary) is None
+    assert not [ln for ln in traffic_lines(res.summary) if "speculative" in ln]
+    assert '"speculative"' not in (res.run_dir / "summary.json").read_text()

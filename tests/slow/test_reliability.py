@@ -43,7 +43,7 @@ import pytest
 from loadgen import records as R
 from loadgen.errors import RunError
 from loadgen.runner import api
-from loadgen.testing.hostile import ERROR_MESSAGES, RETRY_AFTER_S, HostileServer
+from loadgen.testing.hostile import ERROR_MESSAGES, RETRY_AFTER_S, UNKNOWN_FIELD, HostileServer
 
 import helpers
 from helpers import assert_within
@@ -72,7 +72,9 @@ INTENDED: dict[str, str | None] = {
     "non_object_json": R.MALFORMED,
     "no_data_prefix": R.MALFORMED,
     "not_sse": R.MALFORMED,
-    "no_done": R.NO_DONE,
+    "no_done": OK,  # finish and usage, then a clean end: whole (stream_end no_terminator)
+    "no_finish": R.NO_DONE,
+    "unknown_field_422": "http_422",
     "fin_mid_chunk": R.READ,
     "invalid_utf8": R.MALFORMED,
     "huge_event": OK,
@@ -126,6 +128,10 @@ def make_profile(tmp_path: Path, url: str, transport: str, n: int = 8, c: int | 
             "workload.input_tokens": 16,
             "workload.output_tokens": TOKENS,
             "server_metrics.enabled": False,
+            # Each mode's fault is judged request by request against the server's own counts:
+            # the unmeasured request before the load would be one more (the preflight's own
+            # tests are in tests/loopback/test_preflight.py).
+            "target.preflight": False,
             **extra,
         },
     )
@@ -252,6 +258,14 @@ def _check_mode(mode: str, res: Any, n: int) -> None:
     elif mode in ("error_event", "object_error_event"):
         for r in recs:
             assert "boom" in r.error_message, r.error_message
+    elif mode == "unknown_field_422":
+        # FastAPI's {"detail": ...}: the server's own words on the record, its fix in the summary.
+        assert all(r.error_message == UNKNOWN_FIELD for r in recs), [r.error_message for r in recs]
+        sample = res.summary["counts"]["error_samples"]["http_422"]
+        assert sample["message"] == UNKNOWN_FIELD
+        assert sample["hint"].startswith("the server does not take ignore_eos")
+    elif mode == "no_finish":
+        assert all("before any finish_reason" in r.error_message for r in recs)
     elif mode == "reset_mid_stream":
         assert all(len(r.chunk_times_ns) <= 2 for r in recs)
     elif mode == "zero_tokens":
@@ -262,7 +276,11 @@ def _check_mode(mode: str, res: Any, n: int) -> None:
         for r in recs:
             assert len(r.chunk_times_ns) == 1 and r.output_tokens == 1, r
     elif INTENDED[mode] is OK:
+        ends = res.summary["counts"]["stream_ends"]
+        unmarked = n if mode == "no_done" else 0
+        assert (ends["terminator"], ends["no_terminator"]) == (n - unmarked, unmarked), ends
         for r in recs:
+            assert r.stream_end == (R.NO_TERMINATOR if mode == "no_done" else R.TERMINATOR)
             assert len(r.chunk_times_ns) == TOKENS and r.output_tokens == TOKENS, r
             assert r.token_source == ("chunks" if mode == "no_usage" else "usage")
             assert r.response_id and r.response_id.startswith("chatcmpl-hostile-")

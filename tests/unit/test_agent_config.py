@@ -120,7 +120,12 @@ class TestRequests:
         spec = Workload(cfg, "chat").request(1)
         fake = FakeTransport(FakeResponse(headers={"content-type": "text/event-stream"}, chunks=reads([b""])))
         target = SimpleNamespace(
-            ignore_eos=True, include_usage=True, continuous_usage_stats=False, extra_body={}, timeout_s=60.0
+            ignore_eos=True,
+            include_usage=True,
+            continuous_usage_stats=False,
+            extra_body={},
+            require_done=False,
+            timeout_s=60.0,
         )
         rec = R.RequestRecord(1, False, 0, 0, spec.output_tokens, spec.prompt_tokens)
         asyncio.run(registry.backend("chat").for_target(target, "m", fake, Live()).send(spec, rec))

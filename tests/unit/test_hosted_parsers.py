@@ -18,7 +18,12 @@ from loadgen.backends.stream import Live
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads, split_every
 
 TARGET = SimpleNamespace(
-    ignore_eos=True, include_usage=True, continuous_usage_stats=False, extra_body={}, timeout_s=600.0
+    ignore_eos=True,
+    include_usage=True,
+    continuous_usage_stats=False,
+    extra_body={},
+    timeout_s=600.0,
+    require_done=False,
 )
 SPEC = R.RequestSpec(
     id=0,
@@ -192,6 +197,16 @@ class TestMessages:
             "ignore_eos": True,
         }
 
+    def test_a_stop_reason_then_the_end_of_body_is_a_whole_answer(self):
+        """message_delta gave the stop reason and the count; the body ending there is accepted
+        and said (stream_end no_terminator), unless target.require_done."""
+        body = M_START + M_TOKENS[2] + M_END[: M_END.index(b"event: message_stop")]
+        rec, _f, _t = send("messages", body)
+        assert (rec.ok, rec.output_tokens, rec.finish_reason) == (True, 4, "max_tokens")
+        assert rec.stream_end == R.NO_TERMINATOR
+        rec, _f, _t = send("messages", M_START + M_TOKENS[2] + M_END)
+        assert rec.stream_end == R.TERMINATOR
+
     def test_an_unknown_delta_type_is_skipped(self):
         """A delta type no version documents carries no text token: skipped, the stream is ok."""
         body = M_START + M_TOKENS[2] + m_delta("hologram_delta", "beams", 3) + M_TOKENS[3] + M_END
@@ -212,9 +227,9 @@ class TestMessages:
                 "api_error: Internal",
             ),
             (
-                M_END[: M_END.index(b"event: message_stop")],
+                ev({"type": "content_block_stop", "index": 0}),
                 R.NO_DONE,
-                "the stream closed without message_stop",
+                "the stream closed without message_stop (no stop_reason came)",
             ),
             (m_delta("text_delta", "text", 7), R.MALFORMED, None),
             (ev({"type": "content_block_delta", "index": 0}), R.MALFORMED, None),

@@ -263,6 +263,9 @@ class TestSummarize:
         ]
         c = summarize(records)["counts"]
         assert c.pop("retries") == {"requests": 0, "by_reason": {}}
+        # These records carry no message and no stream end (a stub's): nothing to quote or count.
+        assert c.pop("error_samples") == {k: {"message": None, "hint": None} for k in ("http_500", "timeout")}
+        assert c.pop("stream_ends") == {"terminator": 0, "no_terminator": 0, "end_of_body": 0}
         assert c == {
             "sent": 6,
             "ok": 2,

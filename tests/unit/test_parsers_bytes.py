@@ -38,7 +38,12 @@ PATHS = {
 
 # The profile's target section as the adapters read it (``TargetLike``): the defaults.
 TARGET = SimpleNamespace(
-    ignore_eos=True, include_usage=True, continuous_usage_stats=False, extra_body={}, timeout_s=600.0
+    ignore_eos=True,
+    include_usage=True,
+    continuous_usage_stats=False,
+    extra_body={},
+    timeout_s=600.0,
+    require_done=False,
 )
 ENDPOINTS = {
     "chat": "chat",
@@ -48,10 +53,10 @@ ENDPOINTS = {
 }
 
 
-def make_adapter(protocol: str, transport: FakeTransport) -> Any:
+def make_adapter(protocol: str, transport: FakeTransport, target: Any = TARGET) -> Any:
     """The adapter for ``protocol`` over ``transport``, built as a run builds it."""
     model = "ensemble" if protocol == "triton" else "m"
-    return registry.backend(ENDPOINTS[protocol]).for_target(TARGET, model, transport, Live())
+    return registry.backend(ENDPOINTS[protocol]).for_target(target, model, transport, Live())
 
 
 def j(obj: Any) -> bytes:
@@ -88,7 +93,7 @@ def triton(text: str, **extra: Any) -> bytes:
     return j({"model_name": "ensemble", "model_version": "1", "text_output": text, **extra})
 
 
-def sgl(text: str, completion: int, rid: str = "sg-1") -> bytes:
+def sgl(text: str, completion: int, rid: str = "sg-1", finish: Any = None) -> bytes:
     return j(
         {
             "text": text,
@@ -96,7 +101,7 @@ def sgl(text: str, completion: int, rid: str = "sg-1") -> bytes:
                 "id": rid,
                 "prompt_tokens": 5,
                 "completion_tokens": completion,
-                "finish_reason": None,
+                "finish_reason": finish,
             },
         }
     )
@@ -128,6 +133,7 @@ class Case:
     raw_body: bytes | None = None  # a non-SSE body (an HTTP error)
     headers: dict[str, str] = field(default_factory=lambda: {"content-type": "text/event-stream"})
     tools: tuple[str, ...] = ()  # a tool-call answer: the names its record must carry
+    stream_end: str | None = None  # an ok record's: how its stream ended (None: not checked)
 
 
 def call(index: Any, name: str | None = None, args: Any = None, cid: str | None = None) -> dict:
@@ -217,7 +223,41 @@ CASES = [
         error_class=R.NO_DONE,
         output_tokens=None,
         response_id="chatcmpl-1",
-        error_message="the stream closed without data: [DONE]",
+        error_message="the stream closed without data: [DONE] (it closed before any finish_reason)",
+    ),
+    Case(
+        "chat_finished_without_done",  # transformers serve: finish, usage, then the body ends
+        "chat",
+        [
+            chat({"role": "assistant", "content": ""}),
+            chat({"content": "Hel"}),
+            chat({"content": "lo"}),
+            chat({}, finish="length"),
+            j({"id": "chatcmpl-1", "choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 2}}),
+        ],
+        token_events=[1, 2],
+        chunk_tokens=[1, 1],
+        ok=True,
+        error_class=None,
+        output_tokens=2,
+        response_id="chatcmpl-1",
+        token_source="usage",
+        stream_end=R.NO_TERMINATOR,
+    ),
+    Case(
+        "chat_finished_before_its_usage",  # usage was asked for: an end before it is a cut
+        "chat",
+        [chat({"content": "Hel"}), chat({}, finish="length")],
+        token_events=[0],
+        chunk_tokens=[1],
+        ok=False,
+        error_class=R.NO_DONE,
+        output_tokens=None,
+        response_id="chatcmpl-1",
+        error_message=(
+            "the stream closed without data: [DONE] (it closed after the finish_reason, "
+            "before the usage chunk that was asked for)"
+        ),
     ),
     Case(
         "chat_http_400",
@@ -320,7 +360,7 @@ CASES = [
         error_class=R.NO_DONE,
         output_tokens=None,
         response_id="cmpl-7",
-        error_message="the stream closed without data: [DONE]",
+        error_message="the stream closed without data: [DONE] (it closed before any finish_reason)",
     ),
     Case(
         "triton",
@@ -444,7 +484,20 @@ CASES = [
         error_class=R.NO_DONE,
         output_tokens=None,
         response_id="sg-1",
-        error_message="the stream closed without data: [DONE]",
+        error_message="the stream closed without data: [DONE] (its last meta_info has no finish_reason)",
+    ),
+    Case(
+        "sglang_finished_without_done",
+        "sglang",
+        [sgl("Hel", 1), sgl("Hello", 2, finish={"type": "length", "length": 2})],
+        token_events=[0, 1],
+        chunk_tokens=[1, 1],
+        ok=True,
+        error_class=None,
+        output_tokens=2,
+        response_id="sg-1",
+        token_source="continuous_usage",
+        stream_end=R.NO_TERMINATOR,
     ),
     Case(
         "sglang_http_400",
@@ -558,6 +611,8 @@ def check(case: Case, timed: list[Read], ends: list[int]) -> None:
         assert rec.error_message == case.error_message
     if case.ok:
         assert rec.token_source == case.token_source
+    if case.stream_end is not None:
+        assert rec.stream_end == case.stream_end
     if case.fail_event is not None:
         assert rec.t_end_ns == completed_at[case.fail_event]
     assert rec.reasoning_times_ns == []
@@ -648,6 +703,28 @@ def test_done_alone_and_no_event_at_all(protocol: str) -> None:
     assert rec.ok and rec.chunk_times_ns == [] and rec.output_tokens == 0
     rec, _ = send(protocol, FakeResponse(chunks=[(5, b": ping\n\n")]))
     assert not rec.ok and rec.error_class == R.MALFORMED
+
+
+@pytest.mark.parametrize("name", ["chat_finished_without_done", "sglang_finished_without_done"])
+def test_require_done_fails_a_finished_stream_without_its_terminator(name: str) -> None:
+    """target.require_done: the conformance check of old, a finished answer without [DONE] fails."""
+    case = BY_NAME[name]
+    body, _ = stream(case)
+    fake = FakeTransport(FakeResponse(headers=case.headers, chunks=[(T0, body)]))
+    rec = R.RequestRecord(
+        id=0, warmup=False, t_sched_ns=0, t_send_ns=0, requested_output_tokens=8, requested_prompt_tokens=5
+    )
+    strict = SimpleNamespace(**{**vars(TARGET), "require_done": True})
+    asyncio.run(make_adapter(case.protocol, fake, strict).send(SPEC, rec))
+    assert (rec.ok, rec.error_class) == (False, R.NO_DONE)
+    assert rec.error_message == "the stream closed without data: [DONE] (target.require_done is set)"
+
+
+@pytest.mark.parametrize("name", ["chat", "sglang_cumulative", "triton"])
+def test_a_stream_with_its_end_says_so(name: str) -> None:
+    """Every ok stream names its end: the terminator, or (Triton's generate) the body's end."""
+    rec = run_case(BY_NAME[name], reads([stream(BY_NAME[name])[0]], T0, STEP))
+    assert rec.ok and rec.stream_end == (R.END_OF_BODY if name == "triton" else R.TERMINATOR)
 
 
 def test_http_error_split_body_keeps_the_message() -> None:

@@ -27,7 +27,12 @@ from loadgen.workload import Workload
 
 MS = 1_000_000
 TARGET = SimpleNamespace(
-    ignore_eos=True, include_usage=True, continuous_usage_stats=False, extra_body={}, timeout_s=600.0
+    ignore_eos=True,
+    include_usage=True,
+    continuous_usage_stats=False,
+    extra_body={},
+    require_done=False,
+    timeout_s=600.0,
 )
 SPEC = R.RequestSpec(0, "what is red", None, 20, 0, inputs=("a fox", "a dog", "a cat"))
 

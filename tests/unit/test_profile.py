@@ -46,7 +46,7 @@ class TestErrors:
         """A typo names its dotted path, suggests the near key and lists the valid ones."""
         assert problems(tmp_path, MINIMAL + "target: {urll: x}\n") == [
             "target.urll: unknown key; did you mean 'url'? valid keys here: url, endpoint, "
-            "model, api_key_env, headers, extra_body, ignore_eos, include_usage, "
+            "model, api_key_env, headers, extra_body, ignore_eos, require_done, preflight, include_usage, "
             "continuous_usage_stats, prompt_format, context_overflow, transport, timeout_s, "
             "connect_timeout_s, read_timeout_s, ca_bundle, verify_tls, secret_headers, reset_path"
         ]

@@ -63,6 +63,7 @@ CSV_COLUMNS = [
     "model",
     "items",
     "finish_reason",
+    "stream_end",
     "tool_calls",
     "json_valid",
     "images",
