@@ -137,6 +137,16 @@ def server_reasons(counts: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def failures_said(counts: Mapping[str, Any]) -> str | None:
+    """``failures_text`` with the server's words after it: '6 of 6 requests failed (http_422 6);
+    the server said http_422 "..." (fix: ...)', or None when none failed."""
+    failed = failures_text(counts)
+    if failed is None:
+        return None
+    said = server_reasons(counts)
+    return failed + (f"; the server said {said}" if said else "")
+
+
 def nothing_served(summary: Mapping[str, Any]) -> str | None:
     """Why a run served nothing (no measured request ok), in the one line its command ends with,
     or None when something was served. A run like that never exits 0: its figures are of
@@ -144,24 +154,14 @@ def nothing_served(summary: Mapping[str, Any]) -> str | None:
     counts = summary.get("counts") or {}
     if counts.get("ok"):
         return None
-    failed = failures_text(counts)
-    if failed is None:
-        return "nothing was served: no measured request finished"
-    said = server_reasons(counts)
-    return f"nothing was served: {failed}" + (f"; the server said {said}" if said else "")
+    return f"nothing was served: {failures_said(counts) or 'no measured request finished'}"
 
 
 def run_failures(**summaries: Mapping[str, Any]) -> tuple[str, ...]:
     """'candidate: 48 of 80 requests failed (...): the server said http_400 "..."' for each
     named summary with failures."""
-    out = []
-    for name, s in summaries.items():
-        counts = s.get("counts") or {}
-        text = failures_text(counts)
-        if text:
-            said = server_reasons(counts)
-            out.append(f"{name}: {text}" + (f"; the server said {said}" if said else ""))
-    return tuple(out)
+    out = ((name, failures_said(s.get("counts") or {})) for name, s in summaries.items())
+    return tuple(f"{name}: {text}" for name, text in out if text)
 
 
 def _errors(limit: float, summary: Mapping[str, Any]) -> dict:

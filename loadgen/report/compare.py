@@ -16,7 +16,7 @@ from typing import Any
 from loadgen import metric_defs
 from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, Comparison
 from loadgen.analysis.compare_peers import NOT_RECORDED
-from loadgen.analysis.sla import failures_text, server_reasons
+from loadgen.analysis.sla import failures_said
 from loadgen.report import compare_curves, repeats
 from loadgen.report.plots import legend
 
@@ -147,15 +147,8 @@ def definition_lines(cmp: Comparison) -> list[str]:
 def error_lines(cmp: Comparison) -> list[str]:
     """The failed requests of each run that had any, with the server's own message a class and
     the fix for a known refusal: a comparison's failures say why, not only how many."""
-    lines = []
-    for name, s in zip(cmp.names, cmp.summaries):
-        counts = s.get("counts") or {}
-        text = failures_text(counts)
-        if text:
-            said = server_reasons(counts)
-            lines.append(
-                f"- **{_cell(name)}**: {_cell(text)}" + (f"; the server said {_cell(said)}" if said else "")
-            )
+    out = ((name, failures_said(s.get("counts") or {})) for name, s in zip(cmp.names, cmp.summaries))
+    lines = [f"- **{_cell(name)}**: {_cell(text)}" for name, text in out if text]
     return ["## Failed requests", "", *lines, ""] if lines else []
 
 

@@ -146,9 +146,8 @@ async def prepare(
         ahead = total if workload.sessions is None else None
         specs, server["identity"] = fit_context(probe.identity, specs, ahead, t.context_overflow)
         profile, backend, server["preflight"] = await _preflight(
-            profile, target, transport, probe, workload, specs, status
+            profile, target, transport, probe, backend, workload, specs, status
         )
-        live = backend.live
     except BaseException:
         await transport.aclose()
         raise
@@ -175,13 +174,16 @@ async def _preflight(
     target: Target,
     transport: Transport,
     probe: ProbeResult,
+    backend: StreamingBackend,
     workload: Workload,
     specs: SpecSource,
     status: Callable[[str], None],
 ) -> tuple[Profile, StreamingBackend, dict[str, Any]]:
     """The preflight request (``preflight.py``) and what the run goes on with: its profile
     (``target.ignore_eos`` resolved to what is sent: auto becomes true, or false when the server
-    refused the field), its backend, and the outcome for ``conditions.server.preflight``. The
+    refused the field), its backend (``backend``, built to send what auto sends, unless the
+    field was dropped), and the outcome for ``conditions.server.preflight``. The preflight's own
+    backends count into a ``Live`` of their own, so the run's progress never shows it. The
     built-in simulator takes every body loadgen builds and logs each request in its ground
     truth, so it gets none; nor does a run with ``target.preflight: false``."""
     t = profile.target
@@ -201,7 +203,9 @@ async def _preflight(
     ignore_eos = t.ignore_eos is not False and "ignore_eos" not in outcome.dropped
     if ignore_eos != t.ignore_eos:
         profile = profile.model_copy(update={"target": t.model_copy(update={"ignore_eos": ignore_eos})})
-    return profile, await make(ignore_eos, Live()), outcome.conditions()
+    if not ignore_eos and t.ignore_eos is not False:  # dropped: the run's backend would send it
+        backend = await make(False, backend.live)
+    return profile, backend, outcome.conditions()
 
 
 def server_conditions(backend_cls: type[StreamingBackend], probe: ProbeResult) -> dict[str, Any]:

@@ -124,14 +124,13 @@ class Ahead:
     over, building it there and then if the send returned first (a request that failed without
     waiting); an error building it is raised there, in the slot, as if built inline."""
 
-    __slots__ = ("_built", "_d", "_error", "_handle", "_ids", "_next")
+    __slots__ = ("_d", "_error", "_handle", "_ids", "_next")
 
     def __init__(self, d: Dispatcher, ids: Iterator[int]) -> None:
         self._d, self._ids = d, ids
         self._next: tuple[int, RequestSpec] | None = None
         self._error: BaseException | None = None
-        self._handle: asyncio.Handle | None = None
-        self._built = False
+        self._handle: asyncio.Handle | None = None  # a build asked for and not yet run
 
     def build(self) -> None:
         self._handle = None
@@ -140,14 +139,12 @@ class Ahead:
             self._next = None if i is None else (i, self._d.spec(i))
         except Exception as exc:  # noqa: BLE001 - raised in the slot by take(), as if built there
             self._error = exc
-        self._built = True
 
     def soon(self) -> None:
-        self._built = False
         self._handle = asyncio.get_running_loop().call_soon(self.build)
 
     def take(self) -> tuple[int, RequestSpec] | None:
-        if not self._built:
+        if self._handle is not None:  # the send returned before the loop ran the build
             self.cancel()
             self.build()
         if self._error is not None:

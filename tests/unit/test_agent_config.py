@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
 from loadgen import records as R
 from loadgen.backends import registry
 from loadgen.backends.stream import Live
-from loadgen.config import ConfigError, WorkloadConfig, load_profile
+from loadgen.config import ConfigError, TargetConfig, WorkloadConfig, load_profile
 from loadgen.quality.structured import json_valid
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads
 from loadgen.workload import Workload
@@ -119,14 +118,7 @@ class TestRequests:
         )
         spec = Workload(cfg, "chat").request(1)
         fake = FakeTransport(FakeResponse(headers={"content-type": "text/event-stream"}, chunks=reads([b""])))
-        target = SimpleNamespace(
-            ignore_eos=True,
-            include_usage=True,
-            continuous_usage_stats=False,
-            extra_body={},
-            require_done=False,
-            timeout_s=60.0,
-        )
+        target = TargetConfig(timeout_s=60.0)
         rec = R.RequestRecord(1, False, 0, 0, spec.output_tokens, spec.prompt_tokens)
         asyncio.run(registry.backend("chat").for_target(target, "m", fake, Live()).send(spec, rec))
         (req,) = fake.requests

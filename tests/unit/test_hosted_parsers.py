@@ -6,7 +6,6 @@ deltas are chunks for TTFT but not content, usage is read from the terminal even
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -15,16 +14,10 @@ import pytest
 from loadgen import records as R
 from loadgen.backends import registry
 from loadgen.backends.stream import Live
+from loadgen.config import TargetConfig
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads, split_every
 
-TARGET = SimpleNamespace(
-    ignore_eos=True,
-    include_usage=True,
-    continuous_usage_stats=False,
-    extra_body={},
-    timeout_s=600.0,
-    require_done=False,
-)
+TARGET = TargetConfig()  # the profile's target section at its defaults, as the adapters read it
 SPEC = R.RequestSpec(
     id=0,
     prompt="Say hello",

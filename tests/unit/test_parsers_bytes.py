@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -24,6 +23,7 @@ from loadgen import records as R
 from loadgen.backends import registry
 from loadgen.backends.stream import Live
 from loadgen.backends.transports.base import ConnectFailed, ReadTimedOut, StreamBroken
+from loadgen.config import TargetConfig
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, Read, reads, split_at, split_every
 
 LF, CRLF = b"\n", b"\r\n"
@@ -36,15 +36,7 @@ PATHS = {
 }
 
 
-# The profile's target section as the adapters read it (``TargetLike``): the defaults.
-TARGET = SimpleNamespace(
-    ignore_eos=True,
-    include_usage=True,
-    continuous_usage_stats=False,
-    extra_body={},
-    timeout_s=600.0,
-    require_done=False,
-)
+TARGET = TargetConfig()  # the profile's target section at its defaults, as the adapters read it
 ENDPOINTS = {
     "chat": "chat",
     "completions": "completions",
@@ -714,7 +706,7 @@ def test_require_done_fails_a_finished_stream_without_its_terminator(name: str) 
     rec = R.RequestRecord(
         id=0, warmup=False, t_sched_ns=0, t_send_ns=0, requested_output_tokens=8, requested_prompt_tokens=5
     )
-    strict = SimpleNamespace(**{**vars(TARGET), "require_done": True})
+    strict = TARGET.model_copy(update={"require_done": True})
     asyncio.run(make_adapter(case.protocol, fake, strict).send(SPEC, rec))
     assert (rec.ok, rec.error_class) == (False, R.NO_DONE)
     assert rec.error_message == "the stream closed without data: [DONE] (target.require_done is set)"

@@ -9,7 +9,6 @@ import asyncio
 import base64
 import struct
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -21,19 +20,12 @@ from loadgen.analysis import bootstrap as bs
 from loadgen.analysis.metrics import summarize
 from loadgen.backends import registry
 from loadgen.backends.stream import Live
-from loadgen.config import ConfigError, WorkloadConfig, load_profile
+from loadgen.config import ConfigError, TargetConfig, WorkloadConfig, load_profile
 from loadgen.testing.fake_transport import FakeResponse, FakeTransport, reads, split_every
 from loadgen.workload import Workload
 
 MS = 1_000_000
-TARGET = SimpleNamespace(
-    ignore_eos=True,
-    include_usage=True,
-    continuous_usage_stats=False,
-    extra_body={},
-    require_done=False,
-    timeout_s=600.0,
-)
+TARGET = TargetConfig()  # the profile's target section at its defaults, as the adapters read it
 SPEC = R.RequestSpec(0, "what is red", None, 20, 0, inputs=("a fox", "a dog", "a cat"))
 
 
