@@ -64,36 +64,49 @@ def main() -> None:
     ap.add_argument("--truth-runs", type=int, default=8, help="runs per truth rate")
     ap.add_argument("--grid", default="31:35:0.5", help="truth rates, start:stop:step req/s")
     ap.add_argument("--truth", type=float, default=None, help="skip computing the truth: use this")
+    ap.add_argument("--no-twin", action="store_true", help="confirm the search's level, no twin")
     a = ap.parse_args()
     v = Virtual(a.profile, {"preset": a.preset}, {"ttft_ms": a.ttft_ms, "tpot_ms": a.tpot_ms})
     lo, hi, step = (float(x) for x in a.grid.split(":"))
     grid = list(np.arange(lo, hi + step / 2, step))
     truth = a.truth or v.truth(a.attainment, grid, a.truth_s, runs=a.truth_runs)
     print(f"the simulator's own answer: {truth:.2f} req/s")
-    caps, covered, took = [], 0, []
+    caps, covered, took, inside_band, plain_met, proposals = [], 0, [], 0, 0, []
     for seed in range(a.first_seed, a.first_seed + a.seeds):
         t0 = time.perf_counter()
         cap, seconds = v.search(
-            a.attainment, seed, start=spread_start(seed),
+            a.attainment, seed, start=spread_start(seed), twin=not a.no_twin,
             search={"max_stages": a.max_stages, "precision": a.precision},
             budget_s=a.budget,
         )  # fmt: skip
-        ci, found = cap["ci95"], cap["capacity_rps"]
+        ci, found = cap["cliff"]["ci95"], cap["capacity_rps"]
         inside = (ci[0] or 0.0) <= truth <= (ci[1] or np.inf)
         caps.append(np.nan if found is None else found)
         covered += inside
         took.append(seconds)
+        band = found is not None and 0.90 <= found / truth <= 1.00
+        inside_band += band
+        # a user's plain run at the confirmed rate, of the confirmation's length, on a fresh seed
+        plain = None if found is None else v.plain(found, cap["confirm_s"], 100_000 + seed)
+        plain_met += plain is not None and plain >= a.attainment
+        prop = cap["proposal"] or {}
+        if prop.get("rate") is not None:
+            proposals.append(prop["rate"] / truth)
         err = "none" if found is None else f"{found:.2f} req/s ({found / truth - 1:+.1%})"
         print(
-            f"seed {seed:3d}: {err}, CI {_r(ci[0])}-{_r(ci[1])} {'covers' if inside else 'misses'}, "
+            f"seed {seed:3d}: confirmed {err}, proposed {_r(prop.get('rate'))} by {prop.get('by')}, "
+            f"plain run {_r(plain)}; cliff CI {_r(ci[0])}-{_r(ci[1])} {'covers' if inside else 'misses'}; "
             f"{len(cap['stages'])} stages, {seconds:.0f} s, {time.perf_counter() - t0:.1f} s here; "
-            f"{cap['stopped_because'] or 'ended on its rules'}"
+            f"{cap['unconfirmed_because'] or cap['verdict']}"
         )
     e = np.array(caps) / truth - 1
     print(
-        f"one search: within 3 %: {int((np.abs(e) <= 0.03).sum())} of {a.seeds}; interval covers: "
-        f"{covered} of {a.seeds}; error median {np.nanmedian(e):+.1%}, range {np.nanmin(e):+.1%} to "
-        f"{np.nanmax(e):+.1%}; {np.mean(took):.0f} s a search in real time"
+        f"confirmed within 0.90-1.00 x truth: {inside_band} of {a.seeds}; a plain run at it met "
+        f"{a.attainment:g}: {plain_met} of {a.seeds}; cliff interval covers: {covered} of {a.seeds}; "
+        f"confirmed / truth median {np.nanmedian(e) + 1:.3f}, range {np.nanmin(e) + 1:.3f} to "
+        f"{np.nanmax(e) + 1:.3f}; proposal / truth median "
+        f"{np.median(proposals) if proposals else float('nan'):.3f}; {np.mean(took):.0f} s a search "
+        "in real time"
     )
     if a.repeats > 1:
         groups = [caps[i : i + a.repeats] for i in range(0, len(caps) - a.repeats + 1, a.repeats)]

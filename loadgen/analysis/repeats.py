@@ -18,6 +18,12 @@ run is one value among N, not a verdict.
 The t quantile is computed here (``t_quantile``: the regularised incomplete beta by Lentz's
 continued fraction, then bisection), so the runtime needs no scipy; the tests check it
 against scipy's.
+
+The blocks a pooled summary cannot recompute from the pooled records are pooled here from the
+repeats' own: ``pool_fidelity`` (each repeat was matched against its own simulator's log, whose
+response ids the others reuse), ``pool_server`` (each repeat's counters are deltas over its own
+scrapes), ``pool_saturation`` and ``pool_steady`` (trends in time, which mean nothing across the
+gaps between repeats). Each one's rule is in its docstring and in docs/guides/load-shapes.md.
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from loadgen import metric_defs
+from loadgen.analysis.client_means import client_vs_server
+from loadgen.summary import Distribution, Fidelity, ServerView
 
 # The headline figures given with a between-repeat interval: (metric, stat), stat None for a run
 # scalar. The report's headline, the console and compare show them (those the run has: an
@@ -186,3 +194,143 @@ def _betainc(a: float, b: float, x: float) -> float:
         if abs(1.0 - c * d) < 1e-15:
             break
     return math.exp(ln_front) * (f - 1.0) / a
+
+
+# A stage's saturation verdicts from best to worst: the pooled stage has its worst repeat's (one
+# over-saturated repeat is a queue that grew at that load).
+SATURATION_ORDER = ("stable", "undetermined", "over_saturated")
+PERCENTILES = ("p50", "p90", "p95", "p99", "p99_9")
+Named = Sequence[tuple[str, Mapping[str, Any]]]  # (a repeat's folder, its block), in the order run
+
+
+def pool_distribution(dists: Sequence[Mapping[str, Any]]) -> Distribution:
+    """The repeats' distributions of one sample as one: count, mean, std (ddof 0), min and max
+    exact (from each one's count, mean and std); each percentile the largest of the repeats',
+    an upper bound of the pooled sample's (a quantile of a mixture lies between its parts')."""
+    have = [d for d in dists if d.get("count")]
+    n = sum(int(d["count"]) for d in have)
+    out: dict[str, Any] = dict.fromkeys(("count", "mean", "std", "min", *PERCENTILES, "max"))
+    out["count"] = n
+    if n:
+        mean = sum(d["count"] * d["mean"] for d in have) / n
+        second = sum(d["count"] * ((d["std"] or 0.0) ** 2 + d["mean"] ** 2) for d in have) / n
+        out.update(mean=mean, std=math.sqrt(max(0.0, second - mean**2)))
+        out.update(min=min(d["min"] for d in have), max=max(d["max"] for d in have))
+        out.update({stat: max(d[stat] for d in have) for stat in PERCENTILES})
+    return cast(Distribution, out)
+
+
+def pool_fidelity(blocks: Sequence[tuple[str, Mapping[str, Any] | None]]) -> Fidelity:
+    """The simulator's ground truth over the repeats: counts summed, each lag and error
+    distribution pooled (``pool_distribution``: its percentiles the worst repeat's, the bound the
+    verdict judges), and the verdict failing when any repeat's did, with that repeat's reasons;
+    a repeat without the block (None: no ground truth was left to match) fails it too."""
+    each = [b for _p, b in blocks if b is not None]
+    out: dict[str, Any] = {"source": f"{each[0]['source']}; {len(each)} repeats, each against its own log"}
+    for key in ("requests_matched", "requests_unmatched", "chunks_matched"):
+        out[key] = sum(int(b[key]) for b in each)
+    for field in metric_defs.FIDELITY_FIELDS:
+        out[field] = pool_distribution([b[field] for b in each])
+    out["thresholds"] = dict(each[0]["thresholds"])
+    reasons = [
+        f"{path}: {why}"
+        for path, b in blocks
+        for why in (b["reasons"] if b is not None else ["no ground truth to match its requests against"])
+    ]
+    failed = any(b is None or b["verdict"] == "fail" for _p, b in blocks)
+    out["verdict"] = "fail" if failed else ("pass" if out["requests_matched"] else "no_data")
+    out["reasons"] = reasons
+    return cast(Fidelity, out)
+
+
+def pool_server(blocks: Named, client: Mapping[str, float | None]) -> ServerView:
+    """The server's view over the repeats, when every repeat has one: what is common (engine,
+    format, path, interval) as the first repeat's; scrapes and counter deltas (tokens,
+    preemptions, histograms, prefix cache, engine time) summed, each repeat's delta being over
+    its own scrapes, and the ratios of those sums (a histogram's mean, the hit rate, ms per
+    token); gauges over all their samples (mean weighted by samples, max the largest); the
+    client's means (``client``: over the pooled records) beside the pooled histograms'. When a
+    repeat has none: unavailable, the note naming each repeat without it."""
+    each = [b for _p, b in blocks]
+    first = each[0]
+    common = {k: first.get(k) for k in ("engine", "format", "path", "interval_s")}
+    missing = "; ".join(f"{p}: {b.get('note') or 'nothing scraped'}" for p, b in blocks if not b["available"])
+    if missing:
+        return cast(ServerView, {"available": False, "note": f"no server view in {missing}", **common})
+    out: dict[str, Any] = {"available": True, "note": first.get("note"), **common}
+    out["scrapes"], out["failed_scrapes"] = _total(each, "scrapes"), _total(each, "failed_scrapes")
+    rtts = [(b["scrapes"], b["scrape_rtt_ms"]) for b in each if b.get("scrape_rtt_ms")]
+    if weight := sum(n for n, _r in rtts):
+        mean = sum(n * r["mean"] for n, r in rtts) / weight
+        out["scrape_rtt_ms"] = {"mean": mean, "max": max(r["max"] for _n, r in rtts)}
+    out["includes_warmup"] = any(b.get("includes_warmup") for b in each)
+    out["gauges"] = {g: _pool_gauge([_at(b, "gauges", g) for b in each]) for g in first.get("gauges") or {}}
+    out["preemptions"] = _total(each, "preemptions")
+    out["tokens"] = {k: _total(each, "tokens", k) for k in first.get("tokens") or {}}
+    out["histograms"] = {}
+    for h in first.get("histograms") or {}:
+        count, seconds = _total(each, "histograms", h, "count"), _total(each, "histograms", h, "sum_s")
+        if count is not None and seconds is not None:
+            mean_ms = seconds / count * 1e3 if count > 0 else None
+            out["histograms"][h] = {"count": count, "sum_s": seconds, "mean_ms": mean_ms}
+    out["client_vs_server"] = client_vs_server(out["histograms"], client)
+    queries, hits = _total(each, "prefix_cache", "queries"), _total(each, "prefix_cache", "hits")
+    if queries is not None and hits is not None:
+        out["prefix_cache"] = {
+            "queries": queries,
+            "hits": hits,
+            "hit_rate": hits / queries if queries else None,
+        }
+    if "engine_time" in first:
+        busy = {k: _total(each, "engine_time", k) for k in ("prompt_s", "generation_s", "decode_calls")}
+        for kind in ("prompt", "generation"):
+            secs, tokens = busy[f"{kind}_s"], out["tokens"].get(kind)
+            busy[f"{kind}_ms_per_token"] = secs / tokens * 1e3 if secs is not None and tokens else None
+        out["engine_time"] = busy
+    return cast(ServerView, out)
+
+
+def pool_saturation(blocks: Named) -> dict[str, Any]:
+    """A stage's over-saturation verdict over the repeats: the worst repeat's block (its trends
+    fitted within that repeat), its reason naming every repeat with that verdict."""
+    worst = max(SATURATION_ORDER.index(b["verdict"]) for _p, b in blocks)
+    named = [(p, b) for p, b in blocks if SATURATION_ORDER.index(b["verdict"]) == worst]
+    return {**named[0][1], "reason": "; ".join(f"{p}: {b['reason']}" for p, b in named)}
+
+
+def pool_steady(blocks: Named) -> dict[str, Any]:
+    """A stage's steady state over the repeats: steady when every repeat's was, each change the
+    largest in size among the repeats', the reason naming each repeat that was not steady."""
+    out = dict(blocks[0][1])
+    for key in ("throughput_change", "in_flight_change"):
+        values = [b[key] for _p, b in blocks if b.get(key) is not None]
+        out[key] = max(values, key=abs) if values else None
+    unsteady = [f"{p}: {b.get('reason')}" for p, b in blocks if not b.get("steady")]
+    out.update(steady=not unsteady, reason="; ".join(unsteady) or None)
+    return out
+
+
+def _pool_gauge(parts: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:
+    have = [p for p in parts if p and p.get("samples")]
+    n = sum(int(p["samples"]) for p in have)
+    if not n:
+        return None
+    return {
+        "mean": sum(p["samples"] * p["mean"] for p in have) / n,
+        "max": max(p["max"] for p in have),
+        "samples": n,
+    }
+
+
+def _at(block: Mapping[str, Any], *path: str) -> Any:
+    node: Any = block
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return node
+
+
+def _total(blocks: Sequence[Mapping[str, Any]], *path: str) -> Any:
+    """The sum of the repeats' values at ``path``; None when any repeat has none (a counter
+    missing, or gone down, in one repeat leaves the pooled delta unknown)."""
+    values = [_at(b, *path) for b in blocks]
+    return None if any(v is None for v in values) else sum(values)

@@ -41,15 +41,18 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         description="Search the capacity: the highest open-loop (Poisson) request rate at which at "
         "least --attainment of requests meet every per-request SLO (DistServe's goodput). Brackets "
         "by doubling, bisects to --precision, re-measures the boundary; one run folder with every "
-        "stage, capacity.json and summary.json's `capacity`. Exit 0 found, 1 no rate met the SLOs, "
-        "2 bad input or the target could not be reached, 130 interrupted.",
+        "stage, capacity.json and summary.json's `capacity`. The search proposes a rate (or the "
+        "simulator fitted to its stages does: --twin) and a confirming Poisson run at it decides: the "
+        "headline is the rate that held. Exit 0 confirmed, 1 no rate confirmed (none met the SLOs, the "
+        "budget ran out first, or the client was the bottleneck), 2 bad input or the target could not be "
+        "reached, 3 nothing was served, 130 interrupted.",
     )
     cp.add_argument("profile", nargs="?", help="profile YAML or a shipped profile's name (its workload)")
     borrow(
         cp,
         run,
         ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id", "--repeats",
-         "--reset-path"),
+         "--reset-path", "--ui", "--no-progress"),
     )  # fmt: skip
     cp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="record a condition")
     cp.add_argument(
@@ -102,6 +105,21 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
         "left (longer stages see the bursts that break a tail SLO: more time, a truer answer); the "
         "search stops, saying so, when the next stage would not fit. Default: no budget",
     )
+    g.add_argument(
+        "--confirm-duration",
+        dest="confirm_s",
+        type=duration,
+        metavar="S",
+        help="measured length of a confirming run at the proposed rate (default: the larger of 2m and "
+        "0.4 x --budget)",
+    )
+    g.add_argument(
+        "--twin",
+        metavar="PRESET",
+        help="the simulator preset the server resembles (<model>-<precision>@<gpu>): fitted to the "
+        "search's stages, it proposes the rate to confirm (default: the built-in simulator's own preset, "
+        "none for a --url; 'off': the search's highest passing level is confirmed)",
+    )
     leave_unset(cp, run)
 
 
@@ -128,11 +146,25 @@ def cmd_capacity(a: argparse.Namespace) -> int:
     if profile.target.api_key_env and not api_key:
         return die(f"target.api_key_env names {profile.target.api_key_env}, which is not set")
 
+    quiet = a.no_progress or a.ui == "none"  # --ui none: the result alone
+
     def on_stage(m: Any, passed: bool) -> None:
         att = "-" if m.attainment is None else f"{m.attainment:.3f}"
         queue = "  queue growing" if m.over_saturated else ""
-        print(f"  stage {m.stage}: {m.rate:g} req/s  attained {att} of {m.flags.size}  "
-              f"{'pass' if passed else 'fail'}{queue}", file=sys.stderr, flush=True)  # fmt: skip
+        if not quiet:
+            print(f"  stage {m.stage}: {m.rate:g} req/s  attained {att} of {m.flags.size}  "
+                  f"{'pass' if passed else 'fail'}{queue}", file=sys.stderr, flush=True)  # fmt: skip
+
+    def on_confirm(c: Any) -> None:
+        if not quiet:
+            verdict = "held" if c.held else f"did not hold: {c.why}"
+            print(
+                f"  confirm {c.rate:g} req/s for {c.measured_s:.0f} s: {verdict}", file=sys.stderr, flush=True
+            )
+
+    def on_status(msg: str) -> None:
+        if not quiet:
+            print(msg, file=sys.stderr, flush=True)
 
     stages = a.max_stages or (40 if a.budget else 14)  # with a budget, time governs
 
@@ -145,17 +177,17 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         return await search(
             profile, attainment=a.attainment, slos=a.sla, start_rate=a.start_rate,
             stage_s=a.capacity_stage_s, warmup_s=a.stage_warmup, precision=a.precision,
-            max_stages=stages, max_rate=a.max_rate, budget_s=a.budget, gpu_hour_cost=a.gpu_hour_cost,
-            gpu_count=a.gpu_count, api_key=api_key, stop=stop,
-            on_status=lambda msg: print(msg, file=sys.stderr, flush=True), on_stage=on_stage,
+            max_stages=stages, max_rate=a.max_rate, budget_s=a.budget, confirm_s=a.confirm_s, twin=a.twin,
+            gpu_hour_cost=a.gpu_hour_cost, gpu_count=a.gpu_count, api_key=api_key, stop=stop,
+            on_status=on_status, on_stage=on_stage, on_confirm=on_confirm,
         )  # fmt: skip
 
     raise_fd_limit()
     res = run_loop(main())
     cap = res.capacity
-    print(_capacity_headline(cap))
+    print("\n".join(_capacity_headline(cap)))
     if cap["stopped_because"]:
-        print(f"stopped: {cap['stopped_because']}")
+        print(f"search stopped: {cap['stopped_because']}")
     print("\n".join(_capacity_rows(cap)))
     for line in _repeat_lines(res.summary):
         print(line)
@@ -167,42 +199,77 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         print(f"loadgen: {why}", file=sys.stderr)
         return EXIT_NOTHING_SERVED
     if cap["capacity_rps"] is None:
+        print(f"loadgen: no rate confirmed: {cap.get('unconfirmed_because') or cap['stopped_because']}",
+              file=sys.stderr)  # fmt: skip
         return EXIT_SLA_FAIL if any(s["counted"] for s in cap["stages"]) else EXIT_BAD_INPUT
     return EXIT_OK
 
 
-def _capacity_headline(cap: dict) -> str:
-    """'max sustainable rate 11.8 req/s (95% CI 11.2-12.3), goodput 11.6 req/s, $0.41 / 1M
-    output tokens, from 9 stages', or that no rate met the SLOs."""
+def _capacity_headline(cap: dict) -> list[str]:
+    """'31.2 req/s sustainable: a 2-minute run at it met 99.6 % of requests' SLOs (A = 99 %);
+    lower 95 % bound 99.3 % (block bootstrap over 10 s blocks)', its goodput and cost; or that
+    none was confirmed; then the cliff, labelled as where attainment crosses A, and who proposed."""
     n = len(cap["stages"])
-    if cap["capacity_rps"] is None:
-        return f"no rate met the SLOs for {cap['attainment']:g} of requests, from {n} stages"
-    lo, hi = cap["ci95"]
-    ci = (
-        TOO_FEW
-        if lo is None and hi is None and TOO_FEW in (cap.get("method") or "")
-        else f"95% CI {_num(lo) if lo is not None else '0'}-{_num(hi) if hi is not None else 'open'}"
-    )
-    parts = [f"max sustainable rate {_num(cap['capacity_rps'])} req/s ({ci})"]
-    if cap["goodput_rps"] is not None:
-        parts.append(f"goodput {_num(cap['goodput_rps'])} req/s")
-    if cap["usd_per_million_output_tokens"] is not None:
-        parts.append(f"${cap['usd_per_million_output_tokens']:.2f} / 1M output tokens")
     took = f" in {cap['elapsed_s']:.0f} s" if cap.get("elapsed_s") is not None else ""
-    return ", ".join(parts) + f", from {n} stages{took}"
+    if cap["capacity_rps"] is None:
+        lines = [f"no rate confirmed for {cap['attainment']:g} of requests, from {n} stages{took}: "
+                 f"{cap.get('unconfirmed_because') or 'no rate met the SLOs'}"]  # fmt: skip
+    else:
+        parts = [cap.get("statement") or f"{_num(cap['capacity_rps'])} req/s sustainable"]
+        lo, hi = cap["ci95"]
+        if lo is not None and hi is not None:
+            parts.append(f"95% t interval over the searches {_num(lo)}-{_num(hi)}")
+        elif TOO_FEW in (cap.get("method") or ""):
+            parts.append(TOO_FEW)
+        if cap["goodput_rps"] is not None:
+            parts.append(f"goodput {_num(cap['goodput_rps'])} req/s")
+        if cap["usd_per_million_output_tokens"] is not None:
+            parts.append(f"${cap['usd_per_million_output_tokens']:.2f} / 1M output tokens")
+        lines = [", ".join(parts) + f"; from {n} stages{took}"]
+    cliff = cap.get("cliff") or {}
+    b_lo, b_hi = cliff.get("bracket") or (None, None)
+    c_lo, c_hi = cliff.get("ci95") or (None, None)
+    if b_lo is not None or b_hi is not None:
+        cross = cliff.get("crossing_rps")
+        lines.append(
+            f"the cliff (where attainment crosses {cap['attainment']:g}, not a rate to provision at): "
+            + (f"near {_num(cross)} req/s, " if cross is not None else "")
+            + f"bracket {_num(b_lo)}-{_num(b_hi)} req/s, 95% CI "
+            f"{_num(c_lo) if c_lo is not None else '0'}-{_num(c_hi) if c_hi is not None else 'open'}"
+        )
+    lines += _proposal_lines(cap)
+    return lines
+
+
+def _proposal_lines(cap: dict) -> list[str]:
+    """Who proposed the first rate confirmed, and how far it was from the one that held."""
+    p = cap.get("proposal")
+    if not p or p.get("rate") is None:
+        return []
+    twin = p.get("twin") or {}
+    off = p.get("above_confirmed")
+    vs = "" if off is None else f" ({off:+.1%} vs the confirmed rate)"
+    if p["by"] == "twin":
+        fit = ", ".join(f"{k} {v:.4g}" for k, v in (twin.get("params") or {}).items())
+        fitted = f"{twin.get('preset')} fitted to {twin.get('stages_fitted')} stages: {fit}"
+        within = f"residuals within {twin.get('max_residual_pct')} %"
+        return [f"proposed by the twin ({fitted}; {within}): {_num(p['rate'])} req/s{vs}"]
+    why = f"; the twin could not: {twin['why']}" if twin.get("why") else ""
+    return [f"proposed by the search (its highest passing level): {_num(p['rate'])} req/s{vs}{why}"]
 
 
 def _capacity_rows(cap: dict) -> list[str]:
     """The stage table in the order run: level asked, rate offered ("n/c": not counted, the
     client lagged), and the queue (a stage whose queue grew fails whatever it attained)."""
-    cols = ("stage", "level/s", "offered/s", "attained", "n", "", "tput/s", "TTFT p99", "TPOT p99", "queue")
+    cols = ("stage", "kind", "level/s", "offered/s", "attained", "n", "", "tput/s", "TTFT p99", "TPOT p99",
+            "queue")  # fmt: skip
     rows = ["  ".join(f"{c:>8}" for c in cols)]
     for s in cap["stages"]:
         verdict = ("pass" if s["passed"] else "fail") if s["counted"] else "n/c"
         att = "-" if s["attainment"] is None else f"{s['attainment']:.3f}"
         queue = queue_word(s.get("saturation"))
-        cells = (s["stage"], _num(s["rate"]), _num(s["offered_rps"]), att, s["requests"], verdict,
-                 _num(s["throughput_rps"]), _num(s["ttft_p99_ms"]), _num(s["tpot_p99_ms"]),
+        cells = (s["stage"], s.get("kind", ""), _num(s["rate"]), _num(s["offered_rps"]), att, s["requests"],
+                 verdict, _num(s["throughput_rps"]), _num(s["ttft_p99_ms"]), _num(s["tpot_p99_ms"]),
                  queue)  # fmt: skip
         rows.append("  ".join(f"{c:>8}" for c in cells))
     return rows

@@ -198,7 +198,7 @@ class LoadConfig(StrictModel):
     until: str | None = None
     # The same load this many times, each a complete run in a folder of its own inside the run's
     # (runner/repeats.py): the repeats are the independent units the headline's intervals and
-    # the gate's between-repeat test count. 1 is one plain run.
+    # the gate's between-repeat test count. 1 is one plain run; a staged run repeats whole.
     repeats: Int = Field(1, ge=1, le=MAX_REPEATS)
 
     @field_validator("until")
@@ -243,12 +243,8 @@ class LoadConfig(StrictModel):
         return self
 
     def _staged(self):
-        if self.repeats > 1:
-            raise field_msg(
-                "repeats",
-                "repeats a single-stage load; a staged run (load.stages, load.sweep) cannot be "
-                "repeated yet: repeat each level as its own run, or use `loadgen capacity --repeats`",
-            )
+        # A staged run repeats whole (runner/repeats.py): every repeat runs every stage, and the
+        # parent pools stage i of each.
         if self.stages and self.sweep is not None:
             raise ValueError("stages and sweep are both set; give one list of load levels")
         which = "stages" if self.stages else "sweep"

@@ -168,6 +168,7 @@ class Stage:
     ramp_s: float
     warmup_requests: int
     until: str | None = None  # load.until: the precision that also ends the stage
+    drain_s: float | None = None  # in flight at the end: cancelled after this (runner Limits)
 
     @property
     def level(self) -> float:

@@ -187,8 +187,8 @@ async def _watched_run(
         found = await capacity.run_capacity(
             profile, attainment=exp.attainment, slos=dict(exp.sla), start_rate=cap.start_rate,
             stage_s=cap.stage_duration_s, warmup_s=cap.warmup_s, precision=cap.precision,
-            max_stages=cap.max_stages, max_rate=cap.max_rate, budget_s=cap.budget_s,
-            api_key=api_key, stop=cell_stop, on_status=status,
+            max_stages=cap.max_stages, max_rate=cap.max_rate, budget_s=cap.budget_s, confirm_s=cap.confirm_s,
+            twin=cap.twin, api_key=api_key, stop=cell_stop, on_status=status,
         )  # fmt: skip
         return RunResult(found.run_dir, found.summary)
     finally:

@@ -71,6 +71,10 @@ class CapacityMethod(StrictModel):
     precision: float = Field(0.05, gt=0, lt=1)
     max_stages: Int = Field(14, ge=2)
     budget_s: float | None = Field(None, ge=60)
+    # the confirming run's measured seconds (default: the larger of 120 and 0.4 x budget_s)
+    confirm_s: float | None = Field(None, ge=5)
+    # the preset a real server resembles, fitted to propose the rate to confirm ("off": none)
+    twin: str | None = None
 
 
 class ExperimentLoad(StrictModel):

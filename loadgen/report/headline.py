@@ -195,8 +195,12 @@ def capacity_sentence(capacity: Any) -> str:
         return ""
     rps = capacity.get("capacity_rps")
     if rps is None:
-        reason = capacity.get("reason") or capacity.get("stopped_because")
-        return "Capacity: not determined" + (f" ({reason})." if reason else ".")
+        reason = (
+            capacity.get("unconfirmed_because") or capacity.get("reason") or capacity.get("stopped_because")
+        )
+        return "Capacity: not confirmed" + (f" ({reason})." if reason else ".")
+    if capacity.get("statement"):  # a confirmed rate says what it stands for
+        return f"Capacity: {capacity['statement']}."
     ci = capacity.get("ci95")
     interval = (
         f" (95% CI {num(ci[0])} to {num(ci[1])})"

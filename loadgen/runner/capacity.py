@@ -1,5 +1,13 @@
 """Capacity: the highest request rate at which the fraction of requests meeting every per-request
-SLO is at least A (DistServe's goodput definition), found by a search over short open-loop stages.
+SLO is at least A (DistServe's goodput definition): a rate a confirming run held, proposed by a
+search over short open-loop stages (or by the simulator fitted to them: ``capacity_twin.py``).
+
+Propose, then confirm (``capacity_confirm.py``). No search of a few minutes can name a cliff to
+a few percent (below), so the search only proposes; a confirming run at the proposed rate,
+Poisson for ``confirm_s`` (at least 2 minutes), decides, judged by the lower 95 % bound of its
+attainment over blocks of time, and steps down while it does not hold and the budget pays. The
+headline is the rate that held; the search's bracket and crossing stay in the ``cliff`` block,
+as where attainment crosses A (``capacity_result.py``).
 
 A per-request SLO (``ttft_ms``, ``tpot_ms``, ``e2e_ms``) is a bound every request must meet; a
 request is good when it finished ok within all of them (analysis/sla.py ``good_mask``). A stage's
@@ -49,8 +57,8 @@ of the crossing: interpolation assumes attainment is linear between two measured
 cliff between them pins every crossing to one end, far narrower than the data support. Its low
 end reaches down at least to the next level that passed below the highest (``passing_below``):
 a pass with no failure in it cannot be resampled into a fail, and near a cliff such a pass is
-often luck. ``capacity_rps`` is the highest passing level, ``crossing_rps`` the median
-interpolated crossing. Same profile and seed: the same arrival schedules and the same resamples.
+often luck. The cliff's bracket starts at the highest passing level; ``crossing_rps`` is the
+median interpolated crossing. Same profile and seed: the same arrival schedules and the same resamples.
 """
 
 from __future__ import annotations
@@ -68,6 +76,8 @@ from loadgen.backends import registry
 from loadgen.config import LoadConfig, Profile
 from loadgen.errors import LoadgenError
 from loadgen.runner import api
+from loadgen.runner.capacity_confirm import Confirmation, confirm_seconds
+from loadgen.runner.capacity_result import capacity_block
 from loadgen.runner.capacity_search import (
     RESAMPLES,
     Observation,
@@ -82,9 +92,9 @@ from loadgen.runner.capacity_stages import (
     ERROR_RATE_LIMIT,
     CapacityPlan,
     StageMeasure,
-    capacity_block,
     measure,
 )
+from loadgen.runner.capacity_twin import twin_for
 from loadgen.summary import Capacity, Summary
 
 # The search is capacity_search.py, its stages capacity_stages.py: importable from here too.
@@ -96,12 +106,14 @@ __all__ = [
 
 CAPACITY = "capacity.json"
 METHOD = (
-    "double from {start:g} req/s until a stage fails (stages of 5 s), bisect to {precision:.1%}, "
-    "re-measure both ends; stages Poisson, {warmup:g} s warm-up (or 2x mean E2E) + {stage:g} s "
-    "(30 requests at least), from idle; capacity = highest "
-    "rate with pooled attainment >= {target:g}; 95% CI = [p2.5 highest passing, p97.5 lowest failing "
-    f"rate] over {RESAMPLES} circular-block bootstrap resamples of good flags, its low end at most the "
-    "next passing rate below the highest"
+    "propose: double from {start:g} req/s until a stage fails (screens of 5 s), bisect to "
+    "{precision:.1%}, re-measure both ends; stages Poisson, {warmup:g} s warm-up (or 2x mean E2E) + "
+    "{stage:g} s (30 requests at least), from idle; {proposer}; confirm: a Poisson run of "
+    "{confirm:g} s at the proposed rate holds when its queue did not grow and the lower 95% bound of "
+    "its attainment (circular-block bootstrap over 10 s blocks; 1 - 3/n with no failure) is >= "
+    "{target:g}, else the next run is 5% lower; capacity = the rate that held. The cliff: the highest "
+    "passing level with pooled attainment >= {target:g}, 95% CI = [p2.5 highest passing, p97.5 "
+    f"lowest failing rate] over {RESAMPLES} circular-block bootstrap resamples of good flags"
 )
 
 
@@ -140,16 +152,22 @@ async def run_capacity(
     max_stages: int = 14,
     max_rate: float | None = None,
     budget_s: float | None = None,
+    confirm_s: float | None = None,
+    twin: str | None = None,
     gpu_hour_cost: float | None = None,
     gpu_count: float | None = None,
     api_key: str | None = None,
     stop: Any = None,
     on_status: Callable[[str], None] | None = None,
     on_stage: Callable[[StageMeasure, bool], None] | None = None,
+    on_confirm: Callable[[Confirmation], None] | None = None,
 ) -> CapacityRun:
     """Search the capacity of ``profile``'s target (or its simulator) as one run: every stage's
     records in requests.jsonl, stages and curve in summary.json, the result in capacity.json and
-    ``summary["capacity"]``. ``slos`` (default: the profile's sla.ttft_ms/tpot_ms/e2e_ms)."""
+    ``summary["capacity"]``. ``slos`` (default: the profile's sla.ttft_ms/tpot_ms/e2e_ms);
+    ``confirm_s``: a confirming run's measured seconds (default ``capacity_confirm``'s);
+    ``twin``: the simulator preset a real server resembles, whose fit to the stages proposes the
+    rate to confirm ("off": none; default: the built-in simulator's own preset, none for a URL)."""
     start = start_rate or profile.load.rate or 1.0
     prof = capacity_profile(profile, start, slos)
     chosen = sla_mod.set_slos(prof.sla)
@@ -168,18 +186,32 @@ async def run_capacity(
         (0 < start <= 1e6, f"start rate {start:g}: in (0, 1e6] req/s"),
         (max_rate is None or max_rate >= start, f"--max-rate {max_rate}: at least the start rate {start:g}"),
         (budget_s is None or budget_s >= 60, f"--budget {budget_s or 0:g}s: at least 60s, e.g. 4m"),
+        (confirm_s is None or confirm_s >= 5, f"--confirm-duration {confirm_s or 0:g}s: at least 5s (2m)"),
     ]
     for ok, msg in checks:
         if not ok:
             raise CapacityError(msg)
     costs = cost_inputs(dict(prof.labels), gpu_hour_cost=gpu_hour_cost, gpu_count=gpu_count)
     search = Search(start, attainment, precision=precision, max_stages=max_stages, max_rate=max_rate)
+    try:
+        proposer = twin_for(prof, chosen, attainment, twin)
+    except ValueError as exc:  # an unknown --twin preset
+        raise CapacityError(str(exc)) from None
+    said = (
+        "the fitted twin proposes the rate to confirm"
+        if proposer
+        else "the highest passing level is proposed"
+    )
     method = METHOD.format(
-        start=start, precision=precision, warmup=warmup_s, stage=stage_s, target=attainment
-    ) + (f"; near the boundary, stages share a time budget of {budget_s:g} s" if budget_s else "")
+        start=start, precision=precision, warmup=warmup_s, stage=stage_s, target=attainment,
+        confirm=confirm_seconds(budget_s, confirm_s), proposer=said,
+    )  # fmt: skip
+    if budget_s:
+        method += f"; near the boundary, stages share a time budget of {budget_s:g} s"
     plan = CapacityPlan(
-        search, chosen, stage_s=stage_s, warmup_s=warmup_s, budget_s=budget_s, on_stage=on_stage,
-        costs=costs, seed=prof.workload.seed, method=method,
+        search, chosen, stage_s=stage_s, warmup_s=warmup_s, budget_s=budget_s, confirm_s=confirm_s,
+        proposer=proposer, on_stage=on_stage, on_confirm=on_confirm, costs=costs, seed=prof.workload.seed,
+        method=method,
     )  # fmt: skip
     res = await api.run_async(prof, api_key=api_key, stop=stop, on_status=on_status, plan=plan)
     cap = res.summary["capacity"]  # the plan's conclusion, put in the summary by summarize

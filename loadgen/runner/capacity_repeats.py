@@ -72,6 +72,11 @@ def _capacity_block(res: RunResult) -> Capacity:
     block: Any = copy.deepcopy(median["capacity"])
     block["capacity_rps"] = fig["mean"]
     block["ci95"] = [fig["low"], fig["high"]] if bounded(fig) else [None, None]
+    block["statement"] = (
+        f"mean {fig['mean']:.3g} req/s of the rates {len(found)} of {runs['count']} searches confirmed "
+        f"(each held by its own confirming run; the mean itself was not run); the median search's: "
+        f"{block.get('statement')}"
+    )
     block["method"] = (
         f"mean of {fig['n']} repeated searches, each on its own seed (found in {len(found)} of "
         f"{runs['count']}), 95% CI: "

@@ -52,6 +52,11 @@ class Limits:
     # load.until while the stage runs (analysis.precision.Precision): fed each measured ok record
     # as it finishes, it ends the dispatch once ``reached``.
     until: Any = None
+    # With ``duration_s``: how long the requests still in flight at the stage's end may run on
+    # before they are cancelled (their records: ``cancelled``, the message says the stage cut
+    # them). None waits for every one: a capacity screen past the cliff would drain a queue of
+    # minutes to learn what its first seconds said.
+    drain_s: float | None = None
 
 
 def _samples() -> array.array[int]:
@@ -107,6 +112,7 @@ class _Dispatch:
         self._end_ns = None if limits.duration_s is None else res.started_ns + int(limits.duration_s * 1e9)
         self.in_flight: set[asyncio.Task[Any]] = set()
         self.stopping = False  # set once the run stops: no shape may send after it
+        self.cut = False  # set when the drain limit ends the stage (Limits.drain_s)
 
     @property
     def started_ns(self) -> int:
@@ -172,6 +178,11 @@ class _Dispatch:
                 rec.ok, rec.error_class = False, CANCELLED
                 rec.error_message = "the run stopped while this request was in flight"
                 rec.t_end_ns = rec.t_end_ns or now_ns()
+            if self.cut and rec.error_class == CANCELLED:  # the backend said "the run stopped"
+                rec.error_message = (
+                    f"the stage cut it {self._limits.drain_s:g} s after its end (its drain limit), "
+                    "still in flight"
+                )
             raise
         finally:
             if rec.t_send_ns == 0:
@@ -231,11 +242,16 @@ async def drive(
     main = asyncio.create_task(shape.run(dispatch))
     prober = asyncio.create_task(_probe_loop_lag(res))
     stopper = asyncio.create_task(stop.wait())
+    cut_ns = None  # when the drain limit ends the stage (Limits.drain_s)
+    if limits.drain_s is not None and limits.duration_s is not None:
+        cut_ns = res.started_ns + int((limits.duration_s + limits.drain_s) * 1e9)
     try:
-        await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        timeout = None if cut_ns is None else max(0.0, (cut_ns - now_ns()) / 1e9)
+        await asyncio.wait({main, stopper}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
     finally:
         dispatch.stopping = True
-        if not main.done():
+        dispatch.cut = cut_ns is not None and not main.done() and not stop.is_set()
+        if not main.done() and not dispatch.cut:
             res.interrupted = True
         # The shape and every request it spawned end here, records written, before the caller
         # may close the records file.

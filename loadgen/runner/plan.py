@@ -97,6 +97,7 @@ def shape_for(
         first_id=first_id,
         ramp_s=stage.ramp_s,
         until=precision_for(stage.until),
+        drain_s=stage.drain_s,
     )
     if stage.arrival == TRACE:
         schedule = workload.schedule_ns() if workload is not None else None

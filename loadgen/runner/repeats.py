@@ -3,7 +3,7 @@
     reports/<run-id>/
         repeat-1/ ... repeat-N/   each a complete run folder (summary.json, requests.jsonl, its
                                   simulator's ground truth, report): report and gate take one
-        requests.jsonl            every repeat's records, repeat after repeat
+        requests.jsonl            every pooled repeat's records, repeat after repeat
         summary.json              a summary like any run's, pooled over the repeats, plus the
                                   ``repeats`` block: each repeat's headline figures and their
                                   between-repeat interval (``analysis.repeats``)
@@ -11,34 +11,57 @@
 Each repeat is a run of its own through ``run_one`` (``api``'s single run): the same profile and
 seed, so the same schedule, prompts and lengths; its own transport (fresh connections), its own
 simulator when no URL is given, and the server's reset hook first when one is set. What differs
-between repeats is the server's noise, which is what the interval measures.
+between repeats is the server's noise, which is what the interval measures. A staged run
+(``load.stages``, ``load.sweep``) repeats whole: every repeat runs every stage, and stage i of
+the parent pools stage i of each repeat (the same load level), so its ``stages`` and ``curve``
+are a sweep's and the ``repeats`` block adds each stage's figures.
 
-The parent's numbers come from the records, not the repeats' summaries (pooled latencies are
-the samples of all repeats; rates are per second of the repeats' windows summed, the gaps
-between repeats excluded), and its conditions are the first repeat's (already scrubbed) with
-the repeat count. Only the ``repeats`` block reads the repeats' summaries: a repeat's figure
-is its own summary's, by definition.
+A repeat that raises (the server died or refused the preflight) is kept in the ``repeats``
+block as failed, with its error scrubbed, and left out of the pool; the next repeats still run,
+and the parent is incomplete, its reason naming that repeat (``loadgen run`` exits non-zero).
+
+How each block pools. From the pooled records, as a run's: counts, window, metrics, sla,
+quality, models, media, each stage's counts, window, metrics and sla (rates per second of the
+repeats' windows summed, the gaps between repeats excluded), and sessions (a session id names a
+conversation of one repeat). From the repeats' own blocks (``analysis.repeats``), where the
+records cannot say it: fidelity (each repeat met its own simulator's log), server (counter deltas
+over each repeat's scrapes), a stage's saturation and steady state (trends within a repeat).
+Conditions are the first repeat's (already scrubbed) with the repeat count; telemetry,
+speculative and precision are not pooled (each repeat's folder has its own).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import shutil
-from collections.abc import Awaitable, Callable
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import numpy as np
 
 from loadgen import metric_defs
-from loadgen.analysis import metrics
+from loadgen.analysis import client_means, curve, metrics, traffic
 from loadgen.analysis import repeats as rp
+from loadgen.analysis.media import media as media_block
+from loadgen.analysis.models import models as models_block
 from loadgen.analysis.table import RecordTable
 from loadgen.backends import registry
 from loadgen.config import Profile
-from loadgen.errors import RunError
+from loadgen.errors import LoadgenError, RunError
 from loadgen.result import REQUESTS, SCHEMA_VERSION, RunResult, load_summary, write_summary
-from loadgen.runner.prepare import make_run_dir
-from loadgen.summary import ClientHealth, EndedBy, RepeatFigure, Repeats, Summary
+from loadgen.runner.prepare import make_run_dir, target_for
+from loadgen.summary import (
+    ClientHealth,
+    Distribution,
+    EndedBy,
+    RepeatFigure,
+    RepeatRun,
+    Repeats,
+    StageSummary,
+    Summary,
+)
 
 REPEAT_DIR = "repeat-{}"
 METHOD = (
@@ -48,6 +71,18 @@ METHOD = (
 )
 
 RunOne = Callable[[Profile], Awaitable[RunResult]]
+Figures = Callable[[Summary], list[tuple[str, str | None, float | None]]]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RepeatFailed:
+    """A repeat that raised instead of finishing: its folder and its error, scrubbed."""
+
+    run_dir: Path
+    error: str
+
+
+Outcome = RunResult | RepeatFailed
 
 
 def repeat_profile(profile: Profile, parent: Path, index: int, seed_step: int = 0) -> Profile:
@@ -71,23 +106,34 @@ async def run_repeated(
     *,
     stop: asyncio.Event | None = None,
     status: Callable[[str], None] = lambda _m: None,
-    figures: Callable[[Summary], list[tuple[str, str | None, float | None]]] | None = None,
+    figures: Figures | None = None,
     sla: Any = None,
     seed_step: int = 0,
+    scrub: Callable[[str], str] | None = None,
 ) -> RunResult:
     """Run ``profile``'s load ``load.repeats`` times through ``run_one``, each into its own
     folder of one new run folder, then pool them into its summary.json. A stop (Ctrl-C) ends
     the current repeat as it ends a run and sends no further one; the pooled summary then says
-    the run is incomplete. ``figures`` (default: the headline's) picks a repeat's figures; ``sla``
-    (default: the profile's) is the SLA section the pooled requests are judged by; ``seed_step``
-    moves each repeat's workload seed (see ``repeat_profile``)."""
+    the run is incomplete. A repeat that raises is marked failed and the next one runs.
+    ``figures`` (default: the headline's) picks a repeat's figures; ``sla`` (default: the
+    profile's) is the SLA section the pooled requests are judged by; ``seed_step`` moves each
+    repeat's workload seed (see ``repeat_profile``); ``scrub`` (default: the profile's secrets)
+    cleans a failed repeat's error before it is stored."""
     parent = make_run_dir(profile)
+    if scrub is None:
+        scrub = target_for(profile, profile.target.url or "http://127.0.0.1", None, None).scrubber.scrub
     n = profile.load.repeats
-    done: list[RunResult] = []
+    done: list[Outcome] = []
     for k in range(1, n + 1):
         status(f"repeat {k} of {n}")
-        done.append(await run_one(repeat_profile(profile, parent, k, seed_step)))
-        if (stop is not None and stop.is_set()) or not done[-1].summary.get("complete", True):
+        try:
+            done.append(await run_one(repeat_profile(profile, parent, k, seed_step)))
+        except Exception as exc:  # noqa: BLE001 - one repeat's error must not lose the others
+            said = str(exc) if isinstance(exc, LoadgenError) else f"{type(exc).__name__}: {exc}"
+            done.append(RepeatFailed(parent / REPEAT_DIR.format(k), scrub(said)))
+            status(f"repeat {k} of {n} failed: {scrub(said)}")
+        stopped = isinstance(done[-1], RunResult) and not _complete(done[-1])
+        if stopped or (stop is not None and stop.is_set()):
             break
     summary = pooled_summary(parent, profile, done, figures or headline_figures, sla)
     return RunResult(parent, summary)
@@ -95,38 +141,39 @@ async def run_repeated(
 
 def headline_figures(summary: Summary) -> list[tuple[str, str | None, float | None]]:
     """(metric, stat, value) of each headline figure (``analysis.repeats.HEADLINE``) the run
-    has (the metrics of its protocol: ``metric_defs.present``)."""
+    (or a stage of it) has (the metrics of its protocol: ``metric_defs.present``)."""
     return [
         (m, s, metric_defs.lookup(summary, m, s)) for m, s in rp.HEADLINE if metric_defs.present(summary, m)
     ]
 
 
 def pooled_summary(
-    parent: Path,
-    profile: Profile,
-    done: list[RunResult],
-    figures: Callable[[Summary], list[tuple[str, str | None, float | None]]],
-    sla: Any = None,
+    parent: Path, profile: Profile, done: Sequence[Outcome], figures: Figures, sla: Any = None
 ) -> Summary:
-    """The parent's summary.json: every repeat's records pooled, the first repeat's conditions,
-    and the ``repeats`` block; written to ``parent``."""
-    _pool_records(parent, done)
-    first, last = done[0].summary, done[-1].summary
+    """The parent's summary.json: the finished repeats' records pooled, the first one's
+    conditions, the blocks pooled as the module's docstring says, and the ``repeats`` block;
+    written to ``parent``. RunError when no repeat finished: there is nothing to pool."""
+    ran = [o for o in done if isinstance(o, RunResult)]
+    if not ran:
+        said = "; ".join(f"{o.run_dir.name}: {o.error}" for o in done if isinstance(o, RepeatFailed))
+        raise RunError(f"every repeat failed, so {parent} has nothing to pool: {said}")
+    table, lengths = _pool_records(parent, ran)
+    first, last = ran[0].summary, ran[-1].summary
     count = profile.load.repeats
-    complete = len(done) == count and all(r.summary.get("complete", True) for r in done)
-    reason = None if complete else _incomplete(count, done)
-    seconds = sum(float(r.summary["window"]["seconds"]) for r in done)
-    table = RecordTable.from_file(parent / REQUESTS)
+    reason = _incomplete(count, done)
+    seconds = sum(float(r.summary["window"]["seconds"]) for r in ran)
     sla = profile.sla if sla is None else sla
     streamed = registry.backend(profile.target.endpoint).streamed
-    measured = metrics.summarize(table, sla=sla, incomplete=not complete, seconds=seconds, streamed=streamed)
+    measured = metrics.summarize(
+        table, sla=sla, incomplete=reason is not None, seconds=seconds, streamed=streamed
+    )
     summary: Summary = {
         "schema_version": SCHEMA_VERSION,
         "run_id": parent.name,
         "started_at": first["started_at"],
         "ended_at": last["ended_at"],
-        "interrupted": any(r.summary["interrupted"] for r in done),
-        "complete": complete,
+        "interrupted": any(r.summary["interrupted"] for r in ran),
+        "complete": reason is None,
         "incomplete_reason": reason,
         "conditions": _conditions(first, parent, count),
         "counts": measured["counts"],
@@ -134,48 +181,73 @@ def pooled_summary(
         "metrics": measured["metrics"],
         "sla": measured["sla"],
         "ended_by": _ended_by(first, len(done), count, reason),
-        "client": _client(done),
-        "repeats": repeats_block(count, done, figures),
+        "client": _client(ran),
     }
+    staged = bool(profile.load.stages) or profile.load.sweep is not None
+    if staged:
+        summary["stages"] = pooled_stages(ran, table, sla, streamed)
+        summary["curve"] = curve.curve(summary["stages"])
+    _add_blocks(summary, profile, ran, table, lengths, sla)
+    summary["repeats"] = repeats_block(count, done, figures)
+    if staged:
+        cast(dict, summary["repeats"])["stages"] = _stage_figures(done, rp.CONFIDENCE)
     write_summary(parent, summary)
     return summary
 
 
-def repeats_block(
-    count: int,
-    done: list[RunResult],
-    figures: Callable[[Summary], list[tuple[str, str | None, float | None]]],
-    confidence: float = rp.CONFIDENCE,
-) -> Repeats:
-    """Each repeat's folder and its figures, and each figure over the repeats (``t_interval``)."""
-    rows = [figures(r.summary) for r in done]
-    out: list[RepeatFigure] = []
-    for i, (metric, stat, _v) in enumerate(rows[0]):
-        values = [row[i][2] for row in rows]
-        iv = rp.t_interval(values, confidence)
-        out.append(
-            {
-                "figure": rp.figure_name(metric, stat),
-                "metric": metric,
-                "stat": stat,
-                "values": [None if v is None else float(v) for v in values],
-                "n": iv.n,
-                "mean": iv.mean,
-                "sd": iv.sd,
-                "low": iv.low,
-                "high": iv.high,
-            }
+def pooled_stages(
+    ran: Sequence[RunResult], table: RecordTable, sla: Any, streamed: bool
+) -> list[StageSummary]:
+    """Stage i of every repeat as one stage: its counts, window, metrics and SLA from the
+    repeats' records of that stage (per second of their stage windows summed); its saturation
+    and steady state from the repeats' own (``analysis.repeats.pool_saturation``, ``pool_steady``).
+    A repeat stopped midway adds the stages it reached."""
+    per: list[list[Any]] = [list(r.summary.get("stages") or []) for r in ran]
+    stage_of = table.column("stage")
+    out: list[StageSummary] = []
+    for i in range(max(len(s) for s in per)):
+        mine = [(r.run_dir.name, s[i]) for r, s in zip(ran, per) if len(s) > i]
+        ref = mine[0][1]
+        interrupted = any(s.get("interrupted", False) for _p, s in mine)
+        seconds = sum(float((s.get("window") or {}).get("seconds") or 0.0) for _p, s in mine)
+        m = metrics.summarize(
+            table.select(stage_of == ref["index"]),
+            sla=sla,
+            incomplete=interrupted,
+            seconds=seconds,
+            streamed=streamed,
         )
+        block: StageSummary = {
+            "index": ref["index"],
+            "name": ref["name"],
+            "load": ref["load"],
+            "interrupted": interrupted,
+            "counts": m["counts"],
+            "window": m["window"],
+            "metrics": m["metrics"],
+            "sla": m["sla"],
+            "steady_state": rp.pool_steady([(p, s["steady_state"]) for p, s in mine]),
+        }
+        if all("saturation" in s for _p, s in mine):
+            block["saturation"] = cast(Any, rp.pool_saturation([(p, s["saturation"]) for p, s in mine]))
+        out.append(block)
+    return out
+
+
+def repeats_block(
+    count: int, done: Sequence[Outcome], figures: Figures, confidence: float = rp.CONFIDENCE
+) -> Repeats:
+    """Each repeat's folder (a failed one with its error) and its figures, and each figure over
+    the repeats (``t_interval``; a failed repeat has no value)."""
     return {
         "count": count,
-        "completed": sum(bool(r.summary.get("complete", True)) for r in done),
+        "completed": sum(_complete(o) for o in done),
         "confidence": confidence,
         "method": METHOD.format(confidence=confidence),
-        "runs": [
-            {"index": k, "path": r.run_dir.name, "complete": bool(r.summary.get("complete", True))}
-            for k, r in enumerate(done, 1)
-        ],
-        "figures": out,
+        "runs": [_run_entry(k, o) for k, o in enumerate(done, 1)],
+        "figures": _over(
+            [figures(o.summary) if isinstance(o, RunResult) else None for o in done], confidence
+        ),
     }
 
 
@@ -184,15 +256,102 @@ def load_repeat(parent: Path, path: str) -> Summary:
     return load_summary(parent / path)
 
 
-def _pool_records(parent: Path, done: list[RunResult]) -> None:
-    """The repeats' requests.jsonl, one after another, as the parent's (bytes as written)."""
+def _over(
+    rows: Sequence[list[tuple[str, str | None, float | None]] | None], confidence: float
+) -> list[RepeatFigure]:
+    """Each figure the first finished repeat has, over every repeat (None where one has no
+    value: it failed, or lacks the figure)."""
+    names = next((row for row in rows if row is not None), [])
+    by_repeat = [{(m, s): v for m, s, v in row or []} for row in rows]
+    out: list[RepeatFigure] = []
+    for metric, stat, _v in names:
+        values = [None if (v := each.get((metric, stat))) is None else float(v) for each in by_repeat]
+        iv = rp.t_interval(values, confidence)
+        fig = {"figure": rp.figure_name(metric, stat), "metric": metric, "stat": stat, "values": values}
+        out.append(cast(RepeatFigure, {**fig, **dataclasses.asdict(iv)}))
+    return out
+
+
+def _stage_figures(done: Sequence[Outcome], confidence: float) -> list[dict[str, Any]]:
+    """Per stage (index and name), its headline figures over the repeats, as ``figures``."""
+    per = [o.summary.get("stages") or [] if isinstance(o, RunResult) else [] for o in done]
+    longest = max(per, key=len)
+    return [
+        {
+            "index": stage["index"],
+            "name": stage["name"],
+            "figures": _over(
+                [headline_figures(cast(Summary, s[i])) if len(s) > i else None for s in per], confidence
+            ),
+        }
+        for i, stage in enumerate(longest)
+    ]
+
+
+def _add_blocks(
+    summary: Summary,
+    profile: Profile,
+    ran: Sequence[RunResult],
+    table: RecordTable,
+    lengths: list[int],
+    sla: Any,
+) -> None:
+    """The blocks only some runs have, each pooled by its rule (the module's docstring)."""
+    answers = profile.output.answers
+    quality = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
+    if quality is not None:
+        modelled = cast(dict, ran[0].summary.get("quality") or {}).get("modelled")
+        if modelled is not None:
+            quality["modelled"] = modelled
+        summary["quality"] = quality
+    sessions = _sessions(table, lengths)
+    if sessions is not None:
+        summary["sessions"] = sessions
+    seconds = summary["window"]["seconds"]
+    mix = profile.workload.models
+    by_model = None if mix is None else models_block(table, mix.names, mix.choice, seconds, sla)
+    if by_model is not None:
+        summary["models"] = by_model
+    sent_media = media_block(table, seconds)
+    if sent_media is not None:
+        summary["media"] = sent_media
+    truths = [(r.run_dir.name, r.summary.get("fidelity")) for r in ran]
+    if any(b is not None for _p, b in truths):
+        summary["fidelity"] = rp.pool_fidelity(truths)
+    if any("server" in r.summary for r in ran):
+        views = [(r.run_dir.name, r.summary.get("server") or {"available": False}) for r in ran]
+        summary["server"] = rp.pool_server(views, client_means.client_means(table))
+
+
+def _sessions(table: RecordTable, lengths: list[int]) -> Any:
+    """``traffic.sessions`` of the pooled records, its sessions and turns per session counted by
+    (repeat, session id): every repeat's schedule reuses the ids, and repeat 2's session 0 is
+    another conversation than repeat 1's."""
+    block = traffic.sessions(table)
+    if block is None:
+        return None
+    measured = ~table.column("warmup") & table.present("session_id")
+    repeat = np.repeat(np.arange(len(lengths)), lengths)
+    keys = np.stack([repeat[measured], table.ints("session_id")[0][measured]])
+    turns = np.unique(keys, axis=1, return_counts=True)[1] if keys.shape[1] else np.zeros(0, np.int64)
+    block["sessions"] = int(turns.size)
+    block["turns_per_session"] = cast(Distribution, metrics.distribution(turns)) if turns.size else None
+    return block
+
+
+def _pool_records(parent: Path, ran: Sequence[RunResult]) -> tuple[RecordTable, list[int]]:
+    """The repeats' requests.jsonl, one after another, as the parent's (bytes as written, a
+    torn last line ended so it cannot swallow the next repeat's first), and their table with
+    each repeat's row count."""
     try:
         with open(parent / REQUESTS, "wb") as out:
-            for r in done:
-                with open(r.run_dir / REQUESTS, "rb") as src:
-                    shutil.copyfileobj(src, out)
+            for r in ran:
+                data = (r.run_dir / REQUESTS).read_bytes()
+                out.write(data if not data or data.endswith(b"\n") else data + b"\n")
     except OSError as exc:
         raise RunError(f"cannot pool the repeats' records into {parent / REQUESTS}: {exc}") from None
+    tables = [RecordTable.from_file(r.run_dir / REQUESTS) for r in ran]
+    return RecordTable.concat(tables), [len(t) for t in tables]
 
 
 def _conditions(first: Summary, parent: Path, count: int) -> Any:
@@ -208,15 +367,15 @@ def _conditions(first: Summary, parent: Path, count: int) -> Any:
     return cond
 
 
-def _client(done: list[RunResult]) -> ClientHealth:
+def _client(ran: Sequence[RunResult]) -> ClientHealth:
     """The first repeat's client health, with every repeat's warnings, each saying its repeat."""
-    client: Any = copy.deepcopy(done[0].summary["client"])
+    client: Any = copy.deepcopy(ran[0].summary["client"])
     client["warnings"] = [
         {**w, "message": f"{r.run_dir.name}: {w['message']}"}
-        for r in done
+        for r in ran
         for w in r.summary["client"].get("warnings", [])
     ]
-    client["client_limited"] = any(r.summary["client"].get("client_limited") for r in done)
+    client["client_limited"] = any(r.summary["client"].get("client_limited") for r in ran)
     return client
 
 
@@ -228,7 +387,27 @@ def _ended_by(first: Summary, ran: int, count: int, reason: str | None) -> Ended
     return {"limit": "repeats", "text": f"{ran} of {count} repeats ran, each to {each}"}
 
 
-def _incomplete(count: int, done: list[RunResult]) -> str:
-    last = done[-1].summary
-    why = last.get("incomplete_reason") or "stopped"
-    return f"{len(done)} of {count} repeats ran; {done[-1].run_dir.name}: {why}"
+def _incomplete(count: int, done: Sequence[Outcome]) -> str | None:
+    """Why the repeated run is incomplete (its failed repeats, the repeat that was stopped, or a
+    stop between repeats), or None when every repeat ran to its limits."""
+    why = [f"{o.run_dir.name} failed: {o.error}" for o in done if isinstance(o, RepeatFailed)]
+    last = done[-1]
+    if isinstance(last, RunResult) and not _complete(last):
+        why.append(f"{last.run_dir.name}: {last.summary.get('incomplete_reason') or 'stopped'}")
+    elif len(done) < count and isinstance(last, RunResult):
+        why.append(f"stopped after {last.run_dir.name}")
+    if not why:
+        return None
+    pooled = sum(isinstance(o, RunResult) for o in done)
+    return f"{len(done)} of {count} repeats ran, {pooled} pooled; " + "; ".join(why)
+
+
+def _complete(o: Outcome) -> bool:
+    return isinstance(o, RunResult) and bool(o.summary.get("complete", True))
+
+
+def _run_entry(index: int, o: Outcome) -> RepeatRun:
+    entry: dict[str, Any] = {"index": index, "path": o.run_dir.name, "complete": _complete(o)}
+    if isinstance(o, RepeatFailed):
+        entry["error"] = o.error
+    return cast(RepeatRun, entry)

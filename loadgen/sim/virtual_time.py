@@ -1,23 +1,26 @@
 """The engine run back to back on its virtual clock: requests at given arrival times
-(``simulate``), and a closed-loop stage served two ways.
+(``simulate``), a closed-loop benchmark, and a measured stage replayed.
 
 ``serve_closed_loop`` hands the engine every request the instant a slot frees, as a static
 benchmark's table assumes (TensorRT-LLM's ``gptSessionBenchmark``, ``trtllm-bench``, an offline
 queue): the calibration table's rows are served so (``calibration.py``).
 
-``serve_stage`` sends them as a load generator over a socket does. The engine steps back to back,
-so a request sent when the previous answer's last token arrives reaches a step already running and
-joins the one after it; and a stage's first wave arrives one request at a time, so the first step
-holds only the first prompt while the rest queue behind it. Both cost one step of TTFT per
-request, which is a fixed step overhead's size: ``loadgen sim fit`` serves a measured stage so,
-or it would put them into ``step_overhead_ms``.
+``replay`` sends given requests as a load generator over a socket does, each reaching the engine
+a latency after its send: the engine steps back to back, so a closed loop's next request, sent
+when its predecessor's last token arrives, reaches a step already running and joins the one
+after it, while one reaching an idle engine starts a step at once. That is a step of TTFT per
+request, a fixed step overhead's size, which ``loadgen sim fit`` would otherwise charge to
+``step_overhead_ms``; it replays each measured stage so (``analysis/sim_fit_replay.py``).
 """
 
 from __future__ import annotations
 
+import heapq
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from .config import SimConfig
 from .engine import Engine, Seq
@@ -76,48 +79,6 @@ def serve_closed_loop(config: SimConfig, isl: int, osl: int, concurrency: int, r
     return _served(seqs, osl)
 
 
-def serve_stage(
-    config: SimConfig, isl: int, osl: int, concurrency: int, requests: int, warmup: int = 0
-) -> Served:
-    """``warmup`` then ``requests`` requests of (isl, osl) tokens, ``concurrency`` in flight, sent
-    as a client sends them: each joins the step after the one running when it was sent. The
-    figures are the measured requests' (the warm-up left out, as a run's summary leaves it), the
-    throughput over their window: the first one's send to the last one's end."""
-    total = requests + warmup
-    engine = Engine(config)
-    seqs: list[Seq] = []
-    sent: list[tuple[Seq, int]] = []  # sent, not yet in the engine, with their send times
-
-    def send(at_ns: int) -> None:
-        seqs.append(s := _seq(isl, osl))
-        sent.append((s, at_ns))
-
-    def arrive() -> None:
-        for s, at_ns in sent:
-            engine.submit(s)
-            s.arrival_vns = at_ns
-        sent.clear()
-
-    for _ in range(min(concurrency, total)):
-        send(0)
-    first, *rest = sent
-    sent[:] = [first]
-    arrive()
-    sent[:] = rest
-    while engine.has_work() or sent:
-        if not engine.has_work():  # idle: a request sent now starts the next step
-            arrive()
-        late = list(sent)  # these were sent while this step runs
-        sent.clear()
-        finished = _step(engine, config, isl, osl)
-        sent[:0] = late
-        arrive()
-        for _ in finished:
-            if len(seqs) < total:
-                send(engine.now_ns)
-    return _served(seqs[warmup:], osl)
-
-
 Request = tuple[int, int, int] | tuple[int, int, int, Sequence[int]]
 
 
@@ -152,3 +113,77 @@ def simulate(config: SimConfig, requests: Iterable[Request]) -> list[Seq]:
             assert s.token_vns is not None  # set above when it was submitted
             s.token_vns.extend([engine.now_ns] * s.emitting)
     return seqs
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """Each replayed request's send, first-token, last-token and end times (virtual ns; -1
+    where it has none: one the cut stopped has no end, one never sent before it no send)."""
+
+    send_ns: np.ndarray
+    first_ns: np.ndarray
+    last_ns: np.ndarray
+    end_ns: np.ndarray
+
+
+def replay(
+    config: SimConfig,
+    prompts: Sequence[int] | np.ndarray,
+    outputs: Sequence[int] | np.ndarray,
+    *,
+    sends_ns: Sequence[int] | np.ndarray,
+    concurrency: int | None = None,
+    opens: int = 0,
+    latency_ns: int = 1,
+    resend_ns: int = 0,
+    cut_ns: int | None = None,
+    serial_ns: int = 0,
+) -> Replayed:
+    """Requests (their prompt and output tokens, in the order they were sent) served as a load
+    generator sends them over a socket: each reaches the engine ``latency_ns`` after its send,
+    so one sent while a step runs (a closed loop's next request, sent as the last token of its
+    predecessor arrives) joins the step after it, and one reaching an idle engine starts a
+    step. Nothing is recorded past ``cut_ns`` (the stage cancelled what was in flight).
+
+    Open loop (``concurrency`` None): request i is sent at ``sends_ns[i]``. Closed loop: the
+    first ``opens`` requests (its users' first, a ramp's) at ``sends_ns[i]``, then each end
+    sends the next request in order, so ``concurrency`` stay in flight."""
+    engine = Engine(config)
+    n = len(prompts)
+    seqs = [Seq(int(p), int(o), owner=i) for i, (p, o) in enumerate(zip(prompts, outputs))]
+    send, first, last, end = (np.full(n, -1, dtype=np.int64) for _ in range(4))
+    arrivals: list[tuple[int, int]] = []  # (arrival, request): a heap
+    timed = n if concurrency is None else min(max(opens, concurrency), n)
+    free_at = -(2**62)
+    for i in range(timed):
+        send[i] = int(sends_ns[i])
+        free_at = max(int(sends_ns[i]) + latency_ns, free_at + serial_ns)
+        arrivals.append((free_at, i))
+    heapq.heapify(arrivals)
+    following = timed  # the next request a closed loop's end sends
+    while arrivals or engine.has_work():
+        if not engine.has_work() and engine.now_ns < arrivals[0][0]:
+            engine.now_ns = arrivals[0][0]  # idle: the next arrival starts a step
+        while arrivals and arrivals[0][0] <= engine.now_ns:
+            engine.submit(seqs[heapq.heappop(arrivals)[1]])
+        step = engine.step()
+        if not step.duration_ns:
+            s = engine.waiting[0]
+            raise ValueError(
+                f"a {s.prompt_len}+{s.output_len}-token request needs more KV blocks than the cache holds"
+            )
+        now = engine.now_ns
+        if cut_ns is not None and now > cut_ns:
+            break
+        for s in step.emitted:
+            if s.generated == s.emitting:
+                first[s.owner] = now
+            last[s.owner] = now
+        for s in step.finished:
+            end[s.owner] = now
+            # A closed loop's user sends its next; during a ramp's timed sends, no one waits.
+            if concurrency is not None and following < n and send[timed - 1] <= now:
+                send[following] = now + resend_ns
+                heapq.heappush(arrivals, (now + resend_ns + latency_ns, following))
+                following += 1
+    return Replayed(send, first, last, end)

@@ -135,6 +135,9 @@ class CapacityStages(TypedDict, total=True):
 
     stage: int
     """the stage's index"""
+    kind: NotRequired[Literal["screen", "search", "confirm"]]
+    """screen: a short bracketing stage (its pass is measured again); search: a full-length one;
+    confirm: a confirming run of the proposed rate"""
     rate: float
     """the level asked: the Poisson rate, req/s"""
     offered_rps: NotRequired[float | None]
@@ -142,11 +145,14 @@ class CapacityStages(TypedDict, total=True):
     attainment: float | None
     """fraction of its measured ok + failed requests that met every SLO"""
     passed: bool
-    """attainment >= the target"""
+    """attainment >= the target and its queue did not grow (a confirmation: it held, its lower 95%
+    bound >= the target)"""
     requests: NotRequired[int]
     """measured requests counted (ok + failed)"""
     throughput_rps: float | None
-    """ok requests per second of its window"""
+    """ok measured requests per second of its measured window (the one offered_rps is over)"""
+    goodput_rps: NotRequired[float | None]
+    """measured requests meeting every SLO per second of the same window"""
     ttft_p99_ms: float | None
     """p99 TTFT, ms"""
     tpot_p99_ms: float | None
@@ -164,35 +170,58 @@ class CapacityStages(TypedDict, total=True):
 
 @with_config(DOCS)
 class Capacity(TypedDict, total=True):
-    """`loadgen capacity` runs only (also its capacity.json): the highest request rate at which at least
-    `attainment` of requests met every per-request SLO (DistServe's goodput), found by bracketing,
-    bisecting and re-measuring open-loop Poisson stages; rates are the levels asked, the Poisson
-    processes' rates (each stage's row also has the rate it offered)"""
+    """`loadgen capacity` runs only (also its capacity.json): the highest request rate a confirming run
+    held with at least `attainment` of requests meeting every per-request SLO (DistServe's goodput),
+    judged by the lower 95% bound of its attainment (block bootstrap over time); the rate it confirmed
+    was proposed by the fitted twin or the search (bracketing, bisecting and re-measuring open-loop
+    Poisson stages); rates are the levels asked, the Poisson processes' rates"""
 
     capacity_rps: float | None
-    """the highest passing level, req/s; null when no level passed"""
+    """the confirmed rate, req/s: a confirming run at it held; null when none held"""
+    verdict: NotRequired[Literal["confirmed", "unconfirmed", "not_found", "client_limited", "interrupted"]]
+    """confirmed (capacity_rps held); unconfirmed (the budget or the confirmations ran out first);
+    not_found (no search level met the SLOs); client_limited (the client could not offer the rates);
+    interrupted"""
+    statement: NotRequired[str | None]
+    """the confirmed rate in words: the run's length, its attainment and lower bound"""
+    unconfirmed_because: NotRequired[str | None]
+    """why no rate was confirmed; null when one was"""
+    lower_bound_at_capacity: NotRequired[float | None]
+    """the one-sided lower 95% bound of the confirming run's attainment (circular-block bootstrap over
+    10 s blocks of arrivals; 1 - 3/n when nothing failed)"""
+    proposal: NotRequired[dict[str, Any] | None]
+    """the first rate confirmed: rate, by (twin or search), the twin's fit and answer (or why it had
+    none), above_confirmed (the proposal over the confirmed rate, minus 1)"""
+    confirmations: NotRequired[list[dict[str, Any]]]
+    """each confirming run: stage, rate, measured_s, requests, attainment, lower_bound_95, block_s,
+    held, why (when it did not hold)"""
+    confirm_s: NotRequired[float]
+    """measured seconds of a confirming run"""
+    cliff: NotRequired[dict[str, Any]]
+    """where attainment crosses the target, as the search's stages bracketed it: bracket [highest passing
+    level, lowest failing level], crossing_rps (median interpolated crossing over the resamples), ci95
+    (2.5th percentile of the highest passing level, 97.5th of the lowest failing, over circular-block
+    bootstrap resamples of the stages' good flags; its low end at most the next passing level below):
+    not a sustainable rate"""
     capacity_level_rps: NotRequired[float | None]
-    """the same level (kept for files written when capacity_rps was the rate that level offered)"""
+    """the search's highest passing level (the cliff's bracket low end)"""
     ci95: Annotated[list[float | None], Field(min_length=2, max_length=2)]
-    """95% interval of the capacity [low, high], req/s: 2.5th percentile of the highest passing level and
-    97.5th of the lowest failing level over circular-block bootstrap resamples of the stages' good flags,
-    the low end at most the next passing level below the highest; null where the data give no bound
-    (nothing passed: low; nothing failed: high)"""
+    """95% interval of capacity_rps: [null, null] for one search (a confirmed rate is a decision, not an
+    estimate); the Student t interval over the searches of a repeated one"""
     crossing_rps: NotRequired[float | None]
-    """median over the resamples of the rate where attainment crosses the target, interpolated linearly
-    between the bracketing rates"""
+    """the cliff's crossing_rps, kept at the top level for older readers"""
     attainment: float
     """the target A: the fraction of requests that must meet every SLO"""
     attainment_at_capacity: NotRequired[float | None]
-    """the attainment measured at the capacity level, its stages pooled"""
+    """the attainment of the confirming run that held"""
     slos: dict[str, float]
     """the per-request SLOs searched against (ttft_ms, tpot_ms, e2e_ms), ms"""
     goodput_rps: float | None
-    """requests meeting every SLO per second at the capacity level (mean of its stages)"""
+    """requests meeting every SLO per second of the confirming run's measured window"""
     output_tokens_per_s: float | None
-    """output tokens per second at the capacity level (mean of its stages)"""
+    """output tokens per second of the confirming run's measured window"""
     usd_per_million_output_tokens: float | None
-    """GPU cost per million output tokens at the capacity level: gpu_hour_cost x gpu_count / 3600 /
+    """GPU cost per million output tokens at the confirmed rate: gpu_hour_cost x gpu_count / 3600 /
     output_tokens_per_s x 1e6; null without a price"""
     gpu_hour_cost_usd: NotRequired[float | None]
     """the GPU-hour price used (--gpu-hour-cost or the gpu_hour_cost label)"""

@@ -26,9 +26,11 @@ import numpy as np
 from loadgen.config import load_profile
 from loadgen.config.shipped import resolve_profile
 from loadgen.config.stages import Stage
-from loadgen.records import RequestRecord
+from loadgen.records import CANCELLED, RequestRecord
+from loadgen.runner.capacity_result import capacity_block
 from loadgen.runner.capacity_search import Search
-from loadgen.runner.capacity_stages import CapacityPlan, capacity_block
+from loadgen.runner.capacity_stages import CapacityPlan
+from loadgen.runner.capacity_twin import Twin
 from loadgen.runner.driver import DriveResult
 from loadgen.runner.plan import StageOutcome
 from loadgen.sim import Seq, SimConfig, simulate
@@ -44,6 +46,7 @@ class Virtual:
     def __init__(self, profile: str, sim: dict[str, Any], slos: dict[str, float]) -> None:
         work = load_profile(resolve_profile(profile)).workload
         self.inputs, self.outputs = work.input_tokens, work.output_tokens
+        self.sim = dict(sim)
         self.config = SimConfig.from_dict(sim)
         self.slos = slos
 
@@ -76,12 +79,22 @@ class Virtual:
         schedule = stage_schedule(stage, seed)
         arrivals, seqs = self.serve(stage.rate, stage.duration_s, seed, schedule)
         records = []
+        # the stage's drain limit (Stage.drain_s): what is still in flight then is cancelled
+        cut = None if stage.drain_s is None else int((stage.duration_s + stage.drain_s) * 1e9)
         for i, (a, s) in enumerate(zip(arrivals, seqs)):
             r = RequestRecord(i, i < stage.warmup_requests, int(a), int(a), s.output_len, s.prompt_len)
             times = _times(s)
+            r.stage, r.prompt_tokens = stage.index, s.prompt_len
+            if cut is not None and times[-1] > cut:
+                times = [t for t in times if t <= cut]
+                r.ok, r.error_class, r.t_end_ns = False, CANCELLED, cut
+                r.t_first_token_ns = int(times[0]) if times else None
+                r.output_tokens = len(times)
+                records.append(r)
+                continue
             first, last = int(times[0]), int(times[-1])
-            r.ok, r.t_first_token_ns, r.t_end_ns, r.stage = True, first, last, stage.index
-            r.output_tokens, r.prompt_tokens = len(times), s.prompt_len
+            r.ok, r.t_first_token_ns, r.t_end_ns = True, first, last
+            r.output_tokens = len(times)
             r.chunk_times_ns = [first, last] if last > first else [first]
             r.chunk_tokens = [1, len(times) - 1] if last > first else [1]
             records.append(r)
@@ -107,17 +120,27 @@ class Virtual:
 
     def search(
         self, target: float, seed: int, *, start: float = 1.0, search: dict[str, Any] | None = None,
-        **plan: Any,
+        twin: bool = True, **plan: Any,
     ) -> tuple[Capacity, float]:  # fmt: skip
-        """The plan's search to its end on ``seed``'s schedules (``search``: Search's keywords,
-        ``plan``: CapacityPlan's); (its capacity block, the seconds it would take in real time,
-        warm-ups and drains included)."""
-        p = CapacityPlan(Search(start, target, **(search or {})), self.slos, seed=seed, **plan)
+        """The plan's search and confirmation to their end on ``seed``'s schedules (``search``:
+        Search's keywords, ``plan``: CapacityPlan's; ``twin``: the fitted simulator proposes, as
+        ``loadgen capacity --sim`` does); (its capacity block, the seconds it would take in real
+        time: warm-ups, drains and the twin's own time included)."""
+        proposer = Twin(self.sim, self.slos, target) if twin else None
+        p = CapacityPlan(
+            Search(start, target, **(search or {})), self.slos, seed=seed, proposer=proposer, **plan
+        )
         done: list[StageOutcome] = []
         while (stage := p.next_stage(done)) is not None:
             done.append(self.stage(stage, seed * 1000 + len(done)))
-        took = sum((o.result.ended_ns - o.result.started_ns) / 1e9 for o in done)
-        return capacity_block(p, None, seed, ""), took
+        return capacity_block(p), p.spent_s
+
+    def plain(self, rate: float, seconds: float, seed: int, warmup_s: float = 0.0) -> float:
+        """The attainment of a plain Poisson run at ``rate`` from idle, of ``seconds`` measured
+        after ``warmup_s`` (a user's ``loadgen run --rate`` at the rate a search confirmed)."""
+        arrivals, seqs = self.serve(rate, warmup_s + seconds, seed)
+        good = self.good(arrivals, seqs)
+        return float(good[arrivals >= warmup_s * 1e9].mean())
 
 
 def spread_start(seed: int) -> float:

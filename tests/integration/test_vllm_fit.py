@@ -41,7 +41,8 @@ SERVER = {"max_num_batched_tokens": 2048, "kv_allocation": "on_demand"}
 
 def test_a_twin_fitted_on_three_stages_predicts_the_fourths_tpot(vllm, tmp_path, record_property):
     """Four closed-loop stages of 512-token prompts and 64-token answers; the fit on c=1, 2, 8
-    predicts c=4's mean TPOT within 15 % (the issue's bound) and its throughput within 25 %."""
+    predicts c=4's median TPOT within 15 % and its throughput within 25 %; every figure's
+    held-out residual (TTFT p50 and p99 too) is printed and attached to the JUnit XML."""
     make = profile_maker(vllm, tmp_path)
     profile = make(
         **{
@@ -68,10 +69,10 @@ def test_a_twin_fitted_on_three_stages_predicts_the_fourths_tpot(vllm, tmp_path,
         print(f"the default fit passed its sensitivity check this time: {default.params}")
     fitted = sim_fit.fit(train, PARAMS)
     assert "num_gpu_blocks" in fitted.config_fields()  # read from vLLM's cache_config_info
-    predicted = sim_fit.with_latency(sim_fit.predict(fitted.config_fields(), held), fitted.request_latency_ms)
+    predicted = sim_fit.predict(fitted.config_fields(), held, fitted.request_latency_ms)
     errors = {m: predicted[m] / held.measured[m] - 1 for m in sim_fit.METRICS}
     record_property("fitted", {**fitted.params, "request_latency_ms": fitted.request_latency_ms})
     record_property("held_out_errors_pct", {m: round(e * 100, 1) for m, e in errors.items()})
     print(f"fit {fitted.params}, held-out {HELD_OUT}: measured {held.measured}, predicted {predicted}")
-    assert abs(errors["tpot_ms"]) <= 0.15
+    assert abs(errors["tpot_p50_ms"]) <= 0.15
     assert abs(errors["output_tokens_per_s"]) <= 0.25

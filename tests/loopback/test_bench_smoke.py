@@ -24,7 +24,7 @@ RUNS = [
     ("run_memory.py soak --minutes 0.05 --rate 5 --tokens 8", "peak RSS: loadgen"),
     ("client_scaling.py --workers 1 --requests 32 --concurrency 4 --repeats 1", "client us/token"),
     ("fidelity.py --repeats 1 --requests 16", "loadgen/httptools"),
-    ("capacity_virtual.py --truth 32.7 --seeds 1 --max-stages 3", "one search:"),
+    ("capacity_virtual.py --truth 32.7 --seeds 1 --max-stages 3", "confirmed within 0.90-1.00 x truth:"),
 ]
 
 

@@ -218,7 +218,6 @@ class TestBadInput:
             (["--repeats", "2.5"], "argument --repeats: '2.5' is not a whole number"),
             (["--reset-path", "flush"], "target.reset_path: 'flush' is not a reset hook"),
             (["--reset-path", "PUT /flush_cache"], "'PUT /flush_cache' is not a reset hook"),
-            (["--repeats", "2", "--sweep", "concurrency=1,2"], "load.repeats: repeats a single-stage load"),
         ],
     )
     def test_one_line_error_naming_the_flag(self, args, said, tmp_path):
@@ -241,7 +240,14 @@ def test_capacity_repeats_give_capacity_over_the_searches(tmp_path):
     )  # fmt: skip
     res = asyncio.run(
         run_capacity_repeated(
-            prof, attainment=0.9, slos={"ttft_ms": 500.0}, stage_s=1.0, warmup_s=0.2, max_stages=2
+            prof,
+            attainment=0.9,
+            slos={"ttft_ms": 500.0},
+            stage_s=1.0,
+            warmup_s=0.2,
+            max_stages=2,
+            confirm_s=5.0,
+            twin="off",
         )
     )
     fig = res.summary["repeats"]["figures"][0]

@@ -16,7 +16,8 @@ def test_capacity_cells_are_ranked_by_their_searches(tmp_path):
 name: searched
 profile: work.yaml
 load:
-  capacity: {start_rate: 16, stage_duration_s: 2, warmup_s: 1, max_stages: 5, precision: 0.2}
+  capacity: {start_rate: 16, stage_duration_s: 2, warmup_s: 1, max_stages: 5, precision: 0.2, confirm_s: 5,
+             twin: "off"}
 sla: {tpot_ms: 17.5}
 attainment: 0.9
 repeats: 2
@@ -32,3 +33,4 @@ backends:
     for r, value in enumerate(values, 1):
         cap = json.loads((folder / "l40s" / f"repeat-{r}" / "capacity.json").read_text())
         assert value == cap["capacity_rps"] and value is not None
+        assert cap["verdict"] == "confirmed" and cap["confirmations"][-1]["held"]

@@ -305,10 +305,10 @@ class TestHeadlineParts:
 
     def test_capacity_absent_or_undetermined(self):
         assert capacity_sentence(None) == ""
-        assert capacity_sentence({"capacity_rps": None}) == "Capacity: not determined."
+        assert capacity_sentence({"capacity_rps": None}) == "Capacity: not confirmed."
         assert capacity_sentence({"capacity_rps": 12.345, "ci95": None}) == "Capacity: 12.35 req/s."
         assert capacity_sentence({"capacity_rps": None, "stopped_because": "max stages"}) == (
-            "Capacity: not determined (max stages)."
+            "Capacity: not confirmed (max stages)."
         )
 
     def test_multi_stage_without_capacity(self):
