@@ -8,6 +8,7 @@ level is measured again; a second one there, or a stage with server errors, ends
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ BLOCKS = 5
 # screen past the cliff has said what it had to say, and its queue could take minutes to drain.
 SCREEN_DRAIN_S = 10.0
 # Seconds of a budget held back for the twin's fit and its own virtual-time search.
-TWIN_RESERVE_S = 30.0
+TWIN_RESERVE_S = 40.0
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,12 @@ class CapacityPlan:
         costs: CostInputs | None = None,
         seed: int = 0,
         method: str = "",
+        proposer_time_s: float | None = None,
     ) -> None:
         self.search, self.slos = search, slos
+        # What the proposer's time costs the budget: its wall time (None), or a fixed figure
+        # (a virtual-time harness, whose results must not depend on how busy its machine is).
+        self.proposer_time_s = proposer_time_s
         self.costs, self.seed, self.method = costs, seed, method
         self.stage_s, self.warmup_s, self.min_requests = stage_s, warmup_s, min_requests
         self.screen_requests = screen_requests
@@ -260,6 +265,14 @@ class CapacityPlan:
         part and drain, and the twin's fit and search."""
         warm, e2e_s = self.warm()
         return warm + self.confirm_s + e2e_s + (TWIN_RESERVE_S if self.proposer is not None else 0.0)
+
+    def twin_seconds(self) -> float:
+        """Wall seconds the twin may take from now: what the budget has left beyond the
+        confirmation (no limit without a budget, or when its time is not the wall's)."""
+        if self.budget_s is None or self.proposer_time_s is not None:
+            return math.inf
+        warm, e2e_s = self.warm()
+        return max(0.0, self.budget_s - self.spent_s - (warm + self.confirm_s + e2e_s) - 1.0)
 
     def measured_s(self, rate: float, warm: float, e2e_s: float) -> float | None:
         """How long the next search stage measures, or None when its share of the time budget
@@ -339,7 +352,8 @@ class CapacityPlan:
             return Proposal(lo, "search")
         t0 = time.perf_counter()
         proposal = self.proposer.propose(done, self)
-        self.spent_s += time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        self.spent_s += took if self.proposer_time_s is None else self.proposer_time_s
         if proposal.rate is None:  # the twin could not: the search's level, and why not the twin's
             return Proposal(lo, "search", proposal.twin)
         return proposal

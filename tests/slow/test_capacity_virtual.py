@@ -1,9 +1,10 @@
-"""The capacity search against the simulator's own answer, over 20 seeds in virtual time.
+"""`loadgen capacity --budget 4m` acted on, over 20 seeds in virtual time: the rate it confirms
+against the simulator's own answer, and a user's plain run at that rate.
 
 Two cases, each with its truth computed here from the simulator's engine and nothing of
-loadgen's measuring (``Virtual.truth``: Poisson arrivals at each rate of a grid for 4 x 20
-simulated minutes, the first minute of each dropped, the long-run fraction of requests meeting
-every SLO, and the rate where it crosses the attainment):
+loadgen's measuring (``Virtual.truth``: Poisson arrivals at each rate of a grid for several
+20-minute simulated runs, the first minute of each dropped, the long-run fraction of requests
+meeting every SLO, and the rate where it crosses the attainment):
 
 - the cliff: the chat profile's lengths on llama3-8b-fp16@h100, p99 TTFT < 700 ms and p99 TPOT
   < 50 ms at 99 %; capacity is where KV-cache admission starts to queue, and a tail SLO breaks
@@ -11,13 +12,18 @@ every SLO, and the rate where it crosses the attainment):
 - TPOT-bound: 256-token prompts and 32-token answers on llama2-7b-fp16@l40s, TTFT < 2 s and TPOT
   < 35 ms at 90 %; every decode step slows as requests pile up (truth about 26.2 req/s).
 
-Each seed is one whole search (``Virtual.search``: loadgen's plan, measures, verdicts and
-capacity block; the runner's own stage schedules), with a 20-minute budget and its start rate
-spread over an octave so that the doubling grid does not fall on the truth by luck.
+Each seed is one whole run of the command (``Virtual.search``: loadgen's plan, measures,
+verdicts, twin and confirmation; the runner's own stage schedules; the twin's own time counted
+against the budget), its start rate spread over an octave so that the doubling grid does not
+fall on the truth by luck; then what a user does with the answer (``Virtual.plain``): a Poisson
+run of the confirmation's length at the confirmed rate, on a fresh seed.
 
-What holds (docs/metrics.md, "How close the capacity search lands"): the interval covers the
-truth in at least 19 of 20 seeds in both cases; the capacity is within 3 % of it in 15 of 20 (the
-cliff) and 14 of 20 (TPOT) at this budget, 17 and 19 of 20 with 40 minutes at 2.5 % precision.
+What holds (docs/metrics.md, "How close the capacity search lands"): on the cliff the confirmed
+rate is within 0.90-1.00 x the truth in at least 19 of 20 seeds and the plain run meets A in at
+least 19. Where TPOT binds, attainment falls gently, a 2-minute run's attainment wanders by
+about 2 points, and the rule a confirmation is judged by (its 95 % block-bootstrap bound at
+least A) holds 19 times in 20 only at about 0.88 x the truth: the twin proposes there, every
+confirmation holds, the plain runs meet A, and the band's lower edge is not reached.
 """
 
 from __future__ import annotations
@@ -30,42 +36,57 @@ from loadgen.testing.virtual import Virtual, spread_start
 from helpers import TPOT_BOUND_PROFILE
 
 SEEDS = range(20)
-BUDGET_S = 1200.0
+BUDGET_S = 240.0
 
 
-def searches(v: Virtual, target: float, truth: float) -> tuple[int, int, float]:
-    """(seeds within 3 % of ``truth``, seeds whose interval covers it, median |error|)."""
-    near, covers, errors = 0, 0, []
+def acted(v: Virtual, target: float, truth: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per seed: the confirmed rate over the truth (NaN: none confirmed), and the attainment of
+    a plain run at it (NaN likewise)."""
+    ratios, plains = [], []
     for seed in SEEDS:
-        kw = {"start": spread_start(seed), "budget_s": BUDGET_S, "search": {"max_stages": 40}}
-        cap, took = v.search(target, seed, **kw)
-        assert took <= BUDGET_S + 60  # the budget holds (the last stage's drain may run over)
-        found, (lo, hi) = cap["capacity_rps"], cap["ci95"]
-        lo, hi = lo or 0.0, hi or np.inf  # None: no bound (a level fails in too few resamples)
-        assert found is not None and lo <= found <= hi
-        errors.append(abs(found / truth - 1))
-        near += errors[-1] <= 0.03
-        covers += lo <= truth <= hi
-    return near, covers, float(np.median(errors))
+        cap, took = v.search(target, seed, start=spread_start(seed), budget_s=BUDGET_S)
+        assert took <= BUDGET_S + 30  # the budget holds (the last stage's drain may run over)
+        found = cap["capacity_rps"]
+        if found is None:
+            ratios.append(np.nan)
+            plains.append(np.nan)
+            continue
+        assert cap["verdict"] == "confirmed" and cap["confirmations"][-1]["held"]
+        ratios.append(found / truth)
+        plains.append(v.plain(found, cap["confirm_s"], 100_000 + seed))
+    return np.array(ratios), np.array(plains)
+
+
+def summary(name: str, truth: float, ratios: np.ndarray, plains: np.ndarray, target: float) -> str:
+    band = int(((ratios >= 0.90) & (ratios <= 1.00)).sum())
+    met = int((plains >= target).sum())
+    return (
+        f"{name}: truth {truth:.2f} req/s; confirmed within 0.90-1.00 x in {band}/20, plain run met "
+        f"{target:g} in {met}/20; confirmed / truth {np.nanmin(ratios):.3f} to {np.nanmax(ratios):.3f}, "
+        f"median {np.nanmedian(ratios):.3f}"
+    )
 
 
 @pytest.mark.slow
-def test_on_the_cliff_the_search_lands_near_the_truth_and_its_interval_covers_it():
+def test_on_the_cliff_the_confirmed_rate_is_within_ten_percent_below_the_truth_and_holds():
     v = Virtual("chat", {"preset": "llama3-8b-fp16@h100"}, {"ttft_ms": 700.0, "tpot_ms": 50.0})
     truth = v.truth(0.99, [32.0, 32.5, 33.0, 33.5], 1200.0, runs=4)
     assert 32.2 < truth < 33.2
-    near, covers, median = searches(v, 0.99, truth)
-    print(f"cliff: truth {truth:.2f} req/s; within 3 % {near}/20, covered {covers}/20, median {median:.1%}")
-    assert covers >= 19 and near >= 15 and median <= 0.025
+    ratios, plains = acted(v, 0.99, truth)
+    print(summary("cliff", truth, ratios, plains, 0.99))
+    assert ((ratios >= 0.90) & (ratios <= 1.00)).sum() >= 19
+    assert (plains >= 0.99).sum() >= 19
 
 
 @pytest.mark.slow
-def test_where_tpot_binds_the_search_lands_near_the_truth_and_its_interval_covers_it(tmp_path):
+def test_where_tpot_binds_the_confirmed_rate_holds_and_a_plain_run_at_it_meets_the_target(tmp_path):
     (tmp_path / "tpot.yaml").write_text(TPOT_BOUND_PROFILE)  # its workload; the sim is virtual
     slos = {"ttft_ms": 2000.0, "tpot_ms": 35.0}
     v = Virtual(tmp_path / "tpot.yaml", {"preset": "llama2-7b-fp16@l40s"}, slos)
     truth = v.truth(0.9, [25.0, 25.5, 26.0, 26.5, 27.0], 1200.0, runs=8)
     assert 25.5 < truth < 27.0
-    near, covers, median = searches(v, 0.9, truth)
-    print(f"TPOT: truth {truth:.2f} req/s; within 3 % {near}/20, covered {covers}/20, median {median:.1%}")
-    assert covers >= 19 and near >= 14 and median <= 0.025
+    ratios, plains = acted(v, 0.9, truth)
+    print(summary("TPOT-bound", truth, ratios, plains, 0.9))
+    assert np.isfinite(ratios).sum() >= 19  # confirmed, at its first confirmation
+    assert (np.nan_to_num(ratios, nan=0.0) <= 1.00).all() and np.nanmin(ratios) >= 0.85
+    assert (plains >= 0.9).sum() >= 19

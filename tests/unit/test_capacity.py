@@ -302,10 +302,11 @@ def simulator_capacity(target: float, rates: np.ndarray, n: int = 20_000) -> flo
 @pytest.mark.timing_absolute  # the client's 10 ms send-lag rule is absolute: a quiet machine
 @pytest.mark.serial
 def test_capacity_on_the_simulator_confirms_a_rate_below_its_own_answer(tmp_path, capsys):
-    """The search proposes, the twin (the simulator fitted to the stages) proposes better, and a
-    30 s confirming run decides: the rate that held is below the simulator's own answer and
-    within 15 % of it, the cliff's interval covers that answer, and the headline says what the
-    confirmation stands for."""
+    """The search proposes, the twin (the simulator fitted to the stages) proposes the rate a
+    30 s confirmation holds 19 times in 20, and the confirming run decides: the rate that held
+    is below the simulator's own answer and within 25 % of it (a 30-second run's bound is wide:
+    in virtual time a 2-minute one holds 19 in 20 at 0.88 x the truth here), the cliff's
+    interval covers that answer, and the headline says what the confirmation stands for."""
     profile = tmp_path / "capacity-sim.yaml"
     profile.write_text(TPOT_BOUND_PROFILE)
     started = time.monotonic()
@@ -337,7 +338,7 @@ def test_capacity_on_the_simulator_confirms_a_rate_below_its_own_answer(tmp_path
     print(f"confirmed {cap['capacity_rps']:.1f} req/s; proposed {cap['proposal']['rate']}; cliff CI "
           f"{lo}-{hi}; the simulator's own answer {truth:.1f}; in {searched_s:.0f} s, "
           f"{len(cap['stages'])} stages")  # fmt: skip
-    assert 0.85 * truth <= cap["capacity_rps"] <= 1.01 * truth
+    assert 0.75 * truth <= cap["capacity_rps"] <= 1.01 * truth
     assert (lo or 0) <= truth <= (hi or np.inf)
 
     # One run folder like any other: every stage's records, the stages and the curve.
