@@ -234,7 +234,14 @@ def _capacity_headline(cap: dict) -> list[str]:
         lines.append(
             f"the cliff (where attainment crosses {cap['attainment']:g}, not a rate to provision at): "
             + (f"near {_num(cross)} req/s, " if cross is not None else "")
-            + f"bracket {_num(b_lo)}-{_num(b_hi)} req/s, 95% CI "
+            + (
+                f"bracket {_num(b_lo)}-{_num(b_hi)} req/s"
+                if b_lo is not None and b_hi is not None
+                else f"above {_num(b_lo)} req/s (no failing level counted)"
+                if b_lo is not None
+                else f"below {_num(b_hi)} req/s (no passing level)"
+            )
+            + ", 95% CI "
             f"{_num(c_lo) if c_lo is not None else '0'}-{_num(c_hi) if c_hi is not None else 'open'}"
         )
     lines += _proposal_lines(cap)

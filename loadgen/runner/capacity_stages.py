@@ -43,8 +43,11 @@ BLOCKS = 5
 # A screen's requests still in flight this long after its last send are cut (Stage.drain_s): a
 # screen past the cliff has said what it had to say, and its queue could take minutes to drain.
 SCREEN_DRAIN_S = 10.0
-# Seconds of a budget held back for the twin's fit and its own virtual-time search.
+# Seconds of a budget held back for the twin's fit and its own virtual-time search; without a
+# twin, for the confirmation's warm-up and drain, which grow as the search meets longer
+# requests after the share was set (else the confirmation no longer fits: 3 of 20 seeds).
 TWIN_RESERVE_S = 40.0
+SLACK_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -264,7 +267,7 @@ class CapacityPlan:
         """Seconds of the budget the search leaves for a confirmation: its warm-up, measured
         part and drain, and the twin's fit and search."""
         warm, e2e_s = self.warm()
-        return warm + self.confirm_s + e2e_s + (TWIN_RESERVE_S if self.proposer is not None else 0.0)
+        return warm + self.confirm_s + e2e_s + (TWIN_RESERVE_S if self.proposer is not None else SLACK_S)
 
     def twin_seconds(self) -> float:
         """Wall seconds the twin may take from now: what the budget has left beyond the

@@ -371,3 +371,14 @@ def test_capacity_on_the_simulator_confirms_a_rate_below_its_own_answer(tmp_path
     ]
     assert "stage budget of 2" in again["stopped_because"]
     assert again["proposal"]["by"] == "search" and again["stages"][2]["kind"] == "confirm"
+
+
+def test_capacity_takes_runs_switches_as_switches():
+    """`--no-progress` and `--ui none` are `run`'s, borrowed as `run` defines them (the switch
+    was once borrowed as an option that wanted a value: "expected one argument")."""
+    from loadgen.cli.parser import build_parser
+
+    a = build_parser().parse_args(["capacity", "chat", "--no-progress", "--ui", "none"])
+    assert (a.no_progress, a.ui) == (True, "none")
+    b = build_parser().parse_args(["capacity", "chat"])
+    assert (b.no_progress, b.ui) == (False, None)
