@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from loadgen.analysis.sim_fit import (
+from loadgen.analysis.sim_fit_model import (
     BOUNDS,
     DIFF_STEP,
     LATENCY,

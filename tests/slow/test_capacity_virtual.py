@@ -68,6 +68,7 @@ def summary(name: str, truth: float, ratios: np.ndarray, plains: np.ndarray, tar
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)  # 20 searches of about 40 s each (the twin's virtual confirmations)
 def test_on_the_cliff_the_confirmed_rate_is_within_ten_percent_below_the_truth_and_holds():
     v = Virtual("chat", {"preset": "llama3-8b-fp16@h100"}, {"ttft_ms": 700.0, "tpot_ms": 50.0})
     truth = v.truth(0.99, [32.0, 32.5, 33.0, 33.5], 1200.0, runs=4)
@@ -79,6 +80,7 @@ def test_on_the_cliff_the_confirmed_rate_is_within_ten_percent_below_the_truth_a
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(2400)
 def test_where_tpot_binds_the_confirmed_rate_holds_and_a_plain_run_at_it_meets_the_target(tmp_path):
     (tmp_path / "tpot.yaml").write_text(TPOT_BOUND_PROFILE)  # its workload; the sim is virtual
     slos = {"ttft_ms": 2000.0, "tpot_ms": 35.0}
