@@ -123,7 +123,7 @@ class Twin:
             "preset": self.base["preset"],
             "params": {k: round(v, 5) for k, v in fitted.params.items()},
             "request_latency_ms": round(fitted.request_latency_ms, 3),
-            "max_residual_pct": round(max(abs(r) for row in fitted.residuals_pct() for r in row.values()), 2),
+            "max_residual_pct": round(fitted.max_residual_pct(), 2),
             "stages_fitted": len(fitted.source.stages),
             "rate": rate,
             **how,

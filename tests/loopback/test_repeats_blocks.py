@@ -17,6 +17,15 @@ PRESET = "llama3-8b-fp16@h100"
 N = 2
 
 
+def repeated(out, **kw):
+    """The run of N repeats of ``kw``'s load on a seeded simulator, 8 output tokens a request."""
+    return run(
+        profile(
+            out, None, sim={"preset": PRESET, "seed": 1}, load__repeats=N, workload__output_tokens=8, **kw
+        )
+    )
+
+
 def repeat_summaries(res) -> list[dict]:
     return [RunResult.load(res.run_dir / f"repeat-{k}").summary for k in range(1, N + 1)]
 
@@ -24,25 +33,18 @@ def repeat_summaries(res) -> list[dict]:
 @pytest.fixture(scope="module")
 def sessions_run(tmp_path_factory):
     """Two repeats of 12 turns in sessions of 2-3 turns (answers kept) on the simulator."""
-    out = tmp_path_factory.mktemp("blocks")
-    return run(
-        profile(
-            out,
-            None,
-            sim={"preset": PRESET, "seed": 1},
-            load__repeats=N,
-            load__concurrency=3,
-            workload__num_requests=12,
-            workload__output_tokens=8,
-            workload__sessions={"turns": {"kind": "uniform", "min": 2, "max": 3}, "think_time_s": 0.02},
-            output__answers={"keep": True},
-        )
+    return repeated(
+        tmp_path_factory.mktemp("blocks"),
+        load__concurrency=3,
+        workload__num_requests=12,
+        workload__sessions={"turns": {"kind": "uniform", "min": 2, "max": 3}, "think_time_s": 0.02},
+        output__answers={"keep": True},
     )
 
 
 def test_fidelity_counts_are_the_repeats_summed(sessions_run):
     """Each repeat met its own simulator's log; the parent's fidelity block counts them all and
-    its verdict is the worse of theirs."""
+    keeps the worst chunk lag of theirs."""
     each = repeat_summaries(sessions_run)
     fid = sessions_run.summary["fidelity"]
     for key in ("requests_matched", "requests_unmatched", "chunks_matched"):
@@ -79,18 +81,11 @@ def test_sessions_and_quality_come_from_the_pooled_records(sessions_run):
 @pytest.fixture(scope="module")
 def sweep_run(tmp_path_factory):
     """Two repeats of a sweep over c = 1 and 4, 8 requests a stage."""
-    out = tmp_path_factory.mktemp("sweep")
-    return run(
-        profile(
-            out,
-            None,
-            sim={"preset": PRESET, "seed": 1},
-            load__repeats=N,
-            load__concurrency=None,
-            workload__num_requests=None,
-            workload__output_tokens=8,
-            load__sweep={"concurrency": [1, 4], "stage_requests": 8, "ramp_s": 0},
-        )
+    return repeated(
+        tmp_path_factory.mktemp("sweep"),
+        load__concurrency=None,
+        workload__num_requests=None,
+        load__sweep={"concurrency": [1, 4], "stage_requests": 8, "ramp_s": 0},
     )
 
 
