@@ -158,8 +158,8 @@ class TestTiming:
     @pytest.mark.slow
     @pytest.mark.serial  # sub-millisecond bounds: measured with a core to itself
     def test_concurrency_1_tracks_the_server_log(self, grpc_server, make_profile):
-        """At c=1 responses are stamped 0-3 ms (p95; p50 under 1.5 ms) after the server wrote
-        them, TTFT exceeds the server's own by under 3.5 ms (median; 6 ms max), ITL matches.
+        """At c=1 responses are stamped 0-3 ms (p95, plus the event loop's own p99 lag in the same
+        run; p50 under 1.5 ms) after the server wrote them, TTFT exceeds the server's own by under 3.5 ms (median; 6 ms max), ITL matches.
 
         gRPC's bounds are looser than HTTP's (p50 0.5 ms): grpc.aio hands each message from its
         C core's completion queue to the event loop through a poller thread, which measured 0.66
@@ -190,7 +190,12 @@ class TestTiming:
             assert ours >= 49.0
         trails, itl_err = np.concatenate(trails), np.abs(np.concatenate(itl_err))
         assert trails.min() >= 0.0 and min(excess) >= 0  # one clock: never before the server
-        assert_percentiles(trails, "grpc c=1 chunk trail", p50=1.5, p95=3.0)
+        # The tail is the machine's as much as the client's: a CI runner with other jobs measured
+        # p95 4.5 ms where an idle one measures 0.4. The loop's own lateness in the same run (its
+        # probe's p99) is time no stamp could have been taken in, so the p95 bound carries it.
+        loop_p99 = res.summary["client"]["event_loop_lag_ms"]["p99"]
+        print(f"event-loop lag p99 in the same run: {loop_p99:.3f} ms")
+        assert_percentiles(trails, "grpc c=1 chunk trail", p50=1.5, p95=3.0 + loop_p99)
         assert_percentiles(excess, "grpc c=1 TTFT excess over the server's", p50=3.5, max=6.0)
         assert_percentiles(itl_err, "grpc c=1 |ITL error|", p50=0.5, p95=2.0)
         tpot = res.summary["metrics"]["tpot_ms"]["mean"]
