@@ -170,7 +170,9 @@ def _variant(model: type[BaseModel]) -> str:
 
 
 def _doc(model: type[BaseModel]) -> str:
-    return (inspect.getdoc(model) or "").split("\n\n")[0].replace("\n", " ")
+    """The first paragraph of the model's own docstring: ``inspect.getdoc`` would fall back to
+    pydantic's ``BaseModel`` text, links to pydantic's pages included, for a model without one."""
+    return inspect.cleandoc(model.__dict__.get("__doc__") or "").split("\n\n")[0].replace("\n", " ")
 
 
 def field_rows(model: type[BaseModel] = Profile, prefix: str = "") -> Iterator[tuple[str, str, str, str]]:

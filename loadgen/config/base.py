@@ -17,6 +17,9 @@ STRICT = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class StrictModel(BaseModel):
+    """Every config model's base: an unknown key is an error (a typo must not be ignored), a
+    validated profile cannot change under the run, and no number is NaN or infinite."""
+
     model_config = STRICT
 
 

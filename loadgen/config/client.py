@@ -76,6 +76,8 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class OutputConfig(StrictModel):
+    """Where a run's folder goes and what the console shows while it runs."""
+
     # Folder the run folder is made in.
     dir: str = "reports"
     # The run folder's name (default: time, profile name and a random suffix).

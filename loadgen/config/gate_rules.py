@@ -199,12 +199,16 @@ class GateRule(StrictModel):
 
 
 class BootstrapConfig(StrictModel):
+    """The gate's bootstrap: redraws of each run's requests, the interval's confidence, its seed."""
+
     resamples: int = Field(2000, ge=100)
     confidence: float = Field(0.95, gt=0.5, lt=1)
     seed: int = 0
 
 
 class GateRules(StrictModel):
+    """A gate's rules file: the bounds a candidate must keep against its baseline."""
+
     rules: tuple[GateRule, ...] = Field(min_length=1)
     bootstrap: BootstrapConfig = BootstrapConfig()
 

@@ -21,12 +21,16 @@ Tokens = Annotated[Int, Field(ge=1, le=MAX_TOKENS)]
 
 
 class FixedLength(StrictModel):
+    """Every request gets the same length (what a bare integer in a profile means)."""
+
     kind: Literal["fixed"] = "fixed"
     # The length, in tokens (a bare integer in a profile means this).
     value: Tokens
 
 
 class UniformLength(StrictModel):
+    """Lengths drawn uniformly between ``min`` and ``max`` tokens, both included."""
+
     kind: Literal["uniform"] = "uniform"
     # Shortest length, in tokens.
     min: Tokens
@@ -41,6 +45,9 @@ class UniformLength(StrictModel):
 
 
 class _Clipped(StrictModel):
+    """The bounds a continuous distribution's draws are clipped to, so that no request asks for
+    zero tokens or more than the model's context."""
+
     # Draws below it are clipped to it.
     min: Tokens = 1
     max: Tokens | None = None  # None: clipped at MAX_TOKENS

@@ -71,6 +71,8 @@ def _within_fd_limit(v: int | None) -> int | None:
 
 
 class PromptConfig(StrictModel):
+    """How prompt text is made: synthetic text, exact to the token with a local tokenizer."""
+
     # Where prompts come from (synthetic: deterministic text, unique from its first token).
     source: Literal["synthetic"] = "synthetic"
     # A local tokenizer.json, or a model folder holding one: exact prompt lengths.
@@ -97,6 +99,8 @@ class PromptConfig(StrictModel):
 
 
 class WorkloadConfig(StrictModel):
+    """What is sent: how many requests (or for how long), their lengths, prompts and seed."""
+
     # Seeds every draw (lengths, prompts, arrivals): the same seed, the same requests.
     seed: Int = Field(0, ge=0, le=2**63 - 1)
     # Measured requests to send (warm-up comes on top).
@@ -269,6 +273,9 @@ class LoadConfig(StrictModel):
 
 
 class Profile(StrictModel):
+    """A whole benchmark: the target, the workload, the load, the SLA and the output, one
+    validated YAML file (``loadgen run PROFILE``)."""
+
     # The profile's name (in the run folder's name and the report).
     name: str = Field("custom", max_length=200)
     # What the profile is for.

@@ -112,6 +112,7 @@ class SlaRule(StrictModel):
 _Slos: type[StrictModel] = create_model(  # type: ignore[call-overload]
     "_Slos",
     __base__=StrictModel,
+    __doc__="The per-request SLOs: one optional bound in ms for each SLO of the metric registry.",
     **{name: (float | None, Field(None, gt=0)) for name in metric_defs.SLOS},
 )
 
