@@ -159,7 +159,8 @@ class TestTiming:
     @pytest.mark.serial  # sub-millisecond bounds: measured with a core to itself
     def test_concurrency_1_tracks_the_server_log(self, grpc_server, make_profile):
         """At c=1 responses are stamped 0-3 ms (p95, plus the event loop's own p99 lag in the same
-        run; p50 under 1.5 ms) after the server wrote them, TTFT exceeds the server's own by under 3.5 ms (median; 6 ms max), ITL matches.
+        run; p50 under 1.5 ms) after the server wrote them, TTFT exceeds the server's own by under
+        3.5 ms (median; 6 ms max), ITL matches.
 
         gRPC's bounds are looser than HTTP's (p50 0.5 ms): grpc.aio hands each message from its
         C core's completion queue to the event loop through a poller thread, which measured 0.66
