@@ -181,6 +181,17 @@ def summarize(
     ``incomplete``, never ``pass``. ``seconds``: the window's length when it is not the first
     measured send to the last end: a repeated run's repeats pooled, whose gaps (nothing in
     flight) are no part of its load; rates and the mean in flight are per second of it."""
+    counts, window, metrics = measure(records, sla=sla, seconds=seconds, streamed=streamed)
+    sla_block = sla_mod.evaluate(sla, {"counts": counts, "metrics": metrics}, incomplete=incomplete)
+    return {"counts": counts, "window": window, "metrics": metrics, "sla": sla_block}
+
+
+def measure(
+    records: Records, *, sla: Any = None, seconds: float | None = None, streamed: bool = True
+) -> tuple[Counts, Window, Metrics]:
+    """``summarize`` without the SLA verdict: the counts, window and metrics (``sla``'s SLOs
+    still define goodput). A run's summary judges its SLA last, once every block it may bound
+    (the GPUs' energy) exists (``runner/summarize.py``)."""
     table = as_table(records)
     keep = ~table.column("warmup")  # the measured requests: every count and statistic below
     counts = counts_block(table, keep)
@@ -188,9 +199,7 @@ def summarize(
     window = window_block(flight[0], flight[1])
     if seconds is not None and window["start_ns"] is not None:
         window["seconds"] = seconds
-    metrics = metrics_block(table, keep, counts, flight, window, sla, streamed)
-    sla_block = sla_mod.evaluate(sla, {"counts": counts, "metrics": metrics}, incomplete=incomplete)
-    return {"counts": counts, "window": window, "metrics": metrics, "sla": sla_block}
+    return counts, window, metrics_block(table, keep, counts, flight, window, sla, streamed)
 
 
 def metrics_block(

@@ -12,7 +12,7 @@ the console's sentences for these blocks are ``cli.block_lines``.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -24,10 +24,13 @@ from loadgen.summary import Quality, Sessions
 MAX_TURN_ROWS = 16
 
 
-def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> Quality | None:
+def quality(
+    table: RecordTable, *, answers_kept: bool, max_chars: int, modelled: dict[str, Any] | None = None
+) -> Quality | None:
     """Accuracy of the measured ok requests scored against an expected answer, and the valid
     share of those validated against a response_format's JSON schema; None when no request
-    carried either and no answer was kept."""
+    carried either and no answer was kept. ``modelled``: the simulator's account of its answers
+    (they are a model, not a measurement), kept when any answer was scored."""
     measured = ~table.column("warmup")
     ok = table.column("ok") & measured
     correct = table.column("correct")
@@ -50,6 +53,8 @@ def quality(table: RecordTable, *, answers_kept: bool, max_chars: int) -> Qualit
         n_json, n_valid = int(checked.sum()), int((valid[checked] == 1.0).sum())
         block["json_scored"], block["json_valid_answers"] = n_json, n_valid
         block["json_valid"] = n_valid / n_json
+    if modelled and n:
+        block["modelled"] = modelled
     return block
 
 

@@ -14,51 +14,65 @@ from loadgen.analysis import traffic
 from loadgen.report import speculative
 
 
-def traffic_lines(summary: dict[str, Any]) -> list[str]:
-    """One line each for what production-like traffic adds to a run: accuracy, TTFT by turn,
-    the server's prefix-cache hit rate."""
-    lines = []
-    q = summary.get("quality")
-    if q and (q["scored"] or q["answers_kept"] or not q.get("json_scored")):
+def quality_lines(summary: dict[str, Any]) -> list[str]:
+    """Accuracy of the scored answers, and the valid share of the structured ones."""
+    q, lines = summary["quality"], []
+    if q["scored"] or q["answers_kept"] or not q.get("json_scored"):
         acc = "not scored" if q["accuracy"] is None else f"accuracy {q['accuracy']:.1%}"
         kept = f"; {q['answers_kept']} answers kept" if q["answers_kept"] else ""
         modelled = " (modelled by the simulator, not measured)" if q.get("modelled") else ""
         lines.append(
             f"quality     {acc} ({q['correct']} of {q['scored']} scored answers right){modelled}{kept}"
         )
-    if q and q.get("json_scored"):
+    if q.get("json_scored"):
         lines.append(
             f"json valid  {q['json_valid']:.1%} ({q['json_valid_answers']} of {q['json_scored']} "
             "structured answers valid against the schema)"
         )
-    sess = summary.get("sessions")
-    if sess and sess["by_turn"]:
-        turns = ", ".join(
-            f"{t['turn']}: {t['ttft_ms']['p50']:.1f}"
-            for t in sess["by_turn"]
-            if t["ttft_ms"]["p50"] is not None
-        )
-        lines.append(f"sessions    {sess['sessions']}; TTFT p50 by turn (ms) {turns}")
-    for r in (summary.get("models") or {}).get("by_model") or []:
+    return lines
+
+
+def sessions_lines(summary: dict[str, Any]) -> list[str]:
+    """The sessions and their TTFT by turn."""
+    sess = summary["sessions"]
+    if not sess["by_turn"]:
+        return []
+    turns = ", ".join(
+        f"{t['turn']}: {t['ttft_ms']['p50']:.1f}" for t in sess["by_turn"] if t["ttft_ms"]["p50"] is not None
+    )
+    return [f"sessions    {sess['sessions']}; TTFT p50 by turn (ms) {turns}"]
+
+
+def models_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per model of a LoRA mix."""
+    lines = []
+    for r in summary["models"].get("by_model") or []:
         ttft = r["ttft_ms"]["p50"]
         lines.append(
             f"model {r['model']}  sent {r['sent']}  ok {r['ok']}  failed {r['failed']}  TTFT p50 "
             + ("-" if ttft is None else f"{ttft:.1f} ms")
         )
-    media = summary.get("media")
-    if media:
-        lines.append(media_line(media))
-    spec = summary.get("speculative")
-    if spec:
-        lines.append("speculative " + speculative.line(spec))
-    cache = (summary.get("server") or {}).get("prefix_cache") or {}
-    hit = cache.get("hit_rate")
-    if hit is not None and (hit > 0 or traffic.shares_prefix(summary)):
-        lines.append(
-            f"prefix cache  server hit rate {cache['hit_rate']:.1%} "
-            f"({cache['hits']:,.0f} of {cache['queries']:,.0f} prompt tokens)"
-        )
     return lines
+
+
+def media_lines(summary: dict[str, Any]) -> list[str]:
+    return [media_line(summary["media"])]
+
+
+def speculative_lines(summary: dict[str, Any]) -> list[str]:
+    return ["speculative " + speculative.line(summary["speculative"])]
+
+
+def server_lines(summary: dict[str, Any]) -> list[str]:
+    """The server's prefix-cache hit rate (its other figures are in the report)."""
+    cache = summary["server"].get("prefix_cache") or {}
+    hit = cache.get("hit_rate")
+    if hit is None or not (hit > 0 or traffic.shares_prefix(summary)):
+        return []
+    return [
+        f"prefix cache  server hit rate {cache['hit_rate']:.1%} "
+        f"({cache['hits']:,.0f} of {cache['queries']:,.0f} prompt tokens)"
+    ]
 
 
 def fidelity_line(block: dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ Part of the CLI layer (only cli.py uses it); the library itself never prints.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from rich.console import Console
@@ -15,7 +15,8 @@ from rich.table import Table
 
 from loadgen import metric_defs
 from loadgen.analysis.saturation import queue_word
-from loadgen.cli.block_lines import fidelity_line, traffic_lines
+from loadgen.cli import block_lines
+from loadgen.cli.block_lines import fidelity_line
 from loadgen.report.repeats import repeats_table
 
 # The latency table: the registry's distributions shown on the console, and its columns. A row
@@ -163,26 +164,38 @@ def _scalar(summary: dict, name: str) -> str:
 
 
 def print_summary(result: Any, file: Any = None) -> None:
-    """The end-of-run summary, one block after another: what ran, what was counted, the latency
-    table (and a sweep's stages), the rates, the SLA, the traffic, the client's own health."""
+    """The end-of-run summary, entry after entry of ``CONSOLE``: what ran, what was counted, the
+    latency table (and a sweep's stages), the rates, the SLA, the traffic, the client's own
+    health. A block's entry prints only when the summary has that block."""
     s = result.summary
     con = Console(file=file or sys.stdout, width=110)
-    _print_header(con, s)
-    _print_counts(con, s)
-    con.print(summary_table(s))
-    if s.get("stages"):
-        con.print(stage_table(s))
-        _print_curve(con, s["curve"])
-    _print_rates(con, s)
-    _print_repeats(con, s)
-    _print_sla(con, s.get("sla") or {})
-    for line in traffic_lines(s):
-        con.print(line, soft_wrap=True)
-    _print_client(con, s)
+    for name, show in CONSOLE:
+        if name in CORE or name in s:
+            show(con, s)
     con.print(
         f"results  {result.run_dir}/  ({', '.join(sorted(p.name for p in result.run_dir.iterdir()))})",
         soft_wrap=True,
     )
+
+
+def _lines(make: Callable[[dict[str, Any]], list[str]]) -> Callable[[Console, dict], None]:
+    def show(con: Console, s: dict) -> None:
+        for line in make(s):
+            con.print(line, soft_wrap=True)
+
+    return show
+
+
+def _print_stages(con: Console, s: dict) -> None:
+    con.print(stage_table(s))
+    if "curve" in s:
+        _print_curve(con, s["curve"])
+
+
+def _print_fidelity(con: Console, s: dict) -> None:
+    fid = s["fidelity"]
+    colour = {"pass": "green", "fail": "red"}.get(fid["verdict"], "yellow")
+    con.print(f"[{colour}]{fidelity_line(fid)}[/{colour}]", soft_wrap=True)
 
 
 def _load_shape(s: dict) -> str:
@@ -302,7 +315,12 @@ def _print_rates(con: Console, s: dict) -> None:
         f"while sending: measured {_fmt(ll.get('measured_concurrency'), 2)} vs "
         f"throughput x latency {_fmt(ll.get('expected_concurrency'), 2)} (ratio {_fmt(ll.get('ratio'), 3)})"
     )
-    energy = (s.get("telemetry") or {}).get("energy")
+
+
+def _print_energy(con: Console, s: dict) -> None:
+    """The GPUs' energy per token and mean power over the measured window."""
+    streamed = metric_defs.present(s, "output_tokens_per_s")
+    energy = s["telemetry"].get("energy")
     if energy:
         gpus = energy["gpus"]
         # A pooling run (embeddings, rerank) has no output token to divide by: its energy is per
@@ -355,16 +373,17 @@ def _print_sla(con: Console, sla: dict) -> None:
 
 
 def _print_client(con: Console, s: dict) -> None:
-    """The client's own health: its CPU and loop lag, the simulator's fidelity check, warnings."""
+    """The client's own health: its CPU and loop lag (its warnings follow the fidelity check)."""
     client = s.get("client") or {}
     con.print(
         f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
         f"{_fmt((client.get('event_loop_lag_ms') or {}).get('p99'), 2)} ms"
     )
-    fid = s.get("fidelity")
-    if fid:
-        colour = {"pass": "green", "fail": "red"}.get(fid["verdict"], "yellow")
-        con.print(f"[{colour}]{fidelity_line(fid)}[/{colour}]", soft_wrap=True)
+
+
+def _print_warnings(con: Console, s: dict) -> None:
+    """The client's warnings, and whether the prompt lengths are approximate."""
+    client = s.get("client") or {}
     for w in client.get("warnings", []):
         con.print(
             f"[yellow]warning[/yellow] {w['warning']}: {w['message']}"
@@ -375,3 +394,45 @@ def _print_client(con: Console, s: dict) -> None:
             "[dim]prompt lengths are approximate (no tokenizer); server-reported prompt tokens "
             "are used where given[/dim]"
         )
+
+
+# The blocks that add a line or two each to a run's table (production-like traffic, the media
+# sent, speculative decoding, the server's prefix-cache hit rate), in the console's order.
+LINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+    "quality": block_lines.quality_lines,
+    "sessions": block_lines.sessions_lines,
+    "models": block_lines.models_lines,
+    "media": block_lines.media_lines,
+    "speculative": block_lines.speculative_lines,
+    "server": block_lines.server_lines,
+}
+
+
+def traffic_lines(summary: dict[str, Any]) -> list[str]:
+    """The lines ``LINES``' blocks print for ``summary``, in order."""
+    return [line for name, make in LINES.items() if name in summary for line in make(summary)]
+
+
+# The console, in order: the core entries (always printed) and, by the names of the summary's
+# blocks (runner/blocks.py), each block's lines, printed when the summary has it.
+CONSOLE: tuple[tuple[str, Callable[[Console, dict], None]], ...] = (
+    ("header", _print_header),
+    ("counts", _print_counts),
+    ("latency", lambda con, s: con.print(summary_table(s))),
+    ("stages", _print_stages),
+    ("rates", _print_rates),
+    ("telemetry", _print_energy),
+    ("repeats", _print_repeats),
+    ("sla", lambda con, s: _print_sla(con, s.get("sla") or {})),
+    *((name, _lines(make)) for name, make in LINES.items()),
+    ("client", _print_client),
+    ("fidelity", _print_fidelity),
+    ("client_warnings", _print_warnings),
+)
+CORE = frozenset({"header", "counts", "latency", "rates", "sla", "client", "client_warnings"})
+# Blocks the run's console leaves to another place, and where they are.
+NOT_SHOWN: dict[str, str] = {
+    "curve": "with the stages' table (its knee and last stage meeting the SLA)",
+    "capacity": "printed by `loadgen capacity` (cli/capacity.py), not by a run",
+    "precision": "in the `ended` line (ended_by's text)",
+}

@@ -11,7 +11,8 @@ file cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from loadgen import metric_defs
@@ -37,7 +38,7 @@ from loadgen.summary import Summary
 __all__ = [
     "LATENCY_ROWS", "LATENCY_STATS", "LITTLE_TOLERANCE", "build_sections", "client_section",
     "cost_section", "errors_section", "latency_section", "latency_table", "littles_law_section",
-    "resent_alert", "scalar_rows", "sla_section", "throughput_section", "top_alerts",
+    "precision_section", "resent_alert", "scalar_rows", "sla_section", "throughput_section", "top_alerts",
 ]  # fmt: skip
 
 # (label, metric) of each row of the latency table: the registry's distributions shown there.
@@ -47,33 +48,83 @@ LATENCY_ROWS: tuple[tuple[str, str], ...] = tuple(
 LATENCY_STATS: tuple[str, ...] = metric_defs.TABLE_STATS
 
 
+@dataclass(frozen=True)
+class _Inputs:
+    """What a section is drawn from: the summary, the cost figures, and the plots by kind."""
+
+    summary: Summary
+    cost: dict | None
+    server_plots: tuple[Image, ...]
+    gpu_plots: tuple[Image, ...]
+    curve_plots: tuple[Image, ...]
+
+
+def _some(section: Section | None) -> list[Section]:
+    return [] if section is None else [section]
+
+
+# The report after its headline and alerts, in order: the core sections (always drawn) and, by
+# the names of the summary's blocks (runner/blocks.py), each block's sections, drawn when the
+# summary has it.
+REPORT: tuple[tuple[str, Callable[[_Inputs], list[Section]]], ...] = (
+    ("conditions", lambda i: [with_traffic(conditions_section(i.summary), i.summary)]),
+    ("sla", lambda i: [sla_section(i.summary)]),
+    ("stages", lambda i: list(stages_sections(i.summary, i.curve_plots))),
+    ("latency", lambda i: [latency_section(i.summary)]),
+    ("speculative", lambda i: _some(speculative_section(i.summary))),
+    ("sessions", lambda i: _some(sessions_section(i.summary))),
+    ("models", lambda i: _some(models_section(i.summary))),
+    ("media", lambda i: _some(media_section(i.summary))),
+    ("precision", lambda i: [precision_section(i.summary)]),
+    ("throughput", lambda i: [throughput_section(i.summary)]),
+    ("errors", lambda i: [errors_section(i.summary)]),
+    ("client", lambda i: [client_section(i.summary)]),
+    ("fidelity", lambda i: list(fidelity_sections(i.summary))),
+    ("server", lambda i: [server_section(i.summary, i.server_plots)]),
+    ("littles_law", lambda i: [littles_law_section(i.summary)]),
+    ("telemetry", lambda i: _some(telemetry_section(i.summary, i.gpu_plots))),
+    ("cost", lambda i: [cost_section(i.cost)]),
+)
+CORE = frozenset({"conditions", "sla", "latency", "throughput", "errors", "client", "littles_law", "cost"})
+# Blocks whose section is drawn without them too: it says why the run has none ("Not scraped").
+SAYS_WHY_ABSENT = frozenset({"server", "telemetry"})
+# Blocks drawn inside another section, and where.
+NOT_SHOWN: dict[str, str] = {
+    "curve": "in the stages' sections (the curve's plots and table) and the headline",
+    "capacity": "in the headline (its sentence)",
+    "quality": "in the headline's four corners",
+    "repeats": "in the headline (its table and sentence)",
+}
+
+
 def build_sections(summary: Summary, cost: dict | None, plots: Sequence[Image]) -> list[Section]:
-    # The headline first (every report), then alerts; a multi-stage run's stages after its SLA.
+    # The headline first (every report), then alerts, then ``REPORT``'s entries.
     alerts = top_alerts(summary)
     out = [headline_section(summary, plots, cost)]
     out += [Section("Alerts", tuple(alerts))] if alerts else []
     server_plots = tuple(p for p in plots if p.file.endswith(f"/{SERVER_PLOT}.png"))
     gpu_plots = tuple(p for p in plots if p.file.endswith(f"/{GPU_PLOT}.png"))
     curve_plots = tuple(p for p in plots if is_curve_plot(p))
-    out += [
-        with_traffic(conditions_section(summary), summary),
-        sla_section(summary),
-        *stages_sections(summary, curve_plots),
-        latency_section(summary),
-        *filter(None, [speculative_section(summary)]),
-        *filter(None, [sessions_section(summary), models_section(summary), media_section(summary)]),
-        throughput_section(summary),
-        errors_section(summary),
-        client_section(summary),
-        *fidelity_sections(summary),
-        server_section(summary, server_plots),
-        littles_law_section(summary),
-        *filter(None, [telemetry_section(summary, gpu_plots)]),
-        cost_section(cost),
-    ]
+    inputs = _Inputs(summary, cost, server_plots, gpu_plots, curve_plots)
+    for name, draw in REPORT:
+        if name in CORE or name in SAYS_WHY_ABSENT or name in summary:
+            out += draw(inputs)
     shown = (*server_plots, *gpu_plots, *curve_plots, main_plot(summary, plots))
     out.append(Section("Plots", tuple(p for p in plots if p not in shown)))
     return out
+
+
+def precision_section(summary: Summary) -> Section:
+    """What ``load.until`` asked for and what the run reached: the estimate, its 95 % interval
+    and its half-width against the target."""
+    p = summary["precision"]
+    half = "-" if p["half_width"] is None else pct(p["half_width"])
+    said = (
+        f"load.until: {p['until']} was {'reached' if p['reached'] else 'not reached'}: estimate "
+        f"{num(p['estimate'])} ms, 95 % interval {num(p['low'])}-{num(p['high'])} over {p['samples']} "
+        f"requests, half-width {half} (target {pct(p['target_half_width'])})."
+    )
+    return Section("Precision", (Text(said),))
 
 
 def top_alerts(summary: Summary) -> list[Alert]:

@@ -48,6 +48,10 @@ SCREEN_DRAIN_S = 10.0
 # requests after the share was set (else the confirmation no longer fits: 3 of 20 seeds).
 TWIN_RESERVE_S = 40.0
 SLACK_S = 10.0
+# The command's own seconds outside its stages: starting the simulator and the preflight before
+# the first, the summary and the report after the last (4 s measured on the 4-minute cliff run,
+# which ended at 4 min 4 s before this was held back).
+FINISH_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -265,9 +269,10 @@ class CapacityPlan:
 
     def reserve_s(self) -> float:
         """Seconds of the budget the search leaves for a confirmation: its warm-up, measured
-        part and drain, and the twin's fit and search."""
+        part and drain, the twin's fit and search, and the command's own start and finish."""
         warm, e2e_s = self.warm()
-        return warm + self.confirm_s + e2e_s + (TWIN_RESERVE_S if self.proposer is not None else SLACK_S)
+        twin = TWIN_RESERVE_S if self.proposer is not None else SLACK_S
+        return warm + self.confirm_s + e2e_s + twin + FINISH_S
 
     def twin_seconds(self) -> float:
         """Wall seconds the twin may take from now: what the budget has left beyond the
@@ -275,7 +280,7 @@ class CapacityPlan:
         if self.budget_s is None or self.proposer_time_s is not None:
             return math.inf
         warm, e2e_s = self.warm()
-        return max(0.0, self.budget_s - self.spent_s - (warm + self.confirm_s + e2e_s) - 1.0)
+        return max(0.0, self.budget_s - self.spent_s - (warm + self.confirm_s + e2e_s + FINISH_S) - 1.0)
 
     def measured_s(self, rate: float, warm: float, e2e_s: float) -> float | None:
         """How long the next search stage measures, or None when its share of the time budget

@@ -10,39 +10,27 @@ the run's scrubber, so no credential the client sent reaches the file.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 
-from loadgen.analysis import curve, fidelity, metrics, saturation, sla, traffic
-from loadgen.analysis.media import media as media_block
-from loadgen.analysis.models import models as models_block
-from loadgen.analysis.precision import precision_block
-from loadgen.analysis.saturation import waiting_samples
+from loadgen.analysis import metrics, sla
 from loadgen.analysis.table import RecordTable
 from loadgen.backends import registry
 from loadgen.memory import give_back_freed_memory
 from loadgen.redact import redact_profile, redact_url
-from loadgen.result import GROUND_TRUTH, REQUESTS, SCHEMA_VERSION, write_summary
-from loadgen.runner import conditions, health
+from loadgen.result import REQUESTS, SCHEMA_VERSION, write_summary
+from loadgen.runner import blocks, conditions, health
 from loadgen.runner.execute import Executed
-from loadgen.runner.plan import StageOutcome
 from loadgen.runner.prepare import Prepared
 from loadgen.server import telemetry as gpu_telemetry
-from loadgen.server.scraper import server_view
-from loadgen.server.speculative import speculative_block
 from loadgen.summary import (
     ClientHealth,
     Conditions,
     Counts,
     EndedBy,
     LengthStats,
-    Metrics,
-    Speculative,
-    StageSummary,
     Summary,
-    Telemetry,
-    Window,
 )
 from loadgen.summary.conditions import ConditionsLengthsRealised, ConditionsPromptLengths, ConditionsServer
 from loadgen.summary.stages import PrecisionBlock
@@ -53,172 +41,47 @@ from loadgen.workload.lengths import describe
 def summarize(p: Prepared, ex: Executed) -> Summary:
     """The summary of a run that was prepared and executed, written to the run folder. It is
     computed from requests.jsonl, read back columnar: the run kept no record in memory, and
-    a run split among workers is summarised from their merged records like any other. Each
-    block comes from the function that owns it, and they are put together here, once."""
+    a run split among workers is summarised from their merged records like any other. Three
+    steps: the measured core, the optional blocks (``runner/blocks.py``, each from the module
+    that owns its math), then the SLA verdict, last and once, over the finished blocks."""
     profile = p.profile
     give_back_freed_memory()
     table = RecordTable.from_file(p.run_dir / REQUESTS)
     reason = incomplete_reason(ex)
     streamed = registry.backend(profile.target.endpoint).streamed  # which metrics apply
-    measured = metrics.summarize(table, sla=profile.sla, incomplete=reason is not None, streamed=streamed)
-    precision = _precision(profile, ex, table)
-    summary: Summary = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": p.run_dir.name,
-        "started_at": ex.started_at.isoformat(),
-        "ended_at": ex.ended_at.isoformat(),
-        "interrupted": ex.result.interrupted,
-        "complete": reason is None,
-        "incomplete_reason": reason,
-        "conditions": _conditions(p, ex, table),
-        "counts": measured["counts"],
-        "window": measured["window"],
-        "metrics": measured["metrics"],
-        "sla": measured["sla"],
-        "ended_by": ended_by(p, ex, measured["counts"], reason, precision),
-        "client": _client(p, ex, table),
-    }
-    if ex.planned_stages > 1:
-        stages = _stages(profile, ex, table)
-        summary["stages"] = stages
-        summary["curve"] = curve.curve(ex.plan.curve_order(stages))
-    concluded = ex.plan.conclude(ex.result.interrupted)
-    if concluded is not None:
-        summary["capacity"] = concluded
-    quality = traffic.quality(
-        table, answers_kept=profile.output.answers.keep, max_chars=profile.output.answers.max_chars
+    counts, window, measured = metrics.measure(table, sla=profile.sla, streamed=streamed)
+    run = blocks.MeasuredRun(table, window, counts, measured, profile, ex, p.target.sim_info, p.run_dir)
+    optional = blocks.build(run)
+    summary = cast(
+        Summary,
+        {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": p.run_dir.name,
+            "started_at": ex.started_at.isoformat(),
+            "ended_at": ex.ended_at.isoformat(),
+            "interrupted": ex.result.interrupted,
+            "complete": reason is None,
+            "incomplete_reason": reason,
+            "conditions": _conditions(p, ex, table),
+            "counts": counts,
+            "window": window,
+            "metrics": measured,
+            "ended_by": ended_by(p, ex, counts, reason, optional.get("precision")),
+            "client": _client(p, ex, table),
+            **optional,
+        },
     )
-    if quality is not None:
-        sim = p.target.sim_info
-        if sim is not None and quality["scored"] and sim.get("answers"):
-            quality["modelled"] = sim["answers"]  # the simulator's answers are a model, not a measurement
-        summary["quality"] = quality
-    if precision is not None:
-        summary["precision"] = precision
-    sessions = traffic.sessions(table)
-    if sessions is not None:
-        summary["sessions"] = sessions
-    mix = profile.workload.models
-    by_model = None
-    if mix is not None:
-        by_model = models_block(table, mix.names, mix.choice, measured["window"]["seconds"], profile.sla)
-    if by_model is not None:
-        summary["models"] = by_model
-    sent_media = media_block(table, measured["window"]["seconds"])
-    if sent_media is not None:
-        summary["media"] = sent_media
-    # The built-in simulator served: its log is the truth.
-    truth = fidelity.assess(table, p.run_dir / GROUND_TRUTH) if p.target.sim_info is not None else None
-    if truth is not None:
-        summary["fidelity"] = truth
-    if ex.server_series is not None:
-        summary["server"] = server_view(
-            ex.server_series, measured["window"], bool(summary["counts"]["warmup"]), table
-        )
-    spec = speculative_block(_rows(ex), _span(measured["window"]), table)
-    if spec is not None:
-        summary["speculative"] = cast(Speculative, spec)
-    gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], bool(summary["counts"]["warmup"]))
-    if gpus is not None:
-        summary["telemetry"] = gpus
-        # SLA rules may bound the GPU energy, which exists only now: evaluated again with it.
-        summary["sla"] = sla.evaluate(profile.sla, summary, incomplete=reason is not None)
+    # Last and once: a rule may bound any block (the GPUs' energy is telemetry's).
+    summary["sla"] = sla.evaluate(profile.sla, summary, incomplete=reason is not None)
     summary = p.target.scrubber.scrub_data(summary)
     write_summary(p.run_dir, summary)
     return summary
-
-
-def _telemetry(
-    profile: Any, ex: Executed, window: Window, measured: Metrics, includes_warmup: bool
-) -> Telemetry | None:
-    """The GPUs over a measured window, with the tokens delivered in it (its throughputs x its
-    length); None without readings."""
-    if ex.telemetry is None or window["start_ns"] is None or window["end_ns"] is None:
-        return None
-    seconds = window["seconds"]
-    # Total = input + output, which every run has (a pooling run has no output tokens, and no
-    # total_tokens_per_s: its energy per token is per input token).
-    out_rate = measured.get("output_tokens_per_s") or 0.0
-    in_rate = measured.get("input_tokens_per_s") or 0.0
-    tokens = (out_rate * seconds, (in_rate + out_rate) * seconds)
-    return gpu_telemetry.telemetry_block(
-        ex.telemetry,
-        (window["start_ns"], window["end_ns"]),
-        tokens,
-        profile.telemetry.price_per_kwh,
-        includes_warmup,
-    )
 
 
 def _client(p: Prepared, ex: Executed, table: RecordTable) -> ClientHealth:
     """The client's own health, with the machine's saved self-check beside the load asked for."""
     capped = bool(p.profile.load.max_concurrency)
     return health.assess(ex.result, ex.cpu_s, table, capped=capped, workers=ex.workers, selfcheck=p.selfcheck)
-
-
-def _precision(profile: Any, ex: Executed, table: RecordTable) -> PrecisionBlock | None:
-    """What a one-stage run reached of ``load.until`` (a multi-stage run's stages carry theirs)."""
-    if not profile.load.until or ex.planned_stages != 1 or not ex.stages:
-        return None
-    first = ex.stages[0].result
-    return precision_block(table, profile.load.until, first.precise, first.until_at_stop)
-
-
-def _stages(profile: Any, ex: Executed, table: RecordTable) -> list[StageSummary]:
-    """Every stage's own summary, each from its own records."""
-    stage_of = table.column("stage")
-    waiting = waiting_samples(ex.server_series.rows) if ex.server_series is not None else []
-    return [
-        _stage(o, profile, ex, table.select(stage_of == o.stage.index), waiting, _rows(ex)) for o in ex.stages
-    ]
-
-
-def _rows(ex: Executed) -> list[dict] | None:
-    """The server's scrapes, when it was scraped."""
-    series = ex.server_series
-    return series.rows if series is not None and series.available else None
-
-
-def _span(window: Window) -> tuple[int, int] | None:
-    start, end = window["start_ns"], window["end_ns"]
-    return (start, end) if start is not None and end is not None else None
-
-
-def _stage(
-    o: StageOutcome,
-    profile: Any,
-    ex: Executed,
-    table: RecordTable,
-    waiting: list[tuple[int, float]],
-    rows: list[dict] | None = None,
-) -> StageSummary:
-    """One stage's own summary: on its own measured window (its warm-up and ramp excluded), with
-    its over-saturation verdict (from its records and the server's waiting queue)."""
-    s = o.stage
-    streamed = registry.backend(profile.target.endpoint).streamed
-    measured = metrics.summarize(table, sla=profile.sla, incomplete=o.result.interrupted, streamed=streamed)
-    block: StageSummary = {
-        "index": s.index,
-        "name": s.name,
-        "load": s.load(),
-        "interrupted": o.result.interrupted,
-        "counts": measured["counts"],
-        "window": measured["window"],
-        "metrics": measured["metrics"],
-        "sla": measured["sla"],
-        "saturation": saturation.assess(table, waiting),
-        "steady_state": curve.steady_state(table),
-    }
-    gpus = _telemetry(profile, ex, measured["window"], measured["metrics"], False)
-    if gpus is not None:
-        block["telemetry"] = gpus
-        block["sla"] = sla.evaluate(profile.sla, block, incomplete=o.result.interrupted)
-    if s.until:
-        block["precision"] = precision_block(table, s.until, o.result.precise, o.result.until_at_stop)
-    spec = speculative_block(rows, _span(measured["window"]), table)
-    if spec is not None:
-        block["speculative"] = cast(Speculative, spec)
-    return block
 
 
 def ended_by(

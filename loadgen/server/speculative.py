@@ -30,6 +30,7 @@ import numpy as np
 
 from loadgen.analysis.table import RecordTable
 from loadgen.server.engines import PER_POSITION
+from loadgen.summary.server import Speculative, SpeculativeServer, SpeculativeStream
 
 __all__ = ["speculative_block"]
 
@@ -51,7 +52,9 @@ def _delta(a: Mapping, b: Mapping, key: str) -> float | None:
     return float(y - x)
 
 
-def server_figures(rows: Sequence[Mapping[str, Any]], span: tuple[int, int] | None) -> dict[str, Any] | None:
+def server_figures(
+    rows: Sequence[Mapping[str, Any]], span: tuple[int, int] | None
+) -> SpeculativeServer | None:
     """The server's acceptance over ``span`` (see the module's docstring); None without any."""
     if not rows:
         return None
@@ -60,7 +63,7 @@ def server_figures(rows: Sequence[Mapping[str, Any]], span: tuple[int, int] | No
     drafted = _delta(first, last, "spec_draft_tokens_total")
     accepted = _delta(first, last, "spec_accepted_tokens_total")
     if drafts and drafted and accepted is not None:
-        out: dict[str, Any] = {
+        out: SpeculativeServer = {
             "drafts": drafts,
             "draft_tokens": drafted,
             "accepted_tokens": accepted,
@@ -79,7 +82,7 @@ def server_figures(rows: Sequence[Mapping[str, Any]], span: tuple[int, int] | No
     return None
 
 
-def stream_figures(table: RecordTable) -> dict[str, Any] | None:
+def stream_figures(table: RecordTable) -> SpeculativeStream | None:
     """Tokens per token-bearing event over the measured ok requests whose events were counted;
     None when no event's count is known."""
     if not len(table):
@@ -103,7 +106,7 @@ def stream_figures(table: RecordTable) -> dict[str, Any] | None:
 
 def speculative_block(
     rows: Sequence[Mapping[str, Any]] | None, span: tuple[int, int] | None, table: RecordTable
-) -> dict[str, Any] | None:
+) -> Speculative | None:
     """``{"server": …, "stream": …}`` over ``span`` (the stream's may be None); None unless the
     server reports speculation (drafts, or an acceptance length): a stream's several tokens an
     event alone are not a draft model (see the module's docstring)."""

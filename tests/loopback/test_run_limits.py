@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.cli.block_lines import traffic_lines as console_lines
+from loadgen.cli.console import traffic_lines as console_lines
 from loadgen.cli.main import build_parser
 from loadgen.cli.parser import overrides
 from loadgen.config.stages import sweep_warmup

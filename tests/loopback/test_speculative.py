@@ -134,7 +134,7 @@ def test_a_server_without_speculation_whose_events_carry_several_tokens_has_no_b
     """Against the scripted server streaming 1, 3, 2 tokens an event with per-chunk usage and no
     draft counters on /metrics: no speculative block in the summary or any stage, no report
     section, no console line; several tokens an event are not speculation."""
-    from loadgen.cli.block_lines import traffic_lines
+    from loadgen.cli.console import traffic_lines
 
     profile = make_profile(
         server.url,

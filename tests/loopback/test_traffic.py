@@ -339,7 +339,7 @@ def test_open_loop_sessions_start_on_the_schedule(make_profile):
 
 
 def test_console_lines_name_accuracy_turns_and_the_hit_rate():
-    from loadgen.cli.block_lines import traffic_lines as console_lines
+    from loadgen.cli.console import traffic_lines as console_lines
 
     summary = {
         "quality": {"accuracy": 0.75, "correct": 30, "scored": 40, "answers_kept": 40},

@@ -168,7 +168,7 @@ class TestOverTheWire:
 
 def test_console_line_says_modelled():
     """The line `loadgen run` prints for the quality block names the simulator's model."""
-    from loadgen.cli.block_lines import traffic_lines
+    from loadgen.cli.console import traffic_lines
 
     q = {"scored": 4, "correct": 3, "accuracy": 0.75, "answers_kept": 0, "answers_truncated": 0}
     assert traffic_lines({"quality": {**q, "max_chars": None}}) == [
