@@ -25,6 +25,7 @@ rates spread over an octave, ``--budget 4m``:
     TPOT-bound (26.2 req/s)    twin           0 of 20             20 of 20          0.878 (0.868-0.892)
     cliff                      --no-twin      2 of 20             20 of 20          0.687 (0.489-0.939)
     TPOT-bound                 --no-twin      1 of 20             19 of 20          0.704 (0.467-0.904)
+    TPOT-bound, --budget 8m    twin          19 of 20             20 of 20          0.910 (0.899-0.917)
 
 Where TPOT binds, the confirmation's own rule (a 95 % block-bootstrap bound at least A) holds
 19 times in 20 only at about 0.88 x the truth: the twin proposes there.
