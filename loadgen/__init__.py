@@ -9,14 +9,17 @@ Public API:
     gate(candidate, baseline, rules)   a CI verdict with bootstrap intervals -> GateResult
 
 The package's folders follow the data flow: config -> workload -> runner -> backends ->
-records -> analysis -> report, with server/ (the target's own view), sim/ (the built-in
-simulator, the system under test) and testing/ (scripted servers) beside it.
+records -> analysis -> report, with cli/ and experiment/ on top (the commands; grids of runs),
+server/ (the target's own view: /metrics, telemetry), live/ (the live view while a run goes),
+quality/ (answers scored), summary/ and metric_defs/ (the result's types and the metric
+registry), sim/ (the built-in simulator, the system under test) and testing/ (scripted and
+hostile servers) beside it. docs/design.md draws the layers; pyproject.toml's import-linter
+contracts keep them.
 """
-
-__version__ = "0.1.0"
 
 from loadgen.errors import ConfigError, LoadgenError
 from loadgen.records import RequestRecord
+from loadgen.version import __version__
 
 __all__ = [
     "ConfigError",

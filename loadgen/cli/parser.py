@@ -28,8 +28,8 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help="print loadgen's version and exit")
 
     def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
-        from loadgen import __version__
         from loadgen.runner.conditions import git_commit
+        from loadgen.version import __version__
 
         commit = git_commit()
         parser.exit(message=f"loadgen {__version__}" + (f" (git {commit})" if commit else "") + "\n")

@@ -69,7 +69,7 @@ def git_commit(path: Path | None = None) -> str | None:
 def client_info(
     transport: str, event_loop: str, workers: int, placement: Literal["in-process", "processes", "ray"]
 ) -> ConditionsClient:
-    from loadgen import __version__
+    from loadgen.version import __version__
 
     return {
         "loadgen_version": __version__,

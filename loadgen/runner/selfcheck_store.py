@@ -39,7 +39,7 @@ def cache_path() -> Path:
 
 def machine() -> dict[str, Any]:
     """What makes two self-checks comparable: the same CPU, cores, Python and loadgen."""
-    from loadgen import __version__
+    from loadgen.version import __version__
 
     return {
         "cpu_model": _cpu_model(),
