@@ -23,6 +23,7 @@ from loadgen.analysis.table import RecordTable, as_table
 from loadgen.records import RequestRecord
 from loadgen.report import telemetry_plot, timeseries
 from loadgen.report.blocks import Image, Section, Table, Text, num, pct
+from loadgen.server.scraper import SERVER_METRICS  # the scraper's file, named once
 from loadgen.summary import ClientVsServer, GaugeStats, ServerView, Summary
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
     from loadgen.report.plots import Plot
 
-SERVER_METRICS = "server_metrics.jsonl"  # as written by loadgen.server_scraper
 PLOT_NAME = "server_view"
 TITLE = "Server view"
 Row = Mapping[str, Any]  # one scrape of server_metrics.jsonl: t_ns, rtt_ms and server.metrics.ROW_KEYS

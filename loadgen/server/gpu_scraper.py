@@ -225,7 +225,8 @@ class TelemetryScraper:
     async def aclose(self) -> None:
         for t in self._tasks:
             t.cancel()
-            with contextlib.suppress(BaseException):
+            # not BaseException: a Ctrl-C (KeyboardInterrupt) must reach the run
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._tasks = []
         if not self._closed:

@@ -227,7 +227,8 @@ class ServerMetricsScraper:
     async def aclose(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(BaseException):
+            # not BaseException: a Ctrl-C (KeyboardInterrupt) must reach the run
+            with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
             self._task = None
         if not self._closed:
