@@ -30,8 +30,8 @@ from typing import IO
 import httpx
 
 from loadgen.errors import LoadgenError
+from loadgen.orphans import die_with_parent
 from loadgen.redact import redact_argv
-from loadgen.sim.process import die_with_parent
 
 __all__ = ["Server", "ServerError", "free_port", "log_tail", "secret_values"]
 

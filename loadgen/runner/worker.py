@@ -224,7 +224,7 @@ async def _main(out_fd: int) -> None:
 
 
 def main() -> None:
-    from loadgen.sim.process import die_with_parent
+    from loadgen.orphans import die_with_parent
 
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -8,7 +8,6 @@ listening it prints one JSON line on stdout, ``{"event": "listening", "url": ...
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import subprocess
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import IO, NoReturn
 
 import orjson
+
+from loadgen.orphans import die_with_parent
 
 from .config import SimConfig
 from .server import SimServer
@@ -173,16 +174,3 @@ class SimProcess:
 
     def __exit__(self, *exc) -> None:
         self.stop()
-
-
-def die_with_parent() -> None:
-    """In the simulator's process, before it starts: ask Linux to end it when the process that
-    started it dies, however that happens (a kill -9 of loadgen must not leave a server behind)."""
-    if not sys.platform.startswith("linux"):
-        return
-    import ctypes
-    import signal
-
-    pr_set_pdeathsig = 1
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
