@@ -111,9 +111,9 @@ class TestTraceReplay:
     @pytest.mark.timing_absolute
     def test_sends_land_on_the_scaled_timestamps(self, tmp_path, make_profile):
         """A 30-row native trace over 0.58 s replayed at time_scale 2: every request is
-        scheduled exactly at twice its trace offset (ns), sent within 1 ms of it (median; 90 %
-        within 5 ms, every one within 50 ms: two cores shared with the server and other test
-        runs, one send measured 23 ms late), and asks for the trace's lengths."""
+        scheduled exactly at twice its trace offset (ns), sent within 1 ms of it beyond the event
+        loop's own lateness in the same run (median; 90 % within 3 ms beyond its p90, every one
+        within 50 ms beyond its worst), and asks for the trace's lengths."""
         rows = [
             {"timestamp_ms": 20 * k, "input_tokens": 10 + k, "output_tokens": 2 + k % 3} for k in range(30)
         ]
@@ -133,7 +133,15 @@ class TestTraceReplay:
         assert [r.t_sched_ns - start for r in recs] == [40 * k * 1_000_000 for k in range(30)]
         lag = np.array([(r.t_send_ns - r.t_sched_ns) / MS for r in recs])
         assert lag.min() >= 0
-        assert_percentiles(lag, "trace replay send lag", p50=1.0, p90=5.0, max=50.0)
+        # Reference from the same run: how late its event loop woke its own probe's sleeps. A
+        # send cannot leave before the loop runs, so the lag is bounded by that lateness plus the
+        # send's own work (1 ms at the median, 3 ms at p90); a loaded CI runner had measured
+        # p90 5.7 ms against a bare 5 ms bound.
+        loop = res.summary["client"]["event_loop_lag_ms"]
+        print(f"event-loop lag in the same run: p50 {loop['p50']:.3f} ms, p90 {loop['p90']:.3f} ms")
+        assert_percentiles(
+            lag, "trace replay send lag", p50=1.0 + loop["p50"], p90=3.0 + loop["p90"], max=50.0 + loop["max"]
+        )
         assert [r.requested_output_tokens for r in recs] == [2 + k % 3 for k in range(30)]
         assert res.summary["conditions"]["traffic"]["trace"]["requests"] == 30
 
