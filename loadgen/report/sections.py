@@ -1,9 +1,11 @@
 """The report, section by section, from a run's summary, its cost figures and its plots.
 
 Order: the headline (opening with the four corners), alerts, conditions, SLA verdict and
-goodput, latency table, sessions (multi-turn runs only), models (LoRA mixes only), media
-(runs with images or audio only), throughput, errors, client health, measurement fidelity
-(simulator runs only), the server's view, Little's law, cost, plots.
+goodput, stages (multi-stage runs), latency table, speculative decoding (when the server
+reports it), sessions (multi-turn runs only), models (LoRA mixes only), media
+(runs with images or audio only), precision (runs with load.until only), throughput, errors,
+client health, measurement fidelity (simulator runs only), the server's view, Little's law,
+the GPUs, cost, plots; ``REPORT`` holds that order, keyed by the summary's block names.
 The client's health and Little's law are ``client_health.py``'s. Every number here is read
 from ``summary.json`` (or ``cost.json``); nothing is recomputed, so the report and the result
 file cannot disagree.
