@@ -21,7 +21,7 @@ import dataclasses
 
 import pytest
 
-from loadgen.analysis import sim_fit
+from loadgen.analysis import sim_fit, sim_fit_model
 from loadgen.runner import api
 
 from .conftest import profile_maker
@@ -60,12 +60,14 @@ def test_a_twin_fitted_on_three_stages_predicts_the_fourths_tpot(vllm, tmp_path,
     assert [s.name for s in source.stages] == ["c=1", "c=2", "c=4", "c=8"]
     held = next(s for s in source.stages if s.name == HELD_OUT)
     train = dataclasses.replace(source, stages=[s for s in source.stages if s is not held])
-    try:  # the default three: bandwidth is pinned by no stage here, or only just
+    # The default three: on a 3 M-parameter model on CPU, which of bandwidth and FLOPs no stage
+    # pins depends on the machine (bandwidth in an earlier session; FLOPs on a fresh one, 2026-12-07).
+    try:
         default = sim_fit.fit(train)
     except sim_fit.FitRejected as exc:  # without a cost per sequence the three miss its stages
         print(f"the default fit is rejected: {exc}")
     except sim_fit.FitError as exc:
-        assert "do not identify bandwidth_efficiency" in str(exc), exc
+        assert any(f"do not identify {p}" in str(exc) for p in sim_fit_model.PARAMS), exc
         print(f"the default fit refuses: {exc}")
     else:
         print(f"the default fit passed its sensitivity check this time: {default.params}")
