@@ -298,11 +298,11 @@ def _add_blocks(
 ) -> None:
     """The blocks only some runs have, each pooled by its rule (the module's docstring)."""
     answers = profile.output.answers
-    quality = traffic.quality(table, answers_kept=answers.keep, max_chars=answers.max_chars)
+    modelled = cast(dict, ran[0].summary.get("quality") or {}).get("modelled")  # the simulator's, as run
+    quality = traffic.quality(
+        table, answers_kept=answers.keep, max_chars=answers.max_chars, modelled=modelled
+    )
     if quality is not None:
-        modelled = cast(dict, ran[0].summary.get("quality") or {}).get("modelled")
-        if modelled is not None:
-            quality["modelled"] = modelled
         summary["quality"] = quality
     sessions = _sessions(table, lengths)
     if sessions is not None:
