@@ -270,17 +270,21 @@ class CapacityPlan:
     def reserve_s(self) -> float:
         """Seconds of the budget the search leaves for a confirmation: its warm-up, measured
         part and drain, the twin's fit and search, and the command's own start and finish."""
-        warm, e2e_s = self.warm()
         twin = TWIN_RESERVE_S if self.proposer is not None else SLACK_S
-        return warm + self.confirm_s + e2e_s + twin + FINISH_S
+        return self.confirm_cost_s() + twin + FINISH_S
+
+    def confirm_cost_s(self) -> float:
+        """Seconds a confirming run takes: its warm-up, its measured part, and the drain of what
+        is in flight at its end (about an E2E)."""
+        warm, e2e_s = self.warm()
+        return warm + self.confirm_s + e2e_s
 
     def twin_seconds(self) -> float:
         """Wall seconds the twin may take from now: what the budget has left beyond the
         confirmation (no limit without a budget, or when its time is not the wall's)."""
         if self.budget_s is None or self.proposer_time_s is not None:
             return math.inf
-        warm, e2e_s = self.warm()
-        return max(0.0, self.budget_s - self.spent_s - (warm + self.confirm_s + e2e_s + FINISH_S) - 1.0)
+        return max(0.0, self.budget_s - self.spent_s - (self.confirm_cost_s() + FINISH_S) - 1.0)
 
     def measured_s(self, rate: float, warm: float, e2e_s: float) -> float | None:
         """How long the next search stage measures, or None when its share of the time budget
@@ -380,8 +384,7 @@ class CapacityPlan:
             self.unconfirmed = f"{MAX_CONFIRMATIONS} confirming runs, none held"
             return None
         rate = p.rate if last is None else float(f"{last.rate * (1 - STEP_DOWN):.4g}")
-        warm, e2e_s = self.warm()
-        if self.budget_s is not None and self.budget_s - self.spent_s < warm + self.confirm_s + e2e_s:
+        if self.budget_s is not None and self.budget_s - self.spent_s < self.confirm_cost_s():
             self.unconfirmed = (
                 f"time budget of {self.budget_s:g} s spent before a confirming run held"
                 if last is not None
@@ -389,6 +392,7 @@ class CapacityPlan:
             )
             return None
         self.confirm_stages[index] = None
+        warm = self.warm()[0]
         return Stage(
             index, f"confirm rate={rate:g}", None, rate, "poisson", 1.0, None,
             warm + self.confirm_s, None, 0.0, round(rate * warm),
