@@ -49,6 +49,11 @@ class RunError(LoadgenError):
     """The run could not start: the target is unreachable, has no model, or the setup is wrong."""
 
 
+class Interrupted(LoadgenError):
+    """Stopped (Ctrl-C, SIGTERM) before the load began: nothing was measured, so there is no
+    summary to write; the CLI exits 130 with this message, not 2 (nothing was wrong)."""
+
+
 class ResultError(LoadgenError):
     """A saved run that cannot be read: missing files, or a schema this version does not know."""
 

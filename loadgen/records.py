@@ -189,6 +189,14 @@ class RequestRecord:
     answer_truncated: bool = False
     correct: bool | None = None
 
+    @property
+    def counted_output_tokens(self) -> int:
+        """The output tokens a throughput counts for this request: its ``output_tokens`` (the
+        server's usage, else the sum of its chunks) when it succeeded, none when it failed. The
+        summary's ``output_tokens_per_s`` counts so, and every live counter uses this property,
+        so the progress bar, the dashboard and the file agree on what a token is."""
+        return (self.output_tokens or 0) if self.ok else 0
+
     def to_json(self) -> bytes:
         return orjson.dumps(self, option=orjson.OPT_SERIALIZE_DATACLASS)
 

@@ -131,7 +131,7 @@ class StreamingBackend:
     - ``name``: the protocol's ``target.endpoint`` value; ``description``: its CLI help.
     - ``PATH``: where requests go; ``{model}`` in it is replaced by the URL-quoted model.
     - ``STREAM``: the ``SSEResponse`` subclass that reads one response, made per request as
-      ``STREAM(rec, live, keep_texts)``.
+      ``STREAM(rec, keep_texts)``.
     - ``token_ids``: it takes token-id prompts (``prompt_format: token_ids``); else ``text_only``
       says why not. ``messages``: its prompts go as chat messages. ``server_tokenize``: the
       server's ``/tokenize`` can fit its prompts to exact lengths (counting the messages, with
@@ -245,7 +245,7 @@ class StreamingBackend:
 
     async def send(self, spec: R.RequestSpec, rec: R.RequestRecord) -> None:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
-        stream = self.STREAM(rec, self.live, self.keep_texts)
+        stream = self.STREAM(rec, self.keep_texts)
         self.prime(stream)
         await send_stream(
             self.transport,

@@ -35,7 +35,7 @@ import orjson
 from loadgen import records as R
 from loadgen.backends.openai import OpenAIBackend, usage_count
 from loadgen.backends.registry import register
-from loadgen.backends.stream import Live, SSEResponse, fail
+from loadgen.backends.stream import SSEResponse, fail
 
 ANTHROPIC_VERSION = "2023-06-01"
 _TEXT_KEYS = {"text_delta": ("text", False), "thinking_delta": ("thinking", True)}
@@ -46,8 +46,8 @@ class _MessagesStream(SSEResponse):
 
     __slots__ = ("input_tokens", "output_tokens", "stopped")
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live, keep_texts)
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool) -> None:
+        super().__init__(rec, keep_texts)
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.stopped = False

@@ -134,8 +134,8 @@ class _Stream(SSEResponse):
     requires_done = True
     chat: bool  # a chat delta (``choices[0].delta``) or a completions choice (``.text``)
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live, keep_texts)
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool) -> None:
+        super().__init__(rec, keep_texts)
         self.usage: dict[str, Any] | None = None
         self.timings: Any = None
         self.prev_completion = 0

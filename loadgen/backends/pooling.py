@@ -49,8 +49,8 @@ class JSONAnswer(SSEResponse):
 
     __slots__ = ("body", "last_ns")
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool = False) -> None:
-        super().__init__(rec, live, False)
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool = False) -> None:
+        super().__init__(rec, False)
         self.body = bytearray()
         self.last_ns = 0  # the arrival of the answer's last bytes: its end (t_end_ns)
 

@@ -33,7 +33,7 @@ import orjson
 from loadgen import records as R
 from loadgen.backends.openai import OpenAIBackend, usage_count
 from loadgen.backends.registry import register
-from loadgen.backends.stream import Live, SSEResponse, fail
+from loadgen.backends.stream import SSEResponse, fail
 
 _TEXT = "response.output_text.delta"
 _REASONING = frozenset(("response.reasoning_text.delta", "response.reasoning_summary_text.delta"))
@@ -45,8 +45,8 @@ class _ResponsesStream(SSEResponse):
 
     __slots__ = ("usage", "ended")
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live, keep_texts)
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool) -> None:
+        super().__init__(rec, keep_texts)
         self.usage: dict[str, Any] | None = None
         self.ended = False
 

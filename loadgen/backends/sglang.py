@@ -43,7 +43,7 @@ from loadgen.backends.base import (
     unreachable,
 )
 from loadgen.backends.registry import register
-from loadgen.backends.stream import Live, SSEResponse
+from loadgen.backends.stream import SSEResponse
 from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
 
@@ -69,8 +69,8 @@ class _SGLangStream(SSEResponse):
     __slots__ = ("acc", "mode", "counted", "meta")
     requires_done = True
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live)
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool) -> None:
+        super().__init__(rec)
         self.texts: list[str] | None = [] if keep_texts else None
         self.acc = ""  # the output text so far, as reconstructed
         self.mode: str | None = None  # "cumulative" | "incremental", once an event tells

@@ -26,12 +26,18 @@ _DONE = b"[DONE]"
 
 @dataclass(slots=True)
 class Live:
-    """Counters the progress display reads; the hot path only ever adds to them."""
+    """Counters the progress display reads; the hot path only ever adds to them. A request
+    counts once, when it finishes (``finish``), in process and across worker processes alike."""
 
     in_flight: int = 0
     done: int = 0
-    errors: int = 0
-    tokens: int = 0
+    errors: int = 0  # failed requests; a cancelled one (the run stopped) is not an error
+    tokens: int = 0  # ``RequestRecord.counted_output_tokens`` of the finished requests
+
+    def finish(self, failed: bool, tokens: int) -> None:
+        self.done += 1
+        self.errors += failed
+        self.tokens += tokens
 
 
 def fail(rec: R.RequestRecord, cls: str, message: str, t_ns: int | None = None) -> None:
@@ -88,12 +94,11 @@ class SSEResponse:
     "no_terminator", and counted. Without a finish it is ``no_done``, and so is every stream
     without its terminator when ``strict`` (``target.require_done``: a conformance test)."""
 
-    __slots__ = ("rec", "live", "dec", "error_body", "rid", "events", "texts", "done", "strict")
+    __slots__ = ("rec", "dec", "error_body", "rid", "events", "texts", "done", "strict")
     requires_done = False
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool = False) -> None:
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool = False) -> None:
         self.rec = rec
-        self.live = live
         # Each chunk's text, kept only when a local tokenizer will count its tokens afterwards.
         self.texts: list[str] | None = [] if keep_texts else None
         self.dec = SSEDecoder()
@@ -200,7 +205,6 @@ class SSEResponse:
         rec = self.rec
         rec.chunk_times_ns.append(t)
         rec.chunk_tokens.append(n)
-        self.live.tokens += n
         if rec.t_first_token_ns is None:
             rec.t_first_token_ns = t
         if tool:

@@ -48,7 +48,7 @@ from loadgen.backends.base import (
 )
 from loadgen.backends.identity import ServerIdentity, header, version_of
 from loadgen.backends.registry import register
-from loadgen.backends.stream import Live, SSEResponse
+from loadgen.backends.stream import SSEResponse
 from loadgen.backends.transports.base import Transport
 from loadgen.redact import redact_url
 
@@ -95,8 +95,8 @@ class _TritonStream(SSEResponse):
     __slots__ = ("continuous",)
     end_kind = R.END_OF_BODY  # the generate extension has no end marker
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live, keep_texts)
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool) -> None:
+        super().__init__(rec, keep_texts)
         self.continuous = False
 
     def on_events(self, t: int, events: list[bytes]) -> bool:

@@ -28,7 +28,7 @@ from loadgen import records as R
 from loadgen.backends import kserve
 from loadgen.backends.base import ProbeError, ProbeResult
 from loadgen.backends.registry import register
-from loadgen.backends.stream import Live, SSEResponse, fail
+from loadgen.backends.stream import SSEResponse, fail
 from loadgen.backends.transports.base import Transport, TransportOptions
 from loadgen.backends.transports.grpc_channel import GrpcTransport
 from loadgen.backends.triton import TritonBackend, take_response
@@ -44,8 +44,8 @@ class _GrpcStream(SSEResponse):
 
     __slots__ = ("continuous", "final")
 
-    def __init__(self, rec: R.RequestRecord, live: Live, keep_texts: bool) -> None:
-        super().__init__(rec, live, keep_texts)
+    def __init__(self, rec: R.RequestRecord, keep_texts: bool) -> None:
+        super().__init__(rec, keep_texts)
         self.continuous = False
         self.final = False  # the response flagged triton_final_response arrived
 

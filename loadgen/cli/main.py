@@ -294,7 +294,7 @@ def cmd_profiles(a: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from loadgen.errors import LoadgenError
+    from loadgen.errors import Interrupted, LoadgenError
 
     a = build_parser().parse_args(argv)
     try:
@@ -309,6 +309,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             "selfcheck": cmd_selfcheck,
             "experiment": cmd_experiment,
         }[a.command](a)
+    except Interrupted as exc:  # stopped before any load: nothing measured, nothing wrong
+        print(f"loadgen: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except LoadgenError as exc:  # every error the user can fix: one line (or a list), exit 2
         return die(str(exc))
     except SystemExit as exc:

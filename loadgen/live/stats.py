@@ -155,7 +155,7 @@ class LiveStats:
         if rec.t_first_token_ns is not None:
             ttft = (rec.t_first_token_ns - rec.t_send_ns) / 1e6
             st.ttft.add(ttft)
-        chunks, out = rec.chunk_times_ns, rec.output_tokens or 0
+        chunks, out = rec.chunk_times_ns, rec.counted_output_tokens
         if len(chunks) >= 2 and out >= 2 and rec.t_first_token_ns is not None:
             tpot = float(tpot_ms(rec.t_first_token_ns, chunks[-1], out))
             st.tpot.add(tpot)

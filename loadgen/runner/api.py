@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 from loadgen.backends import registry
 from loadgen.clock import run_loop
 from loadgen.config import Profile, load_profile
 from loadgen.config.stages import resolve_stages
-from loadgen.errors import RunError
+from loadgen.errors import Interrupted, RunError
 from loadgen.live.stats import LiveStats
 from loadgen.redact import redact_url
 from loadgen.result import REQUESTS, SUMMARY, RunResult
@@ -35,6 +36,8 @@ from loadgen.runner.summarize import summarize
 from loadgen.sim import answers, calibration
 from loadgen.summary import ClientSelfcheck
 from loadgen.workload import check_prompt_packages
+
+T = TypeVar("T")
 
 __all__ = ["Progress", "RunError", "run", "run_async"]
 
@@ -82,6 +85,24 @@ async def run_async(
     return await _run_once(profile, api_key, stop, on_progress, status, plan, watch)
 
 
+async def _unless_stopped(work: Awaitable[T], stop: asyncio.Event | None, when: str) -> T:
+    """``work``, or ``Interrupted`` as soon as ``stop`` is set. The probe, the prompt fit and
+    the preflight wait on the server, up to ``target.timeout_s`` a request against one that
+    stalls; a Ctrl-C or SIGTERM there stops them at once instead of waiting with them."""
+    if stop is None:
+        return await work
+    task, stopped = asyncio.ensure_future(work), asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+    if not task.done():
+        task.cancel()
+        await asyncio.wait((task,))  # its own cleanup (the transport closed) runs to the end
+        raise Interrupted(f"stopped {when}, before any load: nothing was measured")
+    return task.result()
+
+
 async def _run_once(
     profile: Profile,
     api_key: str | None,
@@ -114,10 +135,16 @@ async def _run_once(
         checked = None if sim_info is not None else selfcheck_against(profile)
         if checked is not None and checked["above_ceiling"]:
             status("warning: " + checked.get("message", ""))
-        prepared = await prepare(profile, run_dir, target, status, checked)
+        prepared = await _unless_stopped(
+            prepare(profile, run_dir, target, status, checked), stop, "while the server was probed"
+        )
         if profile.target.reset_path:  # after the preflight, whose prompt would stay cached
             try:
-                await reset_server(profile.target.transport, target, profile.target.reset_path)
+                await _unless_stopped(
+                    reset_server(profile.target.transport, target, profile.target.reset_path),
+                    stop,
+                    "while the server was reset",
+                )
             except BaseException:
                 await prepared.transport.aclose()
                 raise

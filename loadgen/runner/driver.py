@@ -277,9 +277,7 @@ def _emitter(
         res.sent += 1
         res.ok += rec.ok
         res.max_id = max(res.max_id, rec.id)
-        live.done += 1
-        if not rec.ok and rec.error_class != CANCELLED:
-            live.errors += 1
+        live.finish(not rec.ok and rec.error_class != CANCELLED, rec.counted_output_tokens)
         if on_record is not None:
             on_record(rec)
 

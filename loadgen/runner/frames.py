@@ -32,7 +32,7 @@ STOP = ord("X")  # empty: cancel what is in flight, finish the stage as interrup
 QUIT = ord("Q")  # empty: close and exit
 
 STARTED_STRUCT = struct.Struct("<qqBqq")  # id, t_sched_ns, warmup, requested out, requested prompt
-RECORD_STRUCT = struct.Struct("<qBq")  # id, status, output tokens (progress counters only)
+RECORD_STRUCT = struct.Struct("<qBq")  # id, status, counted_output_tokens (progress only)
 FAILED_, OK, CANCELLED_ = 0, 1, 2  # a record's status
 PONG_STRUCT = struct.Struct("<q")
 

@@ -153,9 +153,7 @@ class WorkerPool:
                     asyncio.get_running_loop().call_soon(self._flush)
                 self._count(rid, status == frames.OK)
                 live.in_flight -= 1
-                live.done += 1
-                live.errors += status == frames.FAILED_
-                live.tokens += tokens
+                live.finish(status == frames.FAILED_, tokens)
             elif kind == frames.STARTED:
                 fields = started_struct.unpack(payload)
                 w.in_flight[fields[0]] = fields
@@ -197,8 +195,7 @@ class WorkerPool:
             self._write_record(rec)
             self._count(rid, False)
             self.live.in_flight -= 1
-            self.live.done += 1
-            self.live.errors += 1
+            self.live.finish(True, 0)
         w.in_flight.clear()
 
     def _count(self, rid: int, ok: bool) -> None:

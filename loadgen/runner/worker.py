@@ -123,7 +123,7 @@ class Worker:
         status = (
             frames.OK if rec.ok else frames.CANCELLED_ if rec.error_class == CANCELLED else frames.FAILED_
         )
-        head = frames.RECORD_STRUCT.pack(rec.id, status, rec.output_tokens or 0)
+        head = frames.RECORD_STRUCT.pack(rec.id, status, rec.counted_output_tokens)
         self._send(frames.frame(frames.RECORD, head + rec.to_json() + b"\n"))
 
     def _started(self, rec: RequestRecord) -> None:

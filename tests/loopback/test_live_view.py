@@ -126,6 +126,32 @@ def test_prometheus_carries_exactly_the_runs_records(make_profile, workers):
     assert next(s.value for s in started.samples) == len(all_records)
 
 
+@pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "workers"])
+def test_the_progress_counters_count_tokens_as_the_summary_does(make_profile, workers):
+    """One counting rule for live tokens: the progress bar's counters (``Live``) add each
+    finished request's ``counted_output_tokens``, in process and across worker processes, so
+    after a run they hold every record's ok output tokens (warm-up included) and its count."""
+    watch = LiveStats()
+    res = run_watched(
+        make_profile,
+        watch,
+        workload__num_requests=30,
+        load__concurrency=4,
+        load__warmup_requests=4,
+        client__workers=workers,
+    )
+    records = load_run(res.run_dir)
+    live = watch.counters
+    assert (live.done, live.errors, live.in_flight) == (len(records), 0, 0)
+    assert live.tokens == int(records.loc[records["ok"], "output_tokens"].sum()) > 0
+    # The summary's throughput counts the same tokens over the measured (not warm-up) records.
+    ok = measured(res.run_dir)
+    window_s = res.summary["window"]["seconds"]
+    assert res.summary["metrics"]["output_tokens_per_s"] == pytest.approx(
+        float(ok["output_tokens"].sum()) / window_s, rel=1e-9
+    )
+
+
 class _Collector(http.server.BaseHTTPRequestHandler):
     bodies: ClassVar[list[bytes]] = []
 

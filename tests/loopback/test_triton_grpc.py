@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from loadgen import records as R
-from loadgen.errors import RunError
+from loadgen.errors import Interrupted, RunError
 from loadgen.runner import api
 
 from helpers import assert_percentiles, assert_within, run
@@ -275,6 +275,7 @@ class TestFaults:
             grpc_server.url,
             workload__num_requests=4,
             load__concurrency=4,
+            target__preflight=False,  # its one request would stall too: the next test's case
             **script(fail="stall_after:1"),
             **GRPC,
         )
@@ -290,6 +291,33 @@ class TestFaults:
         res = asyncio.run(stopped())
         lines = [orjson.loads(x) for x in (res.run_dir / "requests.jsonl").read_bytes().splitlines()]
         assert [x["error_class"] for x in lines] == [R.CANCELLED] * 4
+        assert wait_for_no_open_calls(grpc_server) == 0
+
+    def test_a_stop_during_a_stalled_preflight_ends_the_run_at_once(self, grpc_server, make_profile):
+        """The preflight's request stalls: a stop then cancels it and ends the run with
+        ``Interrupted`` (nothing measured), long before the request's own timeout would have
+        ended it, and the server has no call left open."""
+        timeout_s = 30.0
+        prof = make_profile(
+            grpc_server.url,
+            workload__num_requests=4,
+            target__timeout_s=timeout_s,
+            **script(fail="stall_after:1"),
+            **GRPC,
+        )
+
+        async def stopped():
+            stop = asyncio.Event()
+            task = asyncio.create_task(api.run_async(prof, stop=stop))
+            while grpc_server.open_calls() < 1:  # the preflight, streaming, then stalled
+                await asyncio.sleep(0.05)
+            stop.set()
+            t0 = time.monotonic()
+            with pytest.raises(Interrupted, match="before any load: nothing was measured"):
+                await task
+            return time.monotonic() - t0
+
+        assert asyncio.run(stopped()) < timeout_s / 3
         assert wait_for_no_open_calls(grpc_server) == 0
 
     def test_unknown_model_fails_the_probe(self, grpc_server, make_profile):
