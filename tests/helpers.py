@@ -45,6 +45,20 @@ sim: {preset: llama2-7b-fp16@l40s, time_scale: 0.5}
 LOADGEN = (sys.executable, "-m", "loadgen")  # for the few tests that start it with Popen and kill it
 
 
+def schema_errors(name: str, data: Any) -> list[str]:
+    """Where ``data`` does not match the committed ``schemas/<name>.schema.json`` (summary,
+    capacity or experiment), one line a place; empty when it conforms."""
+    import json
+
+    import jsonschema
+
+    schema = json.loads((ROOT / "schemas" / f"{name}.schema.json").read_text())
+    check = jsonschema.Draft202012Validator(
+        schema, format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER
+    )
+    return [f"{list(e.absolute_path)}: {e.message}" for e in check.iter_errors(data)]
+
+
 def cli_env() -> dict[str, str]:
     """This process's environment (so the tests' private LOADGEN_CACHE_DIR holds) with this
     checkout first on PYTHONPATH: the environment every ``python -m loadgen`` of the tests gets."""

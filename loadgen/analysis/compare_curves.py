@@ -25,6 +25,7 @@ from loadgen import metric_defs
 from loadgen.analysis import curve as curve_mod
 from loadgen.analysis.gate_stages import capacity_of
 from loadgen.summary import SlaDetails, StageSummary, Summary
+from loadgen.summary.stages import Knee, SteadyState
 
 LABEL_FIELDS: tuple[str, ...] = (
     "target.builtin_simulator.config.preset",
@@ -62,14 +63,15 @@ class RunCurve:
     label: str
     x: str  # "concurrency" | "rate": what the stages offered
     points: tuple[dict[str, Any], ...]
-    knee: dict[str, Any] | None
+    knee: Knee | None
     sla: tuple[SlaDetails, ...]  # the run's SLA rule details (metric, stat, op, threshold)
     capacity: Capacity
     multi_stage: bool
 
     def knee_point(self) -> dict[str, Any] | None:
-        stage = (self.knee or {}).get("stage")
-        return next((p for p in self.points if p["stage"] == stage), None) if self.knee else None
+        if self.knee is None:
+            return None
+        return next((p for p in self.points if p["stage"] == self.knee["stage"]), None)
 
 
 @dataclass(frozen=True)
@@ -210,6 +212,6 @@ def _one_point(summary: Summary) -> dict[str, Any]:
         counts=summary["counts"],
         metrics=summary["metrics"],
         sla=summary["sla"],
-        steady_state={"steady": None},
+        steady_state=SteadyState(steady=None, throughput_change=None, in_flight_change=None, reason=None),
     )
     return dict(curve_mod.curve([stage]))

@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from loadgen import metric_defs
 from loadgen.analysis.counts import mean_concurrency
 from loadgen.analysis.metrics import Records, as_table
 from loadgen.summary import Curve, StageSummary
+from loadgen.summary.stages import CurvePoint, CurveRules, Knee, SteadyState
 
 STEADY_TOLERANCE = 0.2
 STEADY_MIN_REQUESTS = 12
@@ -39,18 +40,13 @@ CURVE_METRICS: tuple[str, ...] = tuple(d.name for d in metric_defs.CURVE)
 CURVE_STATS = ("p50", "p90", "p99")
 
 
-def steady_state(records: Records) -> dict[str, Any]:
+def steady_state(records: Records) -> SteadyState:
     """Whether a stage's measured requests ran in a steady state (see the module's rule)."""
     t = as_table(records)
     send_all = t.column("t_send_ns")
     end_all, finished = t.ints("t_end_ns")
     measured = send_all[~t.column("warmup") & finished]
-    out: dict[str, Any] = {
-        "steady": False,
-        "throughput_change": None,
-        "in_flight_change": None,
-        "reason": None,
-    }
+    out = SteadyState(steady=False, throughput_change=None, in_flight_change=None, reason=None)
     if not (t.column("ok") & ~t.column("warmup")).any():
         # Refusals at a steady pace are not a steady state of the server: nothing was served.
         out["reason"] = "no measured request was ok"
@@ -77,7 +73,7 @@ def steady_state(records: Records) -> dict[str, Any]:
 
     tput = change(done(first), done(last))
     conc = change(mean_concurrency(send, end, *first), mean_concurrency(send, end, *last))
-    out.update(throughput_change=tput, in_flight_change=conc)
+    out["throughput_change"], out["in_flight_change"] = tput, conc
     unstable = [
         name
         for name, c in (("completion rate", tput), ("requests in flight", conc))
@@ -96,12 +92,14 @@ def curve(stages: Sequence[StageSummary]) -> Curve:
     """The latency-throughput curve of per-stage summaries (each with ``index``, ``name``,
     ``load``, ``counts``, ``metrics``, ``sla``, ``steady_state``), its knee and the last stage
     that met the SLA."""
-    knob = "concurrency" if all(s["load"].get("concurrency") is not None for s in stages) else "rate"
-    points = []
+    knob: Literal["concurrency", "rate"] = (
+        "concurrency" if all(s["load"].get("concurrency") is not None for s in stages) else "rate"
+    )
+    points: list[CurvePoint] = []
     for s in stages:
         m, load = cast(dict[str, Any], s["metrics"]), s["load"]
         goodput = m.get("goodput") or {}
-        point: dict[str, Any] = {
+        point: dict[str, Any] = {  # the fixed fields; the registry's curve metrics next
             "stage": s["index"],
             "name": s["name"],
             "offered": load.get("concurrency") if load.get("concurrency") is not None else load.get("rate"),
@@ -119,25 +117,24 @@ def curve(stages: Sequence[StageSummary]) -> Curve:
         for name in CURVE_METRICS:
             dist = m.get(name) or {}
             point[name] = {k: dist.get(k) for k in CURVE_STATS}
-        points.append(point)
+        points.append(cast(CurvePoint, point))
     met = [p["stage"] for p in points if p["sla_verdict"] == "pass"]
-    block = {
-        "x": knob,
-        "points": points,
-        "knee": knee(points),
-        "stages_with_ok": sum(1 for p in points if p["ok"]),
-        "last_stage_meeting_sla": met[-1] if met else None,
-        "rules": {
-            "steady_state": f"completion rate and in-flight within {STEADY_TOLERANCE:.0%} "
+    return Curve(
+        x=knob,
+        points=points,
+        knee=knee(points),
+        stages_with_ok=sum(1 for p in points if p["ok"]),
+        last_stage_meeting_sla=met[-1] if met else None,
+        rules=CurveRules(
+            steady_state=f"completion rate and in-flight within {STEADY_TOLERANCE:.0%} "
             f"from the first to the last third of the window",
-            "knee": f"the last stage before throughput stops scaling with the offered load "
+            knee=f"the last stage before throughput stops scaling with the offered load "
             f"(d log throughput / d log load < {KNEE_SCALING:g})",
-        },
-    }
-    return cast(Curve, block)
+        ),
+    )
 
 
-def knee(points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+def knee(points: Sequence[Mapping[str, Any]]) -> Knee | None:
     """The knee of the curve (see the module's rule), or None when the throughput kept scaling
     with the load over the stages measured. Steps between stages of one offered load, or
     without a throughput, are skipped."""
@@ -148,11 +145,5 @@ def knee(points: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
             continue
         scaling = math.log(max(t1, 1e-12) / t0) / math.log(x1 / x0)
         if scaling < KNEE_SCALING:
-            return {
-                "stage": a["stage"],
-                "name": a["name"],
-                "offered": x0,
-                "throughput_rps": t0,
-                "next_scaling": scaling,
-            }
+            return Knee(stage=a["stage"], name=a["name"], offered=x0, throughput_rps=t0, next_scaling=scaling)
     return None

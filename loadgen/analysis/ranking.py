@@ -33,6 +33,7 @@ from loadgen.analysis import curve as curve_mod
 from loadgen.analysis.cost import per_million
 from loadgen.analysis.repeats import CONFIDENCE, TInterval, t_interval, t_quantile
 from loadgen.summary import Summary
+from loadgen.summary.experiment import Ranking, RankingFigure, RankingRow, RankingVersus
 
 __all__ = ["FIGURES", "ConfigRuns", "at_sla", "rank", "repeats_to_separate"]
 
@@ -164,9 +165,9 @@ def rank(
     attainment: float,
     slos: Mapping[str, float],
     confidence: float = CONFIDENCE,
-) -> dict[str, Any]:
+) -> Ranking:
     """The ranking block of experiment.json (see the module's docstring)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[RankingRow] = []
     for c in configs:
         per = [at_sla(s, attainment, slos) for s in c.summaries]
         for r in per:
@@ -175,16 +176,28 @@ def rank(
                 None if c.gpu_hour_cost is None or tok is None else per_million(c.gpu_hour_cost * c.gpus, tok)
             )
             r["output_tokens_per_s_per_gpu"] = None if tok is None else tok / c.gpus
-        figures = {}
+        figures: dict[str, RankingFigure] = {}
         for name in FIGURES:
-            iv = t_interval([r[name] for r in per], confidence)
-            figures[name] = {"values": [r[name] for r in per], "n": iv.n, "mean": iv.mean, "sd": iv.sd,
-                             "low": iv.low, "high": iv.high}  # fmt: skip
-        rows.append({
-            "config": c.id, "label": c.label, "repeats": len(per), "planned": c.planned or len(per),
-            "bases": sorted({r["basis"] for r in per}), "gpu_hour_cost": c.gpu_hour_cost, "gpus": c.gpus,
-            "figures": figures, "notes": list(c.notes),
-        })  # fmt: skip
+            values = [r[name] for r in per]
+            iv = t_interval(values, confidence)
+            figures[name] = RankingFigure(
+                values=values, n=iv.n, mean=iv.mean, sd=iv.sd, low=iv.low, high=iv.high
+            )
+        rows.append(
+            RankingRow(
+                config=c.id,
+                label=c.label,
+                repeats=len(per),
+                planned=c.planned or len(per),
+                bases=sorted({r["basis"] for r in per}),
+                gpu_hour_cost=c.gpu_hour_cost,
+                gpus=c.gpus,
+                figures=figures,
+                notes=list(c.notes),
+                rank=None,
+                versus_next=None,
+            )
+        )
     rows.sort(key=lambda r: -(r["figures"]["capacity_rps"]["mean"] or -1.0))
     # A configuration none of whose repeats finished (each failed: refused, crashed, served
     # nothing) has no figure to rank: listed last, unranked, never "not distinguishable" from
@@ -210,7 +223,7 @@ def rank(
     }
 
 
-def _versus(a: Mapping[str, Any], b: Mapping[str, Any], confidence: float) -> dict[str, Any]:
+def _versus(a: RankingRow, b: RankingRow, confidence: float) -> RankingVersus:
     fa, fb = a["figures"]["capacity_rps"], b["figures"]["capacity_rps"]
     ia, ib = (TInterval(f["n"], f["mean"], f["sd"], f["low"], f["high"]) for f in (fa, fb))
     if ia.mean is not None and ib.mean is None:

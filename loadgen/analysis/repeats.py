@@ -36,6 +36,7 @@ from typing import Any, cast
 from loadgen import metric_defs
 from loadgen.analysis.client_means import client_vs_server
 from loadgen.summary import Distribution, Fidelity, ServerView
+from loadgen.summary.stages import SteadyState
 
 # The headline figures given with a between-repeat interval: (metric, stat), stat None for a run
 # scalar. The report's headline, the console and compare show them (those the run has: an
@@ -298,7 +299,7 @@ def pool_saturation(blocks: Named) -> dict[str, Any]:
     return {**named[0][1], "reason": "; ".join(f"{p}: {b['reason']}" for p, b in named)}
 
 
-def pool_steady(blocks: Named) -> dict[str, Any]:
+def pool_steady(blocks: Named) -> SteadyState:
     """A stage's steady state over the repeats: steady when every repeat's was, each change the
     largest in size among the repeats', the reason naming each repeat that was not steady."""
     out = dict(blocks[0][1])
@@ -307,7 +308,7 @@ def pool_steady(blocks: Named) -> dict[str, Any]:
         out[key] = max(values, key=abs) if values else None
     unsteady = [f"{p}: {b.get('reason')}" for p, b in blocks if not b.get("steady")]
     out.update(steady=not unsteady, reason="; ".join(unsteady) or None)
-    return out
+    return cast(SteadyState, out)
 
 
 def _pool_gauge(parts: Sequence[Mapping[str, Any] | None]) -> dict[str, Any] | None:

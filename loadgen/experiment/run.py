@@ -29,6 +29,7 @@ from loadgen.experiment.spec import Experiment, load_experiment
 from loadgen.experiment.state import DONE, FAILED, PENDING, RUNNING, State, digest, now
 from loadgen.result import RunResult, load_summary
 from loadgen.runner import repeats
+from loadgen.summary.experiment import ExperimentFile
 
 __all__ = ["ExperimentInterrupted", "ExperimentResult", "plan", "resume", "run", "start"]
 
@@ -42,7 +43,7 @@ class ExperimentInterrupted(LoadgenError):
 @dataclass(frozen=True)
 class ExperimentResult:
     folder: Path
-    state: dict[str, Any]  # experiment.json
+    state: ExperimentFile  # experiment.json
 
     @property
     def failed(self) -> list[str]:
@@ -157,7 +158,7 @@ def _config_runs(exp: Experiment, source: Path, state: State, config: cells_mod.
     done = []
     for r in range(1, exp.repeats + 1):
         entry = state.cell(f"{config.id}/repeat-{r}")
-        if entry["state"] == DONE:
+        if entry["state"] == DONE and entry["run_dir"] is not None:
             run_dir = state.folder / entry["run_dir"]
             done.append(RunResult(run_dir, load_summary(run_dir)))
     if not done:

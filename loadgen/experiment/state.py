@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, Literal, cast
 
 import orjson
 
@@ -24,11 +24,15 @@ from loadgen.analysis.runs import write_json_atomic
 from loadgen.errors import ConfigError
 from loadgen.experiment.cells import Cell, Config
 from loadgen.report.experiment import EXPERIMENT
+from loadgen.summary.experiment import ExperimentCell, ExperimentConfig, ExperimentFile
 
 __all__ = ["EXPERIMENT", "SCHEMA", "State", "digest"]
 
-SCHEMA = "loadgen-experiment/1"
-PENDING, RUNNING, DONE, FAILED = "pending", "running", "done", "failed"
+SCHEMA: Final = "loadgen-experiment/1"
+PENDING: Final = "pending"
+RUNNING: Final = "running"
+DONE: Final = "done"
+FAILED: Final = "failed"
 
 
 def digest(path: Path) -> str:
@@ -42,15 +46,25 @@ def now() -> str:
 class State:
     """The experiment's folder and its ``experiment.json`` (``data``), saved by ``save``."""
 
-    def __init__(self, folder: Path, data: dict[str, Any]) -> None:
+    def __init__(self, folder: Path, data: ExperimentFile) -> None:
         self.folder, self.data = folder, data
 
     @classmethod
     def new(
-        cls, folder: Path, *, source: Path, name: str, method: str, plan: list[Cell], configs: list[Config],
-        sla: dict[str, float], attainment: float, repeats: int, seed: int,
-    ) -> State:  # fmt: skip
-        data: dict[str, Any] = {
+        cls,
+        folder: Path,
+        *,
+        source: Path,
+        name: str,
+        method: Literal["sweep", "stages", "capacity"],
+        plan: list[Cell],
+        configs: list[Config],
+        sla: dict[str, float],
+        attainment: float,
+        repeats: int,
+        seed: int,
+    ) -> State:
+        data: ExperimentFile = {
             "schema": SCHEMA,
             "id": folder.name,
             "name": name,
@@ -100,26 +114,30 @@ class State:
             raise ConfigError([f"{path}: not JSON ({exc})"], what="experiment") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise ConfigError([f"{path}: not a {SCHEMA} file"], what="experiment")
-        return cls(folder, data)
+        return cls(folder, cast(ExperimentFile, data))
 
     def save(self) -> None:
         self.data["updated_at"] = now()
         write_json_atomic(self.folder / EXPERIMENT, self.data)
 
-    def cell(self, cell_id: str) -> dict[str, Any]:
-        cell: dict[str, Any] = self.data["cells"][cell_id]
-        return cell
+    def cell(self, cell_id: str) -> ExperimentCell:
+        return self.data["cells"][cell_id]
 
     def todo(self) -> list[str]:
         """The cells still to run, in the plan's order."""
         return [c for c in self.data["order"] if self.cell(c)["state"] != DONE]
 
     def update(self, cell_id: str, **fields: Any) -> None:
-        self.cell(cell_id).update(fields)
+        """Set ``fields`` of one cell (names of ``ExperimentCell``) and save."""
+        cell = cast(dict[str, Any], self.cell(cell_id))
+        unknown = set(fields) - set(ExperimentCell.__annotations__)
+        if unknown:
+            raise KeyError(f"not fields of a cell: {sorted(unknown)}")
+        cell.update(fields)
         self.save()
 
 
-def config_entry(c: Config) -> dict[str, Any]:
+def config_entry(c: Config) -> ExperimentConfig:
     b = c.backend
     return {
         "id": c.id,

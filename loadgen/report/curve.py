@@ -10,7 +10,7 @@ cannot disagree. A single-stage run has neither, and gets no plot and no section
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, cast
 
 from matplotlib.axes import Axes
 
@@ -51,15 +51,30 @@ def stage_label(point: Mapping[str, Any]) -> str:
     return f"stage {index} ({point.get('name')})"
 
 
+def points_of(summary: Summary) -> list[dict[str, Any]]:
+    """The curve's points as read from a file (an earlier loadgen's may lack a field)."""
+    return cast(list[dict[str, Any]], (summary.get("curve") or {}).get("points") or [])
+
+
+def knee_stage(summary: Summary) -> int | None:
+    knee = (summary.get("curve") or {}).get("knee")
+    return knee["stage"] if knee else None
+
+
+def curve_rule(summary: Summary, name: Literal["steady_state", "knee"]) -> str:
+    rules = (summary.get("curve") or {}).get("rules")
+    return rules.get(name, "") if rules else ""
+
+
 def point_of(summary: Summary, stage: int | None) -> dict[str, Any] | None:
     """The curve point of stage ``stage``, or None."""
-    points = (summary.get("curve") or {}).get("points") or []
+    points = points_of(summary)
     return next((p for p in points if p.get("stage") == stage), None) if stage is not None else None
 
 
 def knee_sentence(summary: Summary) -> str:
     c = summary.get("curve") or {}
-    rule = (c.get("rules") or {}).get("knee", "")
+    rule = curve_rule(summary, "knee")
     k = c.get("knee")
     if k is None and c.get("stages_with_ok") == 0:
         return "No knee: no stage had an ok request, so there is no throughput to read one from."
@@ -160,7 +175,7 @@ def _marks(summary: Summary) -> list[tuple[str, dict[str, Any], str, str]]:
     """(legend label, point, colour, line style) of the knee and the last stage meeting the SLA."""
     c = summary.get("curve") or {}
     out = []
-    knee = point_of(summary, (c.get("knee") or {}).get("stage"))
+    knee = point_of(summary, knee_stage(summary))
     if knee is not None:
         out.append((f"knee: {offered(knee)}", knee, _KNEE, "--"))
     met = point_of(summary, c.get("last_stage_meeting_sla"))
@@ -170,7 +185,7 @@ def _marks(summary: Summary) -> list[tuple[str, dict[str, Any], str, str]]:
 
 
 def _latency_axes(ax: Axes, summary: Summary, x_key: str, metric: str, label: str) -> None:
-    points = [p for p in summary["curve"]["points"] if p.get(x_key) is not None]
+    points = [p for p in points_of(summary) if p.get(x_key) is not None]
     ax.grid(True, color="#eeeeee")
     ys: list[float] = []
     for stat, colour, marker in _STATS:
@@ -205,7 +220,7 @@ def _latency_axes(ax: Axes, summary: Summary, x_key: str, metric: str, label: st
 
 def _goodput_plot(summary: Summary) -> Plot:
     c = summary["curve"]
-    points = [p for p in c["points"] if p.get("offered") is not None]
+    points = [p for p in points_of(summary) if p.get("offered") is not None]
     fig = new_figure()
     ax = fig.add_subplot()
     ax.grid(True, color="#eeeeee")

@@ -15,7 +15,7 @@ from typing import Any
 from loadgen import metric_defs
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
 from loadgen.report.corners import corners_table
-from loadgen.report.curve import MAIN_PLOT, is_multi_stage, offered, point_of, stage_label
+from loadgen.report.curve import MAIN_PLOT, is_multi_stage, knee_stage, offered, point_of, stage_label
 from loadgen.report.repeats import repeats_sentence, repeats_table
 from loadgen.summary import Summary
 
@@ -121,7 +121,7 @@ def numbers_table(summary: Summary) -> Table:
     if multi:
         c = summary["curve"]
         for what, stage in (
-            ("knee", (c.get("knee") or {}).get("stage")),
+            ("knee", knee_stage(summary)),
             ("last meeting SLA", c.get("last_stage_meeting_sla")),
         ):
             p = point_of(summary, stage)
@@ -173,7 +173,7 @@ def stages_sentence(summary: Summary) -> str:
     c = summary["curve"]
     points = c["points"]
     parts = [f"{len(points)} load stages, {offered(points[0])} to {offered(points[-1])}."]
-    k = point_of(summary, (c.get("knee") or {}).get("stage"))
+    k = point_of(summary, knee_stage(summary))
     parts.append(
         f"Knee: {stage_label(k)} at {num(k.get('throughput_rps'))} req/s."
         if k is not None

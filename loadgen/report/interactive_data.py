@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -209,7 +209,7 @@ def _curve(summary: Summary) -> dict[str, Any]:
     """The curve points the load slider reads: x (the offered load, or the stage index when a
     stage offered none), and a group per plot: each plotted latency's p50 and p99 (one plot
     each), the output tokens/s, the requests/s and goodput."""
-    points = (summary.get("curve") or {}).get("points") or []
+    points = cast(list[dict[str, Any]], (summary.get("curve") or {}).get("points") or [])
     by_offered = all(p.get("offered") is not None for p in points)
     kind = points[0].get("offered_kind") if by_offered and points else None
     pts = sorted(points, key=lambda p: p["offered"] if by_offered else p["stage"])

@@ -12,6 +12,7 @@ from loadgen.report.curve import (
     HEADLINE,
     LATENCIES,
     MAIN_PLOT,
+    curve_rule,
     is_curve_plot,
     is_multi_stage,
     knee_sentence,
@@ -28,7 +29,6 @@ def stages_sections(summary: Summary, plots: Sequence[Image] = ()) -> list[Secti
     stage, and the curve plots (but the headline's)."""
     if not is_multi_stage(summary):
         return []
-    c = summary["curve"]
     rows = [_row(summary, s) for s in summary["stages"]]
     header = (
         "stage",
@@ -47,7 +47,7 @@ def stages_sections(summary: Summary, plots: Sequence[Image] = ()) -> list[Secti
     blocks.append(
         Text(
             "Each stage on its own measured window (its warm-up and ramp excluded); latencies in ms. "
-            f"Steady means {(c.get('rules') or {}).get('steady_state', '')}. Queue: whether the "
+            f"Steady means {curve_rule(summary, 'steady_state')}. Queue: whether the "
             f"stage was over-saturated ({saturation_rule(summary)})."
         )
     )

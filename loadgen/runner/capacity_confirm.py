@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from loadgen.runner.capacity_search import resample_goods
+from loadgen.summary.stages import CapacityConfirmation
 
 CONFIRM_MIN_S = 120.0
 CONFIRM_SHARE = 0.4  # of a --budget: 4 minutes buy a 2-minute confirmation, 20 minutes 8
@@ -65,18 +66,18 @@ class Confirmation:
     held: bool
     why: str  # why it did not hold; "" when it held
 
-    def as_dict(self) -> dict:
-        return {
-            "stage": self.stage,
-            "rate": self.rate,
-            "measured_s": self.measured_s,
-            "requests": self.requests,
-            "attainment": self.attainment,
-            "lower_bound_95": self.lower_bound,
-            "block_s": self.block_s,
-            "held": self.held,
-            "why": self.why or None,
-        }
+    def as_dict(self) -> CapacityConfirmation:
+        return CapacityConfirmation(
+            stage=self.stage,
+            rate=self.rate,
+            measured_s=self.measured_s,
+            requests=self.requests,
+            attainment=self.attainment,
+            lower_bound_95=self.lower_bound,
+            block_s=self.block_s,
+            held=self.held,
+            why=self.why or None,
+        )
 
 
 def lower_bound(flags: np.ndarray, block: int, seed: int, resamples: int = RESAMPLES) -> float | None:

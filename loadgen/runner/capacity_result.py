@@ -12,17 +12,29 @@ over its measured window.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 from loadgen.analysis.cost import CostInputs, per_million
 from loadgen.runner.capacity_confirm import Confirmation, statement
 from loadgen.runner.capacity_search import Search, interval
 from loadgen.summary import Capacity
+from loadgen.summary.stages import CapacityCliff, CapacityProposal, CapacityTwin
 
 CONFIRMED, UNCONFIRMED, NOT_FOUND, CLIENT_LIMITED, INTERRUPTED = (
     "confirmed", "unconfirmed", "not_found", "client_limited", "interrupted",
 )  # fmt: skip
 VERDICTS = (CONFIRMED, UNCONFIRMED, NOT_FOUND, CLIENT_LIMITED, INTERRUPTED)
+
+
+class Proposed(Protocol):
+    """What the block reads of the proposal (``capacity_stages.Proposal``)."""
+
+    @property
+    def rate(self) -> float | None: ...
+    @property
+    def by(self) -> Literal["twin", "search"]: ...
+    @property
+    def twin(self) -> CapacityTwin | None: ...
 
 
 class Concluded(Protocol):
@@ -33,7 +45,10 @@ class Concluded(Protocol):
     measures: list[Any]
     confirm_stages: dict[int, Any]
     confirmations: list[Confirmation]
-    proposal: Any
+
+    @property
+    def proposal(self) -> Proposed | None: ...
+
     unconfirmed: str | None
     client_ended: bool
     spent_s: float
@@ -72,7 +87,7 @@ def capacity_block(plan: Concluded, interrupted: bool = False) -> Capacity:
     proposal = None
     if p is not None:
         off = None if held is None or p.rate is None else p.rate / held.rate - 1
-        proposal = {"rate": p.rate, "by": p.by, "twin": p.twin, "above_confirmed": off}
+        proposal = CapacityProposal(rate=p.rate, by=p.by, twin=p.twin, above_confirmed=off)
     judged = verdict(plan, interrupted)
     block = {
         "capacity_rps": None if held is None else held.rate,
@@ -92,7 +107,7 @@ def capacity_block(plan: Concluded, interrupted: bool = False) -> Capacity:
         "proposal": proposal,
         "confirmations": [c.as_dict() for c in plan.confirmations],
         "confirm_s": plan.confirm_s,
-        "cliff": {"bracket": [lo, hi], "crossing_rps": crossing, "ci95": [ci_lo, ci_hi]},
+        "cliff": CapacityCliff(bracket=[lo, hi], crossing_rps=crossing, ci95=[ci_lo, ci_hi]),
         "capacity_level_rps": lo,
         "crossing_rps": crossing,
         "stages": _rows(plan),

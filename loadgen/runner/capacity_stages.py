@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Any, Protocol, cast
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from loadgen.runner.capacity_result import capacity_block
 from loadgen.runner.capacity_search import Observation, Search
 from loadgen.runner.plan import StageOutcome
 from loadgen.summary import Capacity, StageSummary
+from loadgen.summary.stages import CapacityTwin
 
 CLIENT_LAG_LIMIT_MS = 10.0
 LATE_SENDS_MIN = 5  # late sends a stage needs before the client is called the bottleneck
@@ -160,8 +161,8 @@ class Proposal:
     or why it could not propose, in which case the search's level is confirmed)."""
 
     rate: float | None
-    by: str
-    twin: dict[str, Any] | None = None
+    by: Literal["twin", "search"]
+    twin: CapacityTwin | None = None
 
 
 class CapacityPlan:

@@ -41,6 +41,7 @@ from loadgen.runner.capacity_confirm import judge
 from loadgen.runner.capacity_stages import Proposal
 from loadgen.runner.plan import StageOutcome
 from loadgen.sim import SimConfig, SimConfigError, simulate
+from loadgen.summary.stages import CapacityTwin
 from loadgen.workload.lengths import sample_lengths
 
 if TYPE_CHECKING:
@@ -118,17 +119,17 @@ class Twin:
         rate, how = self.sustained(
             config, pairs, fitted.request_latency_ms, plan.confirm_s, warm, lo, hi, draw, deadline
         )
-        detail = {
-            "fitted": True,
-            "preset": self.base["preset"],
-            "params": {k: round(v, 5) for k, v in fitted.params.items()},
-            "request_latency_ms": round(fitted.request_latency_ms, 3),
-            "max_residual_pct": round(fitted.max_residual_pct(), 2),
-            "stages_fitted": len(fitted.source.stages),
-            "rate": rate,
+        detail = CapacityTwin(
+            fitted=True,
+            preset=self.base["preset"],
+            params={k: round(v, 5) for k, v in fitted.params.items()},
+            request_latency_ms=round(fitted.request_latency_ms, 3),
+            max_residual_pct=round(fitted.max_residual_pct(), 2),
+            stages_fitted=len(fitted.source.stages),
+            rate=rate,
             **how,
-            "seconds": round(time.perf_counter() - t0, 1),
-        }
+            seconds=round(time.perf_counter() - t0, 1),
+        )
         return Proposal(rate, "twin", detail)
 
     def fit(self, outcomes: Sequence[StageOutcome]) -> sim_fit.Fit:
@@ -154,7 +155,7 @@ class Twin:
         hi: float | None,
         lengths: tuple[LengthDist, LengthDist] | None = None,
         deadline: float = math.inf,
-    ) -> tuple[float | None, dict[str, Any]]:
+    ) -> tuple[float | None, CapacityTwin]:
         """The rate at which a confirmation holds with probability ``HOLD``: each of ``RUNS``
         virtual confirmations' own highest holding rate (its threshold), and their ``1 - HOLD``
         quantile; with what it rests on. Past ``deadline`` (``time.perf_counter``) no further
@@ -198,14 +199,14 @@ class Twin:
             prev, level = level, level * (1 + 3 * PRECISION)
         thresholds = sorted([*exact.values(), *levels])
         rate = float(np.quantile(thresholds, 1 - HOLD))
-        detail = {
-            "lowest_thresholds": [round(t, 3) for t in thresholds[:need]],
-            "runs": len(thresholds),
-            "out_of_time": late,
-            "hold": HOLD,
-            "confirmations_run": evaluations,
-            "lengths": "the workload's distributions" if lengths else f"{len(pairs)} served pairs",
-        }
+        detail = CapacityTwin(
+            lowest_thresholds=[round(t, 3) for t in thresholds[:need]],
+            runs=len(thresholds),
+            out_of_time=late,
+            hold=HOLD,
+            confirmations_run=evaluations,
+            lengths="the workload's distributions" if lengths else f"{len(pairs)} served pairs",
+        )
         return (float(f"{rate:.4g}") if rate > floor else None), detail
 
     def _confirms(

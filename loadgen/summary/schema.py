@@ -1,10 +1,13 @@
-"""summary.json's JSON Schema, generated from the types, and a loaded summary checked against them.
+"""The result files' JSON Schemas (summary.json, capacity.json, experiment.json), generated from
+their types, and a loaded summary checked against them.
 
 Why generated: the schema used to be written by hand beside the code that writes summaries, and
 a test could only catch the fields it happened to exercise. Now ``schemas/summary.schema.json``
 is ``json_schema()`` of ``loadgen.summary.Summary`` (``python -m loadgen.summary.schema`` prints
 it; ``tests`` fail when the file is stale), so the file users validate against and the types mypy
-checks the code against are one thing.
+checks the code against are one thing. ``schemas/capacity.schema.json`` (``Capacity``) and
+``schemas/experiment.schema.json`` (``ExperimentFile``) are made the same way, from ``FILES``
+(``python -m loadgen.summary.schema capacity`` prints one).
 
 ``validate`` checks a summary read from disk (this loadgen's or an earlier one's with the same
 ``schema_version``) against the types: a wrong type or a missing required block is a
@@ -24,10 +27,17 @@ from pydantic import TypeAdapter, ValidationError
 from pydantic.json_schema import GenerateJsonSchema
 
 from loadgen.errors import ResultError
-from loadgen.summary import SCHEMA_VERSION, Summary
+from loadgen.summary import SCHEMA_VERSION, Capacity, Summary
+from loadgen.summary.experiment import ExperimentFile
 
 SCHEMA_ID = "https://github.com/loadgen/loadgen/schemas/summary.schema.json"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
+# Each result file with a schema: its name in schemas/ (<name>.schema.json), its type, its title.
+FILES: dict[str, tuple[Any, str]] = {
+    "summary": (Summary, f"loadgen summary.json (schema_version {SCHEMA_VERSION})"),
+    "capacity": (Capacity, "loadgen capacity.json (a `loadgen capacity` search's result)"),
+    "experiment": (ExperimentFile, "loadgen experiment.json (loadgen-experiment/1)"),
+}
 
 
 class _Untitled(GenerateJsonSchema):
@@ -43,10 +53,13 @@ def _adapter() -> TypeAdapter[Summary]:
     return TypeAdapter(Summary)
 
 
-def json_schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of summary.json, with every description on one line and a
-    property typed by a block carrying that block's description."""
-    schema = _adapter().json_schema(schema_generator=_Untitled)
+def json_schema(name: str = "summary") -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of the result file ``name`` (a key of ``FILES``), with
+    every description on one line and a property typed by a block carrying that block's
+    description."""
+    kind, title = FILES[name]
+    adapter = _adapter() if kind is Summary else TypeAdapter(kind)
+    schema = adapter.json_schema(schema_generator=_Untitled)
     defs = schema.get("$defs", {})
 
     def tidy(node: Any) -> None:
@@ -64,17 +77,13 @@ def json_schema() -> dict[str, Any]:
                 tidy(value)
 
     tidy(schema)
-    head = {
-        "$schema": DRAFT,
-        "$id": SCHEMA_ID,
-        "title": f"loadgen summary.json (schema_version {SCHEMA_VERSION})",
-    }
+    head = {"$schema": DRAFT, "$id": SCHEMA_ID.replace("summary", name), "title": title}
     return {**head, **{k: v for k, v in schema.items() if k != "title"}}
 
 
-def render() -> str:
-    """The schema file's text, as committed in ``schemas/summary.schema.json``."""
-    return json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n"
+def render(name: str = "summary") -> str:
+    """The schema file's text, as committed in ``schemas/<name>.schema.json``."""
+    return json.dumps(json_schema(name), indent=2, ensure_ascii=False) + "\n"
 
 
 def validate(data: Any, where: str = "summary") -> Summary:
@@ -92,5 +101,5 @@ def validate(data: Any, where: str = "summary") -> Summary:
     return cast(Summary, data)
 
 
-if __name__ == "__main__":  # python -m loadgen.summary.schema > schemas/summary.schema.json
-    sys.stdout.write(render())
+if __name__ == "__main__":  # python -m loadgen.summary.schema [NAME] > schemas/NAME.schema.json
+    sys.stdout.write(render(sys.argv[1] if len(sys.argv) > 1 else "summary"))

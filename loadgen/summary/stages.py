@@ -78,6 +78,100 @@ class PrecisionBlock(TypedDict, total=True):
 
 
 @with_config(DOCS)
+class SteadyState(TypedDict, total=True):
+    """whether a stage's measured requests ran in a steady state"""
+
+    steady: bool | None
+    """completion rate and in-flight requests within 20% from the first to the last third of the
+    stage's dispatch window, with enough measured requests and one of them ok; null: not judged
+    (a single-stage run drawn as a one-point curve by `loadgen compare`)"""
+    throughput_change: float | None
+    """the completion rate's change from the first to the last third"""
+    in_flight_change: float | None
+    """the mean in-flight count's change from the first to the last third"""
+    reason: str | None
+    """why it is not steady; null when it is"""
+
+
+@with_config(DOCS)
+class CurveStats(TypedDict, total=True):
+    """a latency's percentiles at one stage, ms"""
+
+    p50: float | None
+    """the median"""
+    p90: float | None
+    """the 90th percentile"""
+    p99: float | None
+    """the 99th percentile"""
+
+
+@with_config(DOCS)
+class CurvePoint(TypedDict, total=True):
+    """one stage on the latency-throughput curve"""
+
+    stage: int
+    """the stage's index"""
+    name: str
+    """the stage's name"""
+    offered: float | None
+    """the offered load: the stage's concurrency or rate"""
+    offered_kind: Literal["concurrency", "rate"]
+    """which knob `offered` is"""
+    throughput_rps: float | None
+    """ok requests per second of its measured window"""
+    output_tokens_per_s: float | None
+    """output tokens per second of its measured window"""
+    goodput_rps: float | None
+    """requests meeting every per-request SLO per second"""
+    attained_fraction: float | None
+    """fraction of its requests meeting every per-request SLO"""
+    mean_concurrency: float | None
+    """mean requests in flight over its window"""
+    error_rate: float | None
+    """failed / (ok + failed)"""
+    sla_verdict: str | None
+    """the stage's SLA verdict (pass, fail, none)"""
+    steady: bool | None
+    """the stage's steady_state.steady"""
+    ok: int
+    """its ok measured requests"""
+    ttft_ms: CurveStats
+    """TTFT p50/p90/p99 (the metric registry's curve distributions, as the four below)"""
+    tpot_ms: CurveStats
+    """TPOT p50/p90/p99"""
+    e2e_ms: CurveStats
+    """end-to-end latency p50/p90/p99"""
+    itl_ms: CurveStats
+    """inter-token latency p50/p90/p99"""
+
+
+@with_config(DOCS)
+class Knee(TypedDict, total=True):
+    """the last stage before throughput stops scaling with the offered load"""
+
+    stage: int
+    """its index"""
+    name: str
+    """its name"""
+    offered: float
+    """its offered load"""
+    throughput_rps: float
+    """its throughput"""
+    next_scaling: float
+    """d log throughput / d log load from it to the next stage (below 0.5)"""
+
+
+@with_config(DOCS)
+class CurveRules(TypedDict, total=True):
+    """the curve's rules in words"""
+
+    steady_state: str
+    """the steady-state rule"""
+    knee: str
+    """the knee rule"""
+
+
+@with_config(DOCS)
 class StageSummary(TypedDict, total=True):
     """one stage: the same counts, window, metrics and sla blocks as the whole run, for its own requests"""
 
@@ -103,7 +197,7 @@ class StageSummary(TypedDict, total=True):
     """the stage's speculative decoding, from the scrapes around its window and its records"""
     telemetry: NotRequired[Telemetry]
     """the GPUs over this stage's measured window, when they were read"""
-    steady_state: dict[str, Any]
+    steady_state: SteadyState
     """steady: completion rate and in-flight requests within 20% from the first to the last third of the
     stage's dispatch window; reason when not"""
 
@@ -114,10 +208,10 @@ class Curve(TypedDict, total=False):
 
     x: Literal["concurrency", "rate"]
     """the offered-load knob the stages varied"""
-    points: list[dict[str, Any]]
+    points: list[CurvePoint]
     """per stage: offered load, throughput, output tokens/s, goodput, attained fraction, TTFT/TPOT/E2E/ITL
     p50/p90/p99, SLA verdict, steady, ok requests"""
-    knee: dict[str, Any] | None
+    knee: Knee | None
     """the last stage before throughput stops scaling with the offered load (d log throughput / d
     log load < 0.5): stage, name, offered, throughput_rps, next_scaling; null when it kept scaling"""
     stages_with_ok: int
@@ -125,7 +219,7 @@ class Curve(TypedDict, total=False):
     find)"""
     last_stage_meeting_sla: int | None
     """the highest-numbered stage whose SLA verdict is pass"""
-    rules: dict[str, Any]
+    rules: CurveRules
     """the steady-state and knee rules in words"""
 
 
@@ -169,6 +263,92 @@ class CapacityStages(TypedDict, total=True):
 
 
 @with_config(DOCS)
+class CapacityTwin(TypedDict, total=False):
+    """what the fitted twin said: its fit and its answer, or why it had none"""
+
+    fitted: bool
+    """whether the simulator could be fitted to the search's stages"""
+    why: str
+    """why the twin proposed nothing (the fit's refusal, or the budget's share spent)"""
+    preset: str
+    """the preset the twin was fitted from"""
+    params: dict[str, float]
+    """the fitted parameters (bandwidth_efficiency, flops_efficiency, ...)"""
+    request_latency_ms: float
+    """the fitted client-to-engine latency, ms"""
+    max_residual_pct: float
+    """the largest residual of the fit on the search's stages, %"""
+    stages_fitted: int
+    """search stages the twin was fitted to"""
+    rate: float | None
+    """the rate the twin's own virtual-time search proposes, req/s"""
+    lowest_thresholds: list[float]
+    """the lowest of the virtual confirmations' holding thresholds, req/s"""
+    runs: int
+    """virtual confirmations whose threshold was found"""
+    out_of_time: bool
+    """the twin's share of the budget ended before every virtual confirmation ran"""
+    hold: float
+    """the probability a confirmation at the proposed rate holds"""
+    confirmations_run: int
+    """virtual confirmations evaluated"""
+    lengths: str
+    """what the virtual runs drew their lengths from"""
+    seconds: float
+    """wall seconds the twin's fit and search took"""
+
+
+@with_config(DOCS)
+class CapacityProposal(TypedDict, total=True):
+    """the first rate confirmed and who proposed it"""
+
+    rate: float | None
+    """the proposed rate, req/s"""
+    by: Literal["twin", "search"]
+    """twin: the fitted simulator's own search; search: the highest passing level"""
+    twin: CapacityTwin | None
+    """what the twin said; null when none was asked"""
+    above_confirmed: float | None
+    """the proposal over the confirmed rate, minus 1; null when nothing was confirmed"""
+
+
+@with_config(DOCS)
+class CapacityConfirmation(TypedDict, total=True):
+    """one confirming run"""
+
+    stage: int
+    """its stage index"""
+    rate: float
+    """the rate it ran at, req/s"""
+    measured_s: float
+    """its measured seconds"""
+    requests: int
+    """measured requests counted"""
+    attainment: float | None
+    """fraction of them meeting every SLO"""
+    lower_bound_95: float | None
+    """the one-sided lower 95% bound of that attainment"""
+    block_s: float
+    """the bootstrap's block length, s"""
+    held: bool
+    """the lower bound reached the target and the queue did not grow"""
+    why: str | None
+    """why it did not hold; null when it held"""
+
+
+@with_config(DOCS)
+class CapacityCliff(TypedDict, total=True):
+    """where attainment crosses the target, as the search's stages bracketed it"""
+
+    bracket: Annotated[list[float | None], Field(min_length=2, max_length=2)]
+    """[highest passing level, lowest failing level], req/s"""
+    crossing_rps: float | None
+    """the median interpolated crossing over the resamples, req/s"""
+    ci95: Annotated[list[float | None], Field(min_length=2, max_length=2)]
+    """2.5th percentile of the highest passing level, 97.5th of the lowest failing"""
+
+
+@with_config(DOCS)
 class Capacity(TypedDict, total=True):
     """`loadgen capacity` runs only (also its capacity.json): the highest request rate a confirming run
     held with at least `attainment` of requests meeting every per-request SLO (DistServe's goodput),
@@ -189,15 +369,15 @@ class Capacity(TypedDict, total=True):
     lower_bound_at_capacity: NotRequired[float | None]
     """the one-sided lower 95% bound of the confirming run's attainment (circular-block bootstrap over
     10 s blocks of arrivals; 1 - 3/n when nothing failed)"""
-    proposal: NotRequired[dict[str, Any] | None]
+    proposal: NotRequired[CapacityProposal | None]
     """the first rate confirmed: rate, by (twin or search), the twin's fit and answer (or why it had
     none), above_confirmed (the proposal over the confirmed rate, minus 1)"""
-    confirmations: NotRequired[list[dict[str, Any]]]
+    confirmations: NotRequired[list[CapacityConfirmation]]
     """each confirming run: stage, rate, measured_s, requests, attainment, lower_bound_95, block_s,
     held, why (when it did not hold)"""
     confirm_s: NotRequired[float]
     """measured seconds of a confirming run"""
-    cliff: NotRequired[dict[str, Any]]
+    cliff: NotRequired[CapacityCliff]
     """where attainment crosses the target, as the search's stages bracketed it: bracket [highest passing
     level, lowest failing level], crossing_rps (median interpolated crossing over the resamples), ci95
     (2.5th percentile of the highest passing level, 97.5th of the lowest failing, over circular-block

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from loadgen.sim import SimConfig, SimProcess
 
-from helpers import alive_with, cli
+from helpers import alive_with, cli, schema_errors
 
 PY = sys.executable
 WORKLOAD = """
@@ -79,6 +79,7 @@ backends:
     done = cli("experiment", str(write(tmp_path, body)), "--out", str(tmp_path), "--id", "e", timeout=300)
     assert done.returncode == 1, done.stderr[-2000:]
     state = json.loads((tmp_path / "e" / "experiment.json").read_text())
+    assert schema_errors("experiment", state) == []  # failed cells, their errors, a ranking of one
     cells = state["cells"]
     assert {k: c["state"] for k, c in cells.items()} == {
         "good/repeat-1": "done",
@@ -283,7 +284,9 @@ def test_scripted_servers_rank_by_their_script(tmp_path):
         "experiment", str(write(tmp_path, SCRIPTED.replace("PY", PY))), "--out", str(tmp_path), "--id", "e"
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    rows = json.loads((tmp_path / "e" / "experiment.json").read_text())["ranking"]["rows"]
+    state = json.loads((tmp_path / "e" / "experiment.json").read_text())
+    assert schema_errors("experiment", state) == []  # a ranking of two, one without a capacity
+    rows = state["ranking"]["rows"]
     assert [r["config"] for r in rows] == ["fast", "slow"]
     assert rows[0]["versus_next"]["text"] == "the next has no capacity at the SLA"
     assert rows[1]["figures"]["capacity_rps"]["values"] == [None, None]

@@ -319,9 +319,11 @@ def test_a_cost_per_sequence_is_fitted_when_asked_and_fixed_parameters_keep_thei
         sim_fit.fit(source)
 
 
-def test_settings_the_run_cannot_record_are_given_and_checked(sweep):
+def test_settings_the_run_cannot_record_are_given_and_checked(tmp_path):
     """--set gives the twin the server's scheduler; a fitted parameter or a bad value is refused
-    naming the field."""
+    naming the field (checked as the run folder is read: any run's folder will do)."""
+    lengths = {"workload.num_requests": 8, "workload.input_tokens": 256, "workload.output_tokens": 16}
+    sweep = helpers.run(helpers.profile(tmp_path, None, **lengths, sim={"time_scale": 0.5})).run_dir
     source = sim_fit.read_run(sweep, settings={"max_num_batched_tokens": 2048, "kv_allocation": "on_demand"})
     assert source.base["max_num_batched_tokens"] == 2048 and source.base["kv_allocation"] == "on_demand"
     with pytest.raises(sim_fit.FitError, match=r"--set step_overhead_ms: the fit sets it"):

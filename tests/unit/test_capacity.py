@@ -23,7 +23,7 @@ from loadgen.runner.capacity import (
     resample_goods,
 )
 
-from helpers import TPOT_BOUND_PROFILE
+from helpers import TPOT_BOUND_PROFILE, schema_errors
 
 
 def flags(attainment: float, n: int = 200) -> np.ndarray:
@@ -328,6 +328,7 @@ def test_capacity_on_the_simulator_confirms_a_rate_below_its_own_answer(tmp_path
     cap = json.loads((run / "capacity.json").read_text())
     summary = json.loads((run / "summary.json").read_text())
     assert summary["capacity"] == cap and cap["verdict"] == "confirmed"
+    assert schema_errors("capacity", cap) == []
     assert float(head[1]) == pytest.approx(cap["capacity_rps"], rel=0.01)
     assert int(head[6]) == len(cap["stages"])
     held = cap["confirmations"][-1]

@@ -49,12 +49,16 @@ def test_fixture_summaries_validate(path):
     assert errors == []
 
 
-def test_the_schema_file_is_generated_from_the_types():
-    """The committed file is exactly what the types generate: a field added to a block without
-    regenerating it (python -m loadgen.summary.schema > schemas/summary.schema.json) fails here."""
-    from loadgen.summary.schema import render
+@pytest.mark.parametrize("name", ["summary", "capacity", "experiment"])
+def test_the_schema_file_is_generated_from_the_types(name):
+    """Each committed file is exactly what the types generate: a field added to a block without
+    regenerating it (python -m loadgen.summary.schema NAME > schemas/NAME.schema.json) fails
+    here; and every result file with a schema is in this list."""
+    from loadgen.summary.schema import FILES, render
 
-    assert (ROOT / "schemas" / "summary.schema.json").read_text() == render()
+    assert sorted(FILES) == ["capacity", "experiment", "summary"]
+    assert (ROOT / "schemas" / f"{name}.schema.json").read_text() == render(name)
+    jsonschema.Draft202012Validator.check_schema(json.loads(render(name)))
 
 
 @pytest.mark.parametrize("path", SUMMARIES, ids=[p.parent.name for p in SUMMARIES])
