@@ -15,7 +15,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pydantic import BaseModel
@@ -32,9 +32,9 @@ __all__ = [
     "cli_page",
     "exit_codes_page",
     "field_rows",
+    "file_page",
     "metrics_page",
     "profile_page",
-    "summary_page",
 ]
 
 
@@ -267,19 +267,30 @@ def _schema_rows(node: dict[str, Any], path: str, defs: dict[str, Any], depth: i
             yield from _schema_rows(target, f"{path}{name}.", defs, depth + 1)
 
 
-def summary_page() -> str:
-    schema = summary_schema.json_schema()
-    out = [
-        "# summary.json",
-        "",
-        "Generated from `schemas/summary.schema.json` (itself generated from the summary's types;",
-        "a test keeps it current), four levels deep. Every run folder holds one `summary.json`.",
-        "",
-        "| field | type | description |",
-        "|---|---|---|",
-    ]
-    out += list(_schema_rows(schema, "", schema.get("$defs", {})))
-    return "\n".join(out) + "\n"
+# The result files' pages: (schema name, what holds the file).
+_FILE_PAGES = {
+    "summary": "Every run folder holds one `summary.json`.",
+    "capacity": "A `loadgen capacity` run folder holds one `capacity.json` (as summary.json's `capacity`).",
+    "experiment": "A `loadgen experiment` folder holds one `experiment.json`, rewritten after every change.",
+}
+
+
+def file_page(name: str) -> Callable[[], str]:
+    def page() -> str:
+        schema = summary_schema.json_schema(name)
+        out = [
+            f"# {name}.json",
+            "",
+            f"Generated from `schemas/{name}.schema.json` (itself generated from the file's types;",
+            f"a test keeps it current), four levels deep. {_FILE_PAGES[name]}",
+            "",
+            "| field | type | description |",
+            "|---|---|---|",
+        ]
+        out += list(_schema_rows(schema, "", schema.get("$defs", {})))
+        return "\n".join(out) + "\n"
+
+    return page
 
 
 def exit_codes_page() -> str:
@@ -299,6 +310,6 @@ PAGES = {
     "reference/cli.md": cli_page,
     "reference/profile.md": profile_page,
     "reference/metrics.md": metrics_page,
-    "reference/summary.md": summary_page,
+    **{f"reference/{name}.md": file_page(name) for name in _FILE_PAGES},
     "reference/exit-codes.md": exit_codes_page,
 }

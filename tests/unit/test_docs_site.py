@@ -113,7 +113,12 @@ def test_the_reference_names_every_command_field_metric_and_exit_code():
     assert all(f"| `{m.name}` |" in metrics for m in metric_defs.METRICS)
     codes = reference.exit_codes_page()
     assert all(f"| {code} |" in codes for code in EXIT_CODES)
-    assert "`conditions.client.metric_definitions.changed_in`" in reference.summary_page()
+    assert "`conditions.client.metric_definitions.changed_in`" in reference.file_page("summary")()
+    assert "`proposal.twin.params`" in reference.file_page("capacity")()
+    assert (
+        "`ranking.rows`" in reference.file_page("experiment")()
+        and "`cells`" in reference.file_page("experiment")()
+    )
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT / "docs")))
