@@ -12,6 +12,7 @@ the console's sentences for these blocks are ``cli.block_lines``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, cast
 
 import numpy as np
@@ -98,7 +99,7 @@ def _mean(values: np.ndarray) -> float | None:
     return float(values.mean()) if values.size else None
 
 
-def shares_prefix(summary: dict) -> bool:
+def shares_prefix(summary: Mapping[str, Any]) -> bool:
     """The run's prompts were built to share a prefix: a shared system prompt, multi-turn
     sessions (each turn repeats the history), or a trace whose blocks repeat."""
     t = (summary.get("conditions") or {}).get("traffic") or {}

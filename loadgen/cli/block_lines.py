@@ -8,13 +8,15 @@ into the sentences ``loadgen run`` prints (``cli.console``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from loadgen.analysis import traffic
 from loadgen.report import speculative
+from loadgen.summary import Fidelity, Summary
 
 
-def quality_lines(summary: dict[str, Any]) -> list[str]:
+def quality_lines(summary: Summary) -> list[str]:
     """Accuracy of the scored answers, and the valid share of the structured ones."""
     q, lines = summary["quality"], []
     if q["scored"] or q["answers_kept"] or not q.get("json_scored"):
@@ -32,7 +34,7 @@ def quality_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def sessions_lines(summary: dict[str, Any]) -> list[str]:
+def sessions_lines(summary: Summary) -> list[str]:
     """The sessions and their TTFT by turn."""
     sess = summary["sessions"]
     if not sess["by_turn"]:
@@ -43,7 +45,7 @@ def sessions_lines(summary: dict[str, Any]) -> list[str]:
     return [f"sessions    {sess['sessions']}; TTFT p50 by turn (ms) {turns}"]
 
 
-def models_lines(summary: dict[str, Any]) -> list[str]:
+def models_lines(summary: Summary) -> list[str]:
     """One line per model of a LoRA mix."""
     lines = []
     for r in summary["models"].get("by_model") or []:
@@ -55,19 +57,19 @@ def models_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def media_lines(summary: dict[str, Any]) -> list[str]:
+def media_lines(summary: Summary) -> list[str]:
     return [media_line(summary["media"])]
 
 
-def speculative_lines(summary: dict[str, Any]) -> list[str]:
+def speculative_lines(summary: Summary) -> list[str]:
     return ["speculative " + speculative.line(summary["speculative"])]
 
 
-def server_lines(summary: dict[str, Any]) -> list[str]:
+def server_lines(summary: Summary) -> list[str]:
     """The server's prefix-cache hit rate (its other figures are in the report)."""
-    cache = summary["server"].get("prefix_cache") or {}
-    hit = cache.get("hit_rate")
-    if hit is None or not (hit > 0 or traffic.shares_prefix(summary)):
+    cache = summary["server"].get("prefix_cache")
+    hit = cache.get("hit_rate") if cache else None
+    if cache is None or hit is None or not (hit > 0 or traffic.shares_prefix(summary)):
         return []
     return [
         f"prefix cache  server hit rate {cache['hit_rate']:.1%} "
@@ -75,7 +77,7 @@ def server_lines(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def fidelity_line(block: dict[str, Any]) -> str:
+def fidelity_line(block: Fidelity) -> str:
     """The one line ``loadgen run`` prints: the first-token lag and how many requests back it."""
     first, chunk = block["first_token_lag_ms"], block["chunk_lag_ms"]
     if not block["requests_matched"] or chunk["count"] == 0:
@@ -96,7 +98,7 @@ def fidelity_line(block: dict[str, Any]) -> str:
     return text
 
 
-def media_line(media: dict[str, Any]) -> str:
+def media_line(media: Mapping[str, Any]) -> str:
     """What the requests' media were: counts and sizes, per request, and their rates."""
     per, parts, rates = media["per_request"], [], []
     if media["images"]:

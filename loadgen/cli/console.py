@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -18,6 +18,11 @@ from loadgen.analysis.saturation import queue_word
 from loadgen.cli import block_lines
 from loadgen.cli.block_lines import fidelity_line
 from loadgen.report.repeats import repeats_table
+from loadgen.summary import Curve, SlaBlock, Summary
+
+if TYPE_CHECKING:  # the runner and the result are imported only when a run has ended
+    from loadgen.result import RunResult
+    from loadgen.runner.execute import Progress as RunProgress
 
 # The latency table: the registry's distributions shown on the console, and its columns. A row
 # with a ``same_as`` (TTFT and E2E from the scheduled send) is left out while it matches that
@@ -58,7 +63,7 @@ class ProgressView:
     def note(self, msg: str) -> None:
         self.console.print(f"[dim]{msg}[/dim]")
 
-    def update(self, p: Any) -> None:
+    def update(self, p: RunProgress) -> None:
         if self._progress is None:
             return
         live = p.live
@@ -81,7 +86,7 @@ def _fmt(v: Any, digits: int = 1) -> str:
     return f"{v:,.{digits}f}"
 
 
-def summary_table(summary: dict) -> Table:
+def summary_table(summary: Summary) -> Table:
     failed = (summary.get("counts") or {}).get("failed") or 0
     title = "latency (ms)" if not failed else f"latency (ms) of the ok requests only ({failed} failed)"
     t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
@@ -97,7 +102,7 @@ def summary_table(summary: dict) -> Table:
     return t
 
 
-def stage_table(summary: dict) -> Table:
+def stage_table(summary: Summary) -> Table:
     """One row per stage of a multi-stage run: its load, throughput, latency tails and verdict."""
     t = Table(title="stages", title_justify="left", show_edge=False, pad_edge=False)
     for col in (
@@ -127,7 +132,7 @@ def stage_table(summary: dict) -> Table:
             _fmt((m.get("goodput") or {}).get("requests_per_s"), 2),
             "none: all warm-up" if st["sla"].get("no_verdict") else st["sla"]["verdict"],
             "yes" if st["steady_state"]["steady"] else "no",
-            _queue((st.get("saturation") or {}).get("verdict")),
+            _queue(sat["verdict"] if (sat := st.get("saturation")) else None),
         )
     return t
 
@@ -138,7 +143,7 @@ def _queue(verdict: str | None) -> str:
     return f"[red]{word}[/red]" if verdict == "over_saturated" else word
 
 
-def _print_curve(con: Console, curve: dict) -> None:
+def _print_curve(con: Console, curve: Curve) -> None:
     knee = curve.get("knee")
     con.print(
         "knee    "
@@ -158,12 +163,12 @@ def _print_curve(con: Console, curve: dict) -> None:
     )
 
 
-def _scalar(summary: dict, name: str) -> str:
+def _scalar(summary: Summary, name: str) -> str:
     """A run scalar of the registry at its console precision."""
     return _fmt(metric_defs.lookup(summary, name), metric_defs.get(name).digits)
 
 
-def print_summary(result: Any, file: Any = None) -> None:
+def print_summary(result: RunResult, file: TextIO | None = None) -> None:
     """The end-of-run summary, entry after entry of ``CONSOLE``: what ran, what was counted, the
     latency table (and a sweep's stages), the rates, the SLA, the traffic, the client's own
     health. A block's entry prints only when the summary has that block."""
@@ -178,38 +183,40 @@ def print_summary(result: Any, file: Any = None) -> None:
     )
 
 
-def _lines(make: Callable[[dict[str, Any]], list[str]]) -> Callable[[Console, dict], None]:
-    def show(con: Console, s: dict) -> None:
+def _lines(make: Callable[[Summary], list[str]]) -> Callable[[Console, Summary], None]:
+    def show(con: Console, s: Summary) -> None:
         for line in make(s):
             con.print(line, soft_wrap=True)
 
     return show
 
 
-def _print_stages(con: Console, s: dict) -> None:
+def _print_stages(con: Console, s: Summary) -> None:
     con.print(stage_table(s))
     if "curve" in s:
         _print_curve(con, s["curve"])
 
 
-def _print_fidelity(con: Console, s: dict) -> None:
+def _print_fidelity(con: Console, s: Summary) -> None:
     fid = s["fidelity"]
     colour = {"pass": "green", "fail": "red"}.get(fid["verdict"], "yellow")
     con.print(f"[{colour}]{fidelity_line(fid)}[/{colour}]", soft_wrap=True)
 
 
-def _load_shape(s: dict) -> str:
+def _load_shape(s: Summary) -> str:
     """How the load was offered: a sweep's stages, a trace replay, or a closed or open loop."""
     load = s["conditions"]["load"]
     stages = s.get("stages") or []
-    trace = (s["conditions"].get("traffic") or {}).get("trace")
+    traffic = s["conditions"].get("traffic")
+    trace = traffic.get("trace") if traffic else None
     if stages:
         return f"{len(stages)} stages: {', '.join(st['name'] for st in stages)}"
     if trace is not None:
         scale = trace.get("time_scale") or 1.0
+        span = trace.get("span_s") or 0.0
         return (
             f"trace replay {trace.get('path')}: {trace['requests']} requests over "
-            f"{trace['span_s'] * scale:.1f} s (the trace's {trace['span_s']:.1f} s, time scale {scale:g})"
+            f"{span * scale:.1f} s (the trace's {span:.1f} s, time scale {scale:g})"
         )
     return (
         f"closed loop, concurrency {load['concurrency']}"
@@ -219,7 +226,7 @@ def _load_shape(s: dict) -> str:
     )
 
 
-def _print_header(con: Console, s: dict) -> None:
+def _print_header(con: Console, s: Summary) -> None:
     """The run, whether it is complete, its target, its load and what ended it."""
     tgt = s["conditions"]["target"]
     con.print(
@@ -228,9 +235,11 @@ def _print_header(con: Console, s: dict) -> None:
     )
     con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
     con.print(f"load    {_load_shape(s)}")
-    pre = ((s.get("conditions") or {}).get("server") or {}).get("preflight") or {}
-    if pre.get("note"):
-        con.print(f"[yellow]note[/yellow]    {pre['note']}", soft_wrap=True)
+    server = s["conditions"].get("server")
+    preflight = server.get("preflight") if server else None
+    note = preflight["note"] if preflight else None
+    if note:
+        con.print(f"[yellow]note[/yellow]    {note}", soft_wrap=True)
     if s.get("ended_by"):
         con.print(f"ended   {s['ended_by']['text']}")
 
@@ -253,7 +262,7 @@ def error_lines(c: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _print_counts(con: Console, s: dict) -> None:
+def _print_counts(con: Console, s: Summary) -> None:
     """The requests counted, their errors, and what the server or the connection did unusually."""
     c = s["counts"]
     con.print(
@@ -264,7 +273,7 @@ def _print_counts(con: Console, s: dict) -> None:
         con.print("errors   " + "  ".join(f"{k}: {v}" for k, v in c["errors_by_class"].items()))
         for line in error_lines(c):
             con.print(line, soft_wrap=True, markup=False, highlight=False)
-    unmarked = (c.get("stream_ends") or {}).get("no_terminator")
+    unmarked = ends.get("no_terminator") if (ends := c.get("stream_ends")) else None
     if unmarked:
         con.print(
             f"[yellow]stream end[/yellow] {unmarked} ok stream(s) closed after their finish without "
@@ -287,7 +296,7 @@ def _print_counts(con: Console, s: dict) -> None:
         )
 
 
-def _print_rates(con: Console, s: dict) -> None:
+def _print_rates(con: Console, s: Summary) -> None:
     """Throughput, goodput against the per-request SLOs, and the Little's-law check; the rates
     the summary has (a run without a token stream has items/s, not output tokens/s)."""
     streamed = metric_defs.present(s, "output_tokens_per_s")
@@ -317,7 +326,7 @@ def _print_rates(con: Console, s: dict) -> None:
     )
 
 
-def _print_energy(con: Console, s: dict) -> None:
+def _print_energy(con: Console, s: Summary) -> None:
     """The GPUs' energy per token and mean power over the measured window."""
     streamed = metric_defs.present(s, "output_tokens_per_s")
     energy = s["telemetry"].get("energy")
@@ -338,7 +347,7 @@ def _print_energy(con: Console, s: dict) -> None:
         )
 
 
-def _print_repeats(con: Console, s: dict) -> None:
+def _print_repeats(con: Console, s: Summary) -> None:
     """A repeated run's headline figures, repeat by repeat, with their between-repeat interval."""
     table = repeats_table(s)
     if table is None:
@@ -358,7 +367,7 @@ def _print_repeats(con: Console, s: dict) -> None:
     con.print(t)
 
 
-def _print_sla(con: Console, sla: dict) -> None:
+def _print_sla(con: Console, sla: SlaBlock) -> None:
     """The SLA verdict with the first failing rule, then every rule (nothing when none is set)."""
     if sla.get("verdict") == "none":
         return
@@ -372,7 +381,7 @@ def _print_sla(con: Console, sla: dict) -> None:
         con.print(f"  {mark} {d['rule']}  (measured {val})" + (f" {d['reason']}" if d.get("reason") else ""))
 
 
-def _print_client(con: Console, s: dict) -> None:
+def _print_client(con: Console, s: Summary) -> None:
     """The client's own health: its CPU and loop lag (its warnings follow the fidelity check)."""
     client = s.get("client") or {}
     con.print(
@@ -381,7 +390,7 @@ def _print_client(con: Console, s: dict) -> None:
     )
 
 
-def _print_warnings(con: Console, s: dict) -> None:
+def _print_warnings(con: Console, s: Summary) -> None:
     """The client's warnings, and whether the prompt lengths are approximate."""
     client = s.get("client") or {}
     for w in client.get("warnings", []):
@@ -398,7 +407,7 @@ def _print_warnings(con: Console, s: dict) -> None:
 
 # The blocks that add a line or two each to a run's table (production-like traffic, the media
 # sent, speculative decoding, the server's prefix-cache hit rate), in the console's order.
-LINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
+LINES: dict[str, Callable[[Summary], list[str]]] = {
     "quality": block_lines.quality_lines,
     "sessions": block_lines.sessions_lines,
     "models": block_lines.models_lines,
@@ -408,14 +417,14 @@ LINES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
 }
 
 
-def traffic_lines(summary: dict[str, Any]) -> list[str]:
+def traffic_lines(summary: Summary) -> list[str]:
     """The lines ``LINES``' blocks print for ``summary``, in order."""
     return [line for name, make in LINES.items() if name in summary for line in make(summary)]
 
 
 # The console, in order: the core entries (always printed) and, by the names of the summary's
 # blocks (runner/blocks.py), each block's lines, printed when the summary has it.
-CONSOLE: tuple[tuple[str, Callable[[Console, dict], None]], ...] = (
+CONSOLE: tuple[tuple[str, Callable[[Console, Summary], None]], ...] = (
     ("header", _print_header),
     ("counts", _print_counts),
     ("latency", lambda con, s: con.print(summary_table(s))),

@@ -9,6 +9,7 @@ stream's tokens per event, the run's TPOT p50 beside them, and each stage's when
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from loadgen.report.blocks import Section, Table, Text, num
@@ -18,7 +19,7 @@ TITLE = "Speculative decoding"
 HEADER = ("", "acceptance rate", "mean acceptance length", "tokens per event (stream)", "TPOT p50 ms")
 
 
-def line(spec: dict[str, Any]) -> str:
+def line(spec: Mapping[str, Any]) -> str:
     """The block in one line (the console's)."""
     parts = []
     srv = spec.get("server")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 from loadgen import records as R
 from loadgen.backends.base import StreamingBackend
@@ -28,6 +27,7 @@ from loadgen.backends.rejections import hint
 from loadgen.clock import now_ns
 from loadgen.errors import RunError
 from loadgen.redact import Scrubber
+from loadgen.summary.conditions import ConditionsServerPreflight
 
 MAX_TOKENS = 8
 PREFLIGHT_ID = -1  # the record id of the preflight request: never a run's
@@ -47,8 +47,15 @@ class Preflight:
     dropped: tuple[str, ...] = ()  # fields the run sends no more (ignore_eos under auto)
     note: str | None = None
 
-    def conditions(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in dataclasses.asdict(self).items()}
+    def conditions(self) -> ConditionsServerPreflight:
+        return ConditionsServerPreflight(
+            sent=self.sent,
+            ok=self.ok,
+            error_class=self.error_class,
+            message=self.message,
+            dropped=list(self.dropped),
+            note=self.note,
+        )
 
 
 def refused(rec: R.RequestRecord) -> bool:

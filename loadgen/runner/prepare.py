@@ -36,6 +36,7 @@ from loadgen.runner.preflight import Preflight, preflight
 from loadgen.server import fit
 from loadgen.server.context import fit_context
 from loadgen.summary import ClientSelfcheck
+from loadgen.summary.conditions import ConditionsServerPreflight
 from loadgen.workload import Workload, build_schedule
 
 _NAME_IN_ID = 48  # characters of the profile name kept in a generated run id
@@ -178,7 +179,7 @@ async def _preflight(
     workload: Workload,
     specs: SpecSource,
     status: Callable[[str], None],
-) -> tuple[Profile, StreamingBackend, dict[str, Any]]:
+) -> tuple[Profile, StreamingBackend, ConditionsServerPreflight]:
     """The preflight request (``preflight.py``) and what the run goes on with: its profile
     (``target.ignore_eos`` resolved to what is sent: auto becomes true, or false when the server
     refused the field), its backend (``backend``, built to send what auto sends, unless the

@@ -18,6 +18,8 @@ class ClientWarnings(TypedDict, total=True):
     """kind: client_limited or schedule_slip"""
     message: str
     """what it means for this run's numbers"""
+    reasons: NotRequired[list[str]]
+    """client_limited: each sign of it (sends late, the event loop lagging, the CPU saturated)"""
 
 
 @with_config(DOCS)

@@ -77,6 +77,24 @@ class ConditionsServerIdentity(TypedDict, total=False):
 
 
 @with_config(DOCS)
+class ConditionsServerPreflight(TypedDict, total=True):
+    """the preflight: one request in the run's exact body shape before the load"""
+
+    sent: bool
+    """whether it was sent (not to the built-in simulator, nor with target.preflight: false)"""
+    ok: bool
+    """the server took it"""
+    error_class: str | None
+    """its error class when it failed"""
+    message: str | None
+    """the server's own message when it failed, scrubbed"""
+    dropped: list[str]
+    """fields the run sends no more (ignore_eos under target.ignore_eos: auto)"""
+    note: str | None
+    """what the console says of it"""
+
+
+@with_config(DOCS)
 class ConditionsServer(TypedDict, total=False):
     """what the server said about itself: models_status, headers (engine/version ones), models (/v1/models),
     version (/version)"""
@@ -88,6 +106,8 @@ class ConditionsServer(TypedDict, total=False):
     renders them"""
     props: dict[str, Any] | None
     """llama.cpp's /props: n_ctx_slot (one slot's context), total_slots, build_info, model_path"""
+    preflight: ConditionsServerPreflight
+    """what the preflight heard"""
 
 
 @with_config(DOCS)
@@ -144,6 +164,12 @@ class ConditionsTrafficTrace(TypedDict, total=False):
     """the local trace file"""
     format: str
     """the format read: mooncake, azure or native"""
+    time_scale: float
+    """wall seconds per trace second of the replay (workload.trace.time_scale)"""
+    start_s: float
+    """trace seconds skipped before the replayed window"""
+    window_s: float | None
+    """trace seconds replayed; null: to the end"""
     rows_read: Annotated[int, Field(ge=0)]
     """rows of the file read"""
     requests: Annotated[int, Field(ge=0)]
