@@ -167,7 +167,7 @@ def _samples(t: RecordTable, cols: dict[str, np.ndarray]) -> dict[str, Any]:
 def summarize(
     records: Records,
     *,
-    sla: Any = None,
+    sla: sla_mod.Sla | None = None,
     incomplete: bool = False,
     seconds: float | None = None,
     streamed: bool = True,
@@ -187,7 +187,7 @@ def summarize(
 
 
 def measure(
-    records: Records, *, sla: Any = None, seconds: float | None = None, streamed: bool = True
+    records: Records, *, sla: sla_mod.Sla | None = None, seconds: float | None = None, streamed: bool = True
 ) -> tuple[Counts, Window, Metrics]:
     """``summarize`` without the SLA verdict: the counts, window and metrics (``sla``'s SLOs
     still define goodput). A run's summary judges its SLA last, once every block it may bound
@@ -208,7 +208,7 @@ def metrics_block(
     counts: Counts,
     flight: tuple[np.ndarray, np.ndarray, np.ndarray],
     window: Window,
-    sla: Any,
+    sla: sla_mod.Sla | None,
     streamed: bool = True,
 ) -> Metrics:
     """Every latency distribution of the registry that applies to the run (``streamed``: see

@@ -24,7 +24,7 @@ def _latency(values: np.ndarray) -> ModelLatency:
 
 
 def models(
-    table: RecordTable, names: tuple[str, ...], choice: str, seconds: float, sla: object
+    table: RecordTable, names: tuple[str, ...], choice: str, seconds: float, sla: sla_mod.Sla | None
 ) -> Models | None:
     """Rows for ``names`` (the mix, in order) over the measured requests; None when no record
     names a model (a run without a mix). ``seconds``: the run's window."""

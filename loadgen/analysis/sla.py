@@ -1,23 +1,24 @@
 """Per-request SLOs (goodput) and run-level SLA rules, evaluated on a summary's numbers.
 
-The SLA configuration is duck-typed so this module does not depend on the profile schema:
-``sla.<slo>`` for each of the registry's ``SLOS`` (``ttft_ms``, ``tpot_ms``, ``e2e_ms``:
-per-request SLOs in ms, ``None`` = unset) and ``sla.rules``, each rule with ``metric``,
-``stat``, ``op``, ``threshold`` and ``text()``, or the rule's text, read by the profile's own
-grammar (``config.sla.parse_rule``).
+The SLA is read through two protocols the profile's ``SlaConfig`` and ``SlaRule`` meet
+(``Sla``, ``Rule``): ``sla.<slo>`` for each of the registry's ``SLOS`` (``ttft_ms``,
+``tpot_ms``, ``e2e_ms``: per-request SLOs in ms, ``None`` = unset), ``sla.rules`` (each with
+``metric``, ``stat``, ``op``, ``threshold``) and ``sla.max_error_rate``. Protocols, not the
+models: the evaluator's own defences (an unknown metric or stat fails its rule, naming why) are
+tested with rules the profile would refuse.
 """
 
 from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable, Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
 import numpy as np
 
 from loadgen import metric_defs
-from loadgen.config.sla import parse_rule, stat_key
+from loadgen.config.sla import stat_key
 from loadgen.summary import SlaBlock
 
 # Per-request SLOs that define goodput (DistServe / vLLM ``--goodput``), as frame columns.
@@ -25,7 +26,26 @@ SLO_FIELDS: tuple[str, ...] = metric_defs.SLOS
 # A rule may name any metric of the registry: a distribution with one of
 # ``metric_defs.RULE_STATS``, a run scalar (read at its ``path`` in the summary) without a stat.
 
-DEFAULT_MAX_ERROR_RATE = 0.01  # the profile's default, for an SLA object that does not say
+
+class Rule(Protocol):
+    @property
+    def metric(self) -> str: ...
+    @property
+    def stat(self) -> str | None: ...
+    @property
+    def op(self) -> str: ...
+    @property
+    def threshold(self) -> float: ...
+
+
+class Sla(Protocol):
+    """The SLA (``SlaConfig``); each registry SLO is read by name (``getattr``)."""
+
+    @property
+    def rules(self) -> Sequence[Rule]: ...
+    @property
+    def max_error_rate(self) -> float: ...
+
 
 OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
@@ -35,7 +55,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 }
 
 
-def set_slos(sla: Any) -> dict[str, float]:
+def set_slos(sla: Sla | None) -> dict[str, float]:
     """The per-request SLOs that are set, e.g. ``{"ttft_ms": 700.0}``; ``{}`` when none are."""
     if sla is None:
         return {}
@@ -66,7 +86,7 @@ def good_mask(ok: np.ndarray, columns: dict[str, np.ndarray], slos: dict[str, fl
     return good
 
 
-def rule_text(rule: Any) -> str:
+def rule_text(rule: Rule) -> str:
     text = getattr(rule, "text", None)
     if callable(text):
         return str(text())
@@ -75,7 +95,7 @@ def rule_text(rule: Any) -> str:
     return f"{name} {rule.op} {rule.threshold}"
 
 
-def evaluate(sla: Any, summary: Mapping[str, Any], *, incomplete: bool = False) -> SlaBlock:
+def evaluate(sla: Sla | None, summary: Mapping[str, Any], *, incomplete: bool = False) -> SlaBlock:
     """The ``sla`` block: each rule checked against ``summary`` ({counts, metrics, ...}), after
     the error-rate check that is part of every verdict (``sla.max_error_rate``): its detail comes
     first, and when it fails its reason says how many requests failed and why. ``incomplete``:
@@ -86,12 +106,11 @@ def evaluate(sla: Any, summary: Mapping[str, Any], *, incomplete: bool = False) 
     A rule whose metric has no data (an empty distribution, a rate over a zero-length
     window) fails, with value ``None`` and a ``reason``; so does an unknown metric or stat.
     """
-    rules = list(getattr(sla, "rules", None) or ()) if sla is not None else []
-    rules = [parse_rule(r) if isinstance(r, str) else r for r in rules]
+    rules = list(sla.rules) if sla is not None else []
     slos = set_slos(sla)
     details = [_check(rule, summary) for rule in rules]
-    if details or slos:
-        details.insert(0, _errors(float(getattr(sla, "max_error_rate", DEFAULT_MAX_ERROR_RATE)), summary))
+    if sla is not None and (details or slos):
+        details.insert(0, _errors(sla.max_error_rate, summary))
     counts = summary.get("counts") or {}
     all_warmup = not counts.get("sent") and bool(counts.get("warmup"))
     if not details:
@@ -186,7 +205,7 @@ def _errors(limit: float, summary: Mapping[str, Any]) -> dict:
     }
 
 
-def _check(rule: Any, summary: Mapping[str, Any]) -> dict:
+def _check(rule: Rule, summary: Mapping[str, Any]) -> dict:
     metric = str(rule.metric)
     stat = getattr(rule, "stat", None)
     stat = None if stat is None else stat_key(str(stat))

@@ -61,6 +61,10 @@ def parse_rule(text: str) -> ParsedRule:
     return ParsedRule(stat_key(stat) if stat else None, m["metric"], m["op"], threshold)
 
 
+# sla.max_error_rate's default (here once: the report reads it for a saved run that predates it).
+MAX_ERROR_RATE = 0.01
+
+
 class SlaRule(StrictModel):
     """A run-level pass/fail rule on a percentile (or a run scalar), written as one string."""
 
@@ -126,4 +130,4 @@ class SlaConfig(_Slos):
     # Failed / (ok + failed) above which every verdict fails, whatever the latency rules say:
     # percentiles are of the ok requests, so without it a run with most requests failed could
     # pass. 1.0 turns it off.
-    max_error_rate: float = Field(0.01, ge=0, le=1)
+    max_error_rate: float = Field(MAX_ERROR_RATE, ge=0, le=1)

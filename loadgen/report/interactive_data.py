@@ -22,8 +22,8 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen import metric_defs
-from loadgen.analysis.sla import DEFAULT_MAX_ERROR_RATE
 from loadgen.analysis.table import RecordTable
+from loadgen.config.sla import MAX_ERROR_RATE
 from loadgen.metric_defs.model import ALWAYS_PRESENT
 from loadgen.records import CANCELLED
 from loadgen.report.curve import is_multi_stage
@@ -151,7 +151,7 @@ def embedded_data(summary: Summary, runs: Ranked) -> dict[str, Any]:
 
 def _max_error_rate(summary: Summary) -> float:
     sla = ((summary.get("conditions") or {}).get("profile") or {}).get("sla") or {}
-    return float(sla.get("max_error_rate", DEFAULT_MAX_ERROR_RATE))
+    return float(sla.get("max_error_rate", MAX_ERROR_RATE))
 
 
 def _slo(summary: Summary, name: str) -> dict[str, Any]:

@@ -35,7 +35,23 @@ from loadgen.runner.plan import StageOutcome
 from loadgen.server import telemetry as gpu_telemetry
 from loadgen.server.scraper import server_view
 from loadgen.server.speculative import speculative_block
-from loadgen.summary import Counts, Metrics, StageSummary, Window
+from loadgen.summary import (
+    Capacity,
+    Counts,
+    Curve,
+    Fidelity,
+    Media,
+    Metrics,
+    Models,
+    Quality,
+    ServerView,
+    Sessions,
+    Speculative,
+    StageSummary,
+    Telemetry,
+    Window,
+)
+from loadgen.summary.stages import PrecisionBlock
 
 
 @dataclass(frozen=True)
@@ -65,8 +81,11 @@ class MeasuredRun:
         return series.rows if series is not None and series.available else None
 
 
-# A builder: the run, and the blocks built before it in the list (the curve reads the stages).
-Builder = Callable[[MeasuredRun, Mapping[str, Any]], Any]
+# A builder: the run, and the blocks built before it in the list (the curve reads the stages),
+# to its block or None. A block's value is one of the summary's types, each its own: a builder
+# that reads another block narrows it (``_curve``).
+Built = Mapping[str, object]
+Builder = Callable[[MeasuredRun, Built], object]
 
 
 @dataclass(frozen=True)
@@ -80,7 +99,7 @@ class Block:
     stage: bool = False  # built for each stage of a multi-stage run
 
 
-def _stages(m: MeasuredRun, _built: Mapping[str, Any]) -> list[StageSummary] | None:
+def _stages(m: MeasuredRun, _built: Built) -> list[StageSummary] | None:
     """Every stage's own summary, each from its own records (a run of more than one stage)."""
     ex = m.executed
     if ex.planned_stages <= 1:
@@ -119,23 +138,23 @@ def stage_summary(
     return block
 
 
-def _curve(m: MeasuredRun, built: Mapping[str, Any]) -> Any:
-    stages = built.get("stages")
+def _curve(m: MeasuredRun, built: Built) -> Curve | None:
+    stages = cast("list[StageSummary] | None", built.get("stages"))
     return None if stages is None else curve.curve(m.executed.plan.curve_order(stages))
 
 
-def _capacity(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _capacity(m: MeasuredRun, _built: Built) -> Capacity | None:
     return m.executed.plan.conclude(m.executed.result.interrupted)
 
 
-def _quality(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _quality(m: MeasuredRun, _built: Built) -> Quality | None:
     answers = m.profile.output.answers
     sim = m.sim_info
     modelled = sim.get("answers") if sim is not None else None  # the simulator's answers are a model
     return traffic.quality(m.table, answers_kept=answers.keep, max_chars=answers.max_chars, modelled=modelled)
 
 
-def _precision(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _precision(m: MeasuredRun, _built: Built) -> PrecisionBlock | None:
     """What the run (a one-stage run) or the stage reached of its ``until``."""
     ex = m.executed
     if m.stage is not None:
@@ -148,36 +167,36 @@ def _precision(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
     return precision_block(m.table, until, first.precise, first.until_at_stop)
 
 
-def _sessions(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _sessions(m: MeasuredRun, _built: Built) -> Sessions | None:
     return traffic.sessions(m.table)
 
 
-def _models(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _models(m: MeasuredRun, _built: Built) -> Models | None:
     mix = m.profile.workload.models
     if mix is None:
         return None
     return models_block(m.table, mix.names, mix.choice, m.window["seconds"], m.profile.sla)
 
 
-def _media(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _media(m: MeasuredRun, _built: Built) -> Media | None:
     return media_block(m.table, m.window["seconds"])
 
 
-def _fidelity(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _fidelity(m: MeasuredRun, _built: Built) -> Fidelity | None:
     """The built-in simulator served: its log is the truth."""
     return fidelity.assess(m.table, m.run_dir / GROUND_TRUTH) if m.sim_info is not None else None
 
 
-def _server(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _server(m: MeasuredRun, _built: Built) -> ServerView | None:
     series = m.executed.server_series
     return None if series is None else server_view(series, m.window, bool(m.counts["warmup"]), m.table)
 
 
-def _speculative(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _speculative(m: MeasuredRun, _built: Built) -> Speculative | None:
     return speculative_block(m.scrapes, m.span, m.table)
 
 
-def _telemetry(m: MeasuredRun, _built: Mapping[str, Any]) -> Any:
+def _telemetry(m: MeasuredRun, _built: Built) -> Telemetry | None:
     """The GPUs over the measured window, with the tokens delivered in it (its throughputs x its
     length); None without readings. A stage's window has no warm-up in it."""
     readings, span = m.executed.telemetry, m.span
@@ -214,9 +233,9 @@ POOLED_ONLY: tuple[str, ...] = ("repeats",)
 NAMES: tuple[str, ...] = tuple(b.name for b in BLOCKS) + POOLED_ONLY
 
 
-def build(m: MeasuredRun) -> dict[str, Any]:
+def build(m: MeasuredRun) -> dict[str, object]:
     """Every block ``m`` has, in ``BLOCKS``' order: the run's, or a stage's when ``m.stage``."""
-    built: dict[str, Any] = {}
+    built: dict[str, object] = {}
     for block in BLOCKS:
         if block.stage if m.stage is not None else block.run:
             value = block.build(m, built)

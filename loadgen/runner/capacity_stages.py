@@ -12,7 +12,6 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Literal, Protocol, cast
 
 import numpy as np
@@ -20,6 +19,7 @@ import numpy as np
 from loadgen.analysis import metrics, saturation
 from loadgen.analysis import sla as sla_mod
 from loadgen.analysis.cost import CostInputs
+from loadgen.config.sla import SlaConfig
 from loadgen.config.stages import Stage
 from loadgen.records import CANCELLED
 from loadgen.runner.capacity_confirm import (
@@ -85,7 +85,7 @@ def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
     already missed an SLO (no first token after the TTFT bound, or running past the E2E bound)
     and is left out otherwise: what it would have done is unknown."""
     stage, records = outcome.stage, outcome.table()
-    s = metrics.summarize(records, sla=SimpleNamespace(**slos))
+    s = metrics.summarize(records, sla=SlaConfig.model_validate(slos))
     frame = metrics.request_frame(records)
     m = frame[~frame["warmup"].to_numpy()].sort_values("id")  # records come in finishing order
     ok = m["ok"].to_numpy(dtype=bool)

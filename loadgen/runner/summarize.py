@@ -66,7 +66,9 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
             "counts": counts,
             "window": window,
             "metrics": measured,
-            "ended_by": ended_by(p, ex, counts, reason, optional.get("precision")),
+            "ended_by": ended_by(
+                p, ex, counts, reason, cast("PrecisionBlock | None", optional.get("precision"))
+            ),
             "client": _client(p, ex, table),
             **optional,
         },

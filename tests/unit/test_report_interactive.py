@@ -20,8 +20,8 @@ import pytest
 from stage_runs import Stage, make_run
 
 from loadgen.analysis.metrics import request_frame, summarize
-from loadgen.analysis.sla import DEFAULT_MAX_ERROR_RATE
 from loadgen.config import SlaConfig
+from loadgen.config.sla import MAX_ERROR_RATE
 from loadgen.report import write_report
 from loadgen.report.interactive_data import KEEP_SLOWEST, MAX_REQUESTS, sample_rows, slowest_order
 from loadgen.result import load_summary, load_table
@@ -150,7 +150,7 @@ def expected(run: Path, slos: dict[str, float], pct: str) -> dict:
     sla = SlaConfig.model_validate(
         {
             **slos,
-            "max_error_rate": profile_sla.get("max_error_rate", DEFAULT_MAX_ERROR_RATE),
+            "max_error_rate": profile_sla.get("max_error_rate", MAX_ERROR_RATE),
             "rules": [f"{pct} {name} <= {value}" for name, value in slos.items()],
         }
     )
