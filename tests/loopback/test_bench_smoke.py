@@ -33,6 +33,7 @@ def test_every_benchmark_is_exercised():
     assert {cmd.split()[0] for cmd, _ in RUNS} == {p.name for p in BENCH.glob("*.py")}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cmd,expect", RUNS, ids=[" ".join(c.split()[:2]) for c, _ in RUNS])
 def test_the_benchmark_runs(cmd, expect, tmp_path):
     script, *args = cmd.split()

@@ -11,6 +11,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 import yaml
 
 from helpers import cli_env
@@ -72,6 +73,7 @@ def run_action(tmp: Path, given: dict[str, str]) -> tuple[int, dict[str, str], s
     return code, outputs, summary.read_text()
 
 
+@pytest.mark.slow
 def test_the_example_workflow_passes_against_its_committed_baseline(tmp_path):
     """The example workflow's inputs: the run lands where `out` says, the verdict is pass, the
     job summary holds the gate's table, and the JUnit file has one passing case per rule."""
@@ -88,6 +90,7 @@ def test_the_example_workflow_passes_against_its_committed_baseline(tmp_path):
     assert [c.find("failure") for c in cases] == [None] * len(rules)
 
 
+@pytest.mark.slow
 def test_the_gitlab_job_fails_a_slower_gpu(tmp_path):
     """The GitLab job's script with the candidate on an A100 preset (the baseline ran on an H100):
     the gate exits 1, its Markdown file says regression, and the JUnit file has failing cases."""

@@ -88,6 +88,7 @@ def test_unreachable_url_exits_2_with_one_line(tmp_path):
     assert "Traceback" not in res.stderr + res.stdout
 
 
+@pytest.mark.slow
 def test_sim_run_writes_the_result_files(tmp_path):
     """`run --sim PRESET` exits 0, prints the results path, and writes summary, 8 records and ground truth."""
     out = tmp_path / "reports"
@@ -115,6 +116,7 @@ def test_sim_run_writes_the_result_files(tmp_path):
     assert len((run_dir / "ground_truth.jsonl").read_text().splitlines()) == 8
 
 
+@pytest.mark.slow
 def test_fail_on_sla_exits_1_when_a_rule_fails(tmp_path):
     """`--fail-on-sla` with an impossible rule (p50 TTFT < 1 us) exits 1 and the verdict is fail."""
     out = tmp_path / "reports"
@@ -140,6 +142,7 @@ def test_fail_on_sla_exits_1_when_a_rule_fails(tmp_path):
     assert summary["sla"]["verdict"] == "fail"
 
 
+@pytest.mark.slow
 def test_label_is_recorded_in_the_summary(tmp_path):
     """`--label gpu=H200` appears verbatim in summary conditions.labels."""
     out = tmp_path / "reports"

@@ -70,6 +70,7 @@ def lag_ms(res) -> tuple[float, float]:
     return float(np.percentile(lag, 50)), float(np.percentile(lag, 99))
 
 
+@pytest.mark.slow
 def test_a_tokenizer_fitted_closed_loop_costs_no_send_lag(server, make_profile, model_dir):
     """c=4, 1,000-token prompts (fitting one takes a few ms of CPU): the send lag, t_send -
     t_sched, is what the same run without a tokenizer has, since each slot's next request is

@@ -46,6 +46,7 @@ def compare_cli(capsys, *args: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("path", "name", "tool", "ttft_p99", "out_tps"), CASES, ids=[c[2] for c in CASES])
 def test_a_run_beside_a_peer_file(sim_run, tmp_path, capsys, path, name, tool, ttft_p99, out_tps):
     code, out, _ = compare_cli(capsys, str(sim_run), str(path), "-o", str(tmp_path / "cmp"))

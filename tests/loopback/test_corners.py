@@ -205,7 +205,9 @@ def report_lines(run_dir: Path) -> list[str]:
     return (run_dir / "report.md").read_text().splitlines()
 
 
+@pytest.mark.slow
 class TestRealRuns:
+    @pytest.mark.slow
     def test_the_report_opens_with_the_four_corners(self, sim_runs):
         """The first section's first table is the four corners, in both reports."""
         for run_dir in sim_runs.values():
@@ -220,6 +222,7 @@ class TestRealRuns:
             html = (run_dir / "report.html").read_text()
             assert html.index("<th>four corners</th>") < html.index(">Conditions</h2>")
 
+    @pytest.mark.slow
     def test_without_quality_the_corner_says_how_to_measure_it(self, sim_runs):
         lines = report_lines(sim_runs["sessions"])
         assert "| quality | not measured: no expected answers (see profiles/quality.yaml) |" in lines
@@ -227,6 +230,7 @@ class TestRealRuns:
         assert memory.startswith("| memory and cost | KV cache ")
         assert "; prefix-cache hit rate " in memory and "; cost not computed: " in memory
 
+    @pytest.mark.slow
     def test_with_quality_the_corner_gives_accuracy_and_kept_answers(self, sim_runs):
         summary = json.loads((sim_runs["tasks"] / "summary.json").read_text())
         q = summary["quality"]
@@ -241,6 +245,7 @@ class TestRealRuns:
         )
         assert corner.endswith("; 12 answers kept for `loadgen compare`'s output agreement |")
 
+    @pytest.mark.slow
     def test_sessions_and_traffic_sections(self, sim_runs):
         """The sessions run has TTFT by turn after the latency table; the tasks run names its
         source in the conditions, after the requests row."""
@@ -257,6 +262,7 @@ class TestRealRuns:
         assert tasks[at - 1].startswith("| requests | ")
         assert "## Sessions" not in tasks
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("name", ["sessions", "tasks"])
     def test_the_summaries_validate_against_the_schema(self, sim_runs, name):
         """quality, sessions, conditions.traffic and server.prefix_cache are all described."""

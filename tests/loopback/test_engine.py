@@ -231,6 +231,7 @@ class TestFailures:
         with pytest.raises(RunError, match=r"cannot reach http://127.0.0.1:9/v1/models \(connect"):
             run(make_profile("http://127.0.0.1:9", target__transport=transport))
 
+    @pytest.mark.slow
     @pytest.mark.parametrize("transport", TRANSPORTS)
     def test_read_timeout_between_bytes(self, server, make_profile, transport):
         """A stream silent for longer than read_timeout_s fails as `timeout` well before timeout_s."""
@@ -448,6 +449,7 @@ class TestResultFiles:
 
 
 class TestClientHealth:
+    @pytest.mark.slow
     def test_a_blocked_event_loop_is_reported_as_client_limited(self, server, make_profile):
         """When the client's own loop stalls (here a progress callback that blocks 30 ms), the
         summary says the client limited the run, with the lag it measured."""

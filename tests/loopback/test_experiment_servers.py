@@ -9,6 +9,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from loadgen.sim import SimConfig, SimProcess
 
 from helpers import alive_with, cli, schema_errors
@@ -49,6 +51,7 @@ sys.exit(9)
 }
 
 
+@pytest.mark.slow
 def test_each_failing_server_fails_only_its_cell(tmp_path):
     """Four serve: backends: the good one finishes with its log in its run folder; the one
     that exits at once, the one never ready and the one that dies mid-cell each fail their
@@ -104,6 +107,7 @@ backends:
     assert "MARKER-dies: serving" in dies
 
 
+@pytest.mark.slow
 def test_reset_hooks_reach_the_server_before_every_cell(tmp_path):
     """A url: backend with two reset hooks, two repeats: the simulator counts four resets;
     a hook the server does not serve fails its cell, naming it and the status."""
@@ -135,6 +139,7 @@ backends:
     )
 
 
+@pytest.mark.slow
 def test_ctrl_c_stops_the_cell_and_its_server(tmp_path):
     """SIGINT during a serve: cell: the run stops, the server is stopped, the cell is left to
     run again on --resume, and loadgen exits 130."""
@@ -174,6 +179,7 @@ backends:
     assert alive_with(marker) == []
 
 
+@pytest.mark.slow
 def test_results_backends_join_the_ranking(tmp_path):
     """Last quarter's GuideLLM sweep (a results: backend) is ranked beside today's run at the
     same SLA: its stages carry percentiles, not per-request flags, so its capacity is its
@@ -200,6 +206,7 @@ backends:
     assert row["notes"] == [f"results read from {fixture}"]
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path):
     """--dry-run: every cell in its interleaved order with its expected time, the total; no
     folder is made. A bad sweep key is named with the cell whose profile it breaks."""
@@ -233,6 +240,7 @@ backends:
     assert "load.sweep.stage_duraton_s: unknown key; did you mean 'stage_duration_s'?" in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_servers_secrets_never_reach_a_file_or_the_console(tmp_path):
     """A server that prints its arguments and environment (as vLLM prints its args) and
     fails: the key given as --api-key, and HF_TOKEN from the backend's env, are masked in its
@@ -276,6 +284,7 @@ backends:
 """
 
 
+@pytest.mark.slow
 def test_scripted_servers_rank_by_their_script(tmp_path):
     """Two scripted servers started by serve: (shell-style quotes, literal braces doubled):
     the one that answers in 20 ms meets a 150 ms TTFT SLO on every request, the one that

@@ -87,6 +87,7 @@ def test_a_simulator_run_carries_its_own_measurement_error(make_profile):
     assert_within(abs(block["tpot_error_ms"]["p50"]), 0.5, "healthy client: |TPOT error| p50")
 
 
+@pytest.mark.slow
 def test_a_client_slowed_on_purpose_shows_a_larger_error_and_fails(make_profile, monkeypatch):
     """Every read costs the client 3 ms of CPU before its stamp (test-only): reads that arrive
     together are stamped one after another, their stamps trail the server's by milliseconds, the verdict fails

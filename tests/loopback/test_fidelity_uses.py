@@ -93,6 +93,7 @@ def rules(*entries: dict) -> GateRules:
 
 
 class TestSchema:
+    @pytest.mark.slow
     def test_a_simulator_runs_summary_with_its_block_validates(self, sim_runs):
         """The schema documents the block field by field, and a fresh block meets it."""
         s = summary(sim_runs[0])
@@ -104,6 +105,7 @@ class TestSchema:
         assert set(block["required"]) == set(s["fidelity"])
         assert all(block["properties"][f]["$ref"] == "#/$defs/Distribution" for f in FIELDS)
 
+    @pytest.mark.slow
     def test_a_block_of_another_shape_is_rejected(self, sim_runs):
         s = summary(sim_runs[0])
         s["fidelity"]["verdict"] = "maybe"
@@ -113,6 +115,7 @@ class TestSchema:
 
 
 class TestReport:
+    @pytest.mark.slow
     def test_a_simulator_run_has_the_section_with_its_figures(self, sim_runs):
         """After client health: the verdict, the matched count and each distribution's row."""
         s = summary(sim_runs[0])["fidelity"]
@@ -131,6 +134,7 @@ class TestReport:
         assert "Measurement fidelity" in (sim_runs[0] / "report.html").read_text()
         assert set(fidelity_report.LABELS) == set(FIELDS)  # every distribution has its row label
 
+    @pytest.mark.slow
     def test_a_run_against_another_server_has_no_section(self, external_run):
         assert "fidelity" not in summary(external_run)
         assert "## Measurement fidelity" not in (external_run / "report.md").read_text()
@@ -142,6 +146,7 @@ CHAT_ROWS = [r for r in TABLE_ROWS if r != "items_per_s"]
 
 
 class TestCompare:
+    @pytest.mark.slow
     def test_rows_and_verdict_when_a_run_has_the_block(self, sim_runs, external_run):
         """The fidelity rows follow the usual ones; the external run's cells are empty."""
         cmp = loadgen.compare([sim_runs[0], external_run])
@@ -168,6 +173,7 @@ class TestCompare:
         assert f"| fidelity.first_token_lag_ms p99 | {p99} | — | — |" in lines
         assert f"| {FIDELITY_VERDICT_ROW} | {s['fidelity']['verdict']} | — | — |" in lines
 
+    @pytest.mark.slow
     def test_no_rows_when_no_run_has_the_block(self, sim_runs, tmp_path):
         """Comparing runs no simulator served gives the table and JSON it always gave."""
         cmp = loadgen.compare([without_block(r, tmp_path / str(i)) for i, r in enumerate(sim_runs)])
@@ -177,6 +183,7 @@ class TestCompare:
 
 
 class TestGate:
+    @pytest.mark.slow
     def test_a_bound_no_run_can_miss_passes(self, sim_runs):
         res = gate(*sim_runs, rules({"metric": "fidelity.first_token_lag_ms", "stat": "p99", "max": 1000}))
         (r,) = res.results
@@ -185,6 +192,7 @@ class TestGate:
         assert r.baseline == summary(sim_runs[1])["fidelity"]["first_token_lag_ms"]["p99"]
         assert r.message.endswith("bound <= 1000; not resampled: within the bound")
 
+    @pytest.mark.slow
     def test_a_bound_no_run_can_meet_fails_and_the_outputs_name_the_rule(self, sim_runs):
         res = gate(
             *sim_runs,
@@ -207,6 +215,7 @@ class TestGate:
         ]
         assert cases[0].find("failure").get("message") == fail.message
 
+    @pytest.mark.slow
     def test_a_candidate_without_the_block_is_not_comparable(self, sim_runs, tmp_path):
         """An error (exit 2) saying why, not a regression and not a traceback."""
         candidate = without_block(sim_runs[0], tmp_path)

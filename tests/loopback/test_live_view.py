@@ -54,6 +54,7 @@ class TestLogHistogram:
 
 
 class TestLiveStats:
+    @pytest.mark.slow
     def test_stage_figures_equal_the_records(self, make_profile):
         """After a run, the stage-so-far p50/p99 of TTFT and TPOT are the records' (the sample at
         rank ceil(q n), as a histogram reads it) within the histogram's 1 %; the done count is
@@ -70,6 +71,7 @@ class TestLiveStats:
         assert snap.errors == {}
         assert watch.counters is not None and watch.counters.in_flight == 0
 
+    @pytest.mark.slow
     def test_the_dashboard_shows_the_snapshot(self, make_profile):
         watch = LiveStats()
         run_watched(make_profile, watch, workload__num_requests=30, load__concurrency=4)
@@ -91,6 +93,7 @@ def scrape(port: int) -> dict:
         return {f.name: f for f in text_string_to_metric_families(r.read().decode())}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "workers"])
 def test_prometheus_carries_exactly_the_runs_records(make_profile, workers):
     """Finished counts by outcome, the TTFT histogram's count and sum, and the output-token
@@ -126,6 +129,7 @@ def test_prometheus_carries_exactly_the_runs_records(make_profile, workers):
     assert next(s.value for s in started.samples) == len(all_records)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2], ids=["in-process", "workers"])
 def test_the_progress_counters_count_tokens_as_the_summary_does(make_profile, workers):
     """One counting rule for live tokens: the progress bar's counters (``Live``) add each
@@ -166,6 +170,7 @@ class _Collector(http.server.BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow
 def test_otlp_push_carries_the_runs_records(make_profile):
     """A local OTLP/HTTP receiver gets gen_ai.client.operation.time_to_first_chunk with one
     point per measured record, in seconds, and the resource names the service."""
@@ -202,6 +207,7 @@ def test_otlp_push_carries_the_runs_records(make_profile):
     )
 
 
+@pytest.mark.slow
 def test_the_cli_serves_metrics_while_it_runs(tmp_path):
     """`loadgen run --metrics-port 0`: the port it prints answers during the run, with requests
     started growing between two scrapes."""

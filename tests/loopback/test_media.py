@@ -109,6 +109,7 @@ class TestAgainstTheScriptedServer:
 
 
 class TestAgainstTheSimulator:
+    @pytest.mark.slow
     def test_prompt_tokens_grow_by_the_documented_rule(self, tmp_path):
         """The same text prompts with one 512 x 512 image each, then with a 1 s clip of audio
         each: usage.prompt_tokens grows by exactly 18 x 18 + 2 = 326 (Qwen2-VL's rule) and by

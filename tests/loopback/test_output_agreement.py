@@ -80,7 +80,9 @@ def rules(*entries: dict) -> GateRules:
     return GateRules.model_validate({"rules": list(entries), "bootstrap": {"resamples": 100}})
 
 
+@pytest.mark.slow
 class TestCompare:
+    @pytest.mark.slow
     def test_two_runs_of_one_server_agree_exactly(self, runs):
         """Same prompts, same server: every answer identical, the common prefix the whole answer."""
         cmp = compare([runs["base"], runs["same"]])
@@ -99,6 +101,7 @@ class TestCompare:
             },
         )
 
+    @pytest.mark.slow
     def test_wrong_mod_changes_exactly_the_k_prompts(self, runs, changed_ids):
         """Agreement is exactly (N - k) / N; the first differences are the first changed ids,
         each the baseline's answer made wrong the server's way (a number off by one, else the
@@ -127,6 +130,7 @@ class TestCompare:
             == (1.625, 2.625)
         )
 
+    @pytest.mark.slow
     def test_the_console_shows_agreement_before_the_metrics_and_accuracy_side_by_side(self, runs, tmp_path):
         """`loadgen compare` prints the agreement line ahead of every latency, and each run's
         accuracy as a table row; compare.json carries the whole block."""
@@ -140,6 +144,7 @@ class TestCompare:
         data = json.loads((tmp_path / "cmp" / "compare.json").read_text())["output_agreement"]
         assert data["runs"][runs["changed"].name]["agreement"] == 0.75
 
+    @pytest.mark.slow
     def test_a_run_without_answers_says_how_to_keep_them(self, runs):
         cmp = compare([runs["base"], runs["unkept"]])
         assert cmp.answers_kept == (True, False) and cmp.agreements == (None,)
@@ -163,6 +168,7 @@ class TestCompare:
 
 
 class TestGate:
+    @pytest.mark.slow
     def test_identical_runs_pass_at_one(self, runs):
         res = gate(runs["same"], runs["base"], rules({"metric": "output_agreement", "min": 1.0}))
         assert res.exit_code == 0
@@ -170,6 +176,7 @@ class TestGate:
             f"output agreement 1 ({N} of {N} answers identical), bound >= 1; not resampled: within the bound"
         )
 
+    @pytest.mark.slow
     def test_the_changed_run_fails_at_099_with_exit_1(self, runs, tmp_path):
         (tmp_path / "rules.yaml").write_text("rules:\n  - {metric: output_agreement, min: 0.99}\n")
         r = cli(
@@ -187,6 +194,7 @@ class TestGate:
             "(30 of 40 answers identical), bound >= 0.99; not resampled: beyond the bound |"
         ) in r.stdout.splitlines()
 
+    @pytest.mark.slow
     def test_no_kept_answers_is_an_error_naming_the_flag(self, runs):
         res = gate(runs["unkept"], runs["base"], rules({"metric": "output_agreement", "min": 0.95}))
         assert res.exit_code == 2
@@ -196,6 +204,7 @@ class TestGate:
             "--keep-answers (profile: output.answers.keep: true)"
         )
 
+    @pytest.mark.slow
     def test_accuracy_is_the_candidates_own(self, runs):
         """quality.accuracy bounds the candidate's summary; the baseline's is shown beside it."""
         assert (

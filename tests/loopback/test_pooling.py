@@ -144,6 +144,7 @@ def test_each_hostile_fault_of_an_answer_is_classed(make_profile, proto, mode, c
         assert [r.prompt_tokens for r in res.records] == [3 * 12 * (1 + (proto == "rerank"))] * 2
 
 
+@pytest.mark.slow
 def test_report_and_compare_show_no_token_stream(server, make_profile, tmp_path):
     """A pooling run's console and report tables, report.md and a compare of two such runs have
     no TTFT, ITL or TPOT row, no output tokens/s; items/s is there."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from loadgen import records as R
@@ -54,6 +55,7 @@ def _records(tmp: Path, run_id: str = "r") -> list[dict]:
     return [json.loads(x) for x in (tmp / "out" / run_id / "requests.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_auto_drops_a_refused_ignore_eos_says_so_once_and_records_it(tmp_path):
     """ignore_eos: auto against a server that refuses the field: two preflight requests (the
     refused one, the one without it), then every request ok without the field; one console
@@ -102,6 +104,7 @@ def test_a_strict_ignore_eos_stops_before_the_load_with_the_reason_and_the_fix(t
     assert not (tmp_path / "out" / "r" / "requests.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_without_the_preflight_every_refusal_is_shown_where_the_user_looks(tmp_path):
     """--no-preflight with ignore_eos: true: every request is an http_422. The console gives
     the count, the share, the server's words and the fix; the run exits 3 with a last line
@@ -136,6 +139,7 @@ def test_without_the_preflight_every_refusal_is_shown_where_the_user_looks(tmp_p
     assert f'the server said http_422 "{UNKNOWN_FIELD}"' in gate.stdout + gate.stderr
 
 
+@pytest.mark.slow
 def test_a_failing_preflight_that_is_no_refusal_lets_the_load_go_and_count(tmp_path):
     """A 500 to the preflight is the server failing, not refusing the body: a warning, the
     load goes ahead, each failure is counted with the server's message, and exit 3."""
@@ -148,6 +152,7 @@ def test_a_failing_preflight_that_is_no_refusal_lets_the_load_go_and_count(tmp_p
     assert _summary(tmp_path)["conditions"]["server"]["preflight"]["error_class"] == "http_500"
 
 
+@pytest.mark.slow
 def test_a_sweep_that_served_nothing_is_neither_steady_nor_kneed_and_exits_3(tmp_path):
     """Every stage refused: no stage is steady, the queue is not called stable, the knee line
     says no stage had an ok request, and the sweep exits 3 whatever --fail-on-sla says."""
@@ -171,6 +176,7 @@ def test_a_sweep_that_served_nothing_is_neither_steady_nor_kneed_and_exits_3(tmp
     assert summary["curve"]["stages_with_ok"] == 0 and summary["curve"]["knee"] is None
 
 
+@pytest.mark.slow
 def test_a_capacity_search_that_served_nothing_exits_3_with_the_servers_words(tmp_path):
     """Every stage of the search refused: no capacity, and exit 3 with the server's message on
     the last line (not the 1 of "no rate met the SLOs", which would blame the SLA)."""
@@ -186,6 +192,7 @@ def test_a_capacity_search_that_served_nothing_exits_3_with_the_servers_words(tm
     )
 
 
+@pytest.mark.slow
 def test_an_experiment_cell_that_served_nothing_fails_and_is_not_ranked(tmp_path):
     """Two url: configurations, one of them refusing every request: its cell is failed with
     the error classes and the server's message, it is listed unranked, the other is ranked

@@ -69,7 +69,9 @@ def runs(tmp_path_factory):
     return made
 
 
+@pytest.mark.slow
 class TestFolder:
+    @pytest.mark.slow
     def test_n_record_sets_in_one_folder(self, runs):
         """Each repeat is a full run folder with its 12 records (ids 0-11, the same schedule);
         the parent's requests.jsonl holds all 36, repeat after repeat, and counts them."""
@@ -86,6 +88,7 @@ class TestFolder:
         assert [r["path"] for r in s["repeats"]["runs"]] == folders
         assert s["repeats"]["completed"] == N
 
+    @pytest.mark.slow
     def test_rates_are_per_second_of_the_repeats_windows(self, runs):
         """The parent's window is the repeats' windows summed (the gaps between them left
         out), and its throughput the ok requests over it."""
@@ -95,6 +98,7 @@ class TestFolder:
         assert res.summary["window"]["seconds"] == pytest.approx(seconds)
         assert res.summary["metrics"]["request_throughput_rps"] == pytest.approx(N * REQUESTS / seconds)
 
+    @pytest.mark.slow
     def test_saved_summary_loads_and_reports(self, runs, tmp_path):
         """The parent's summary.json passes the schema check; `loadgen report` renders the
         figures over repeats in both reports."""
@@ -107,6 +111,7 @@ class TestFolder:
         assert "repeat-3" in (tmp_path / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_interval_is_the_t_interval_of_the_repeats_own_summaries(runs):
     """Every headline figure's mean, sd and 95 % interval equal Student t (scipy) over the
     values read from each repeat's own summary.json."""
@@ -130,6 +135,7 @@ def test_interval_is_the_t_interval_of_the_repeats_own_summaries(runs):
 
 
 class TestGate:
+    @pytest.mark.slow
     def test_same_preset_passes(self, runs):
         """Two repeated runs of the same preset: exit 0, every rule judged on the repeats."""
         res = gate(runs["same"].run_dir, runs["baseline"].run_dir, RULES)
@@ -137,6 +143,7 @@ class TestGate:
         assert {r.method for r in res.results} == {"repeats"}
         assert all("Welch t over the repeats (3 candidate, 3 baseline" in r.message for r in res.results)
 
+    @pytest.mark.slow
     def test_slowed_server_fails(self, runs):
         """The same pair with the candidate's server slowed 1.5x in its repeats: exit 1, the
         TPOT and E2E rules' whole intervals past +10 %."""
@@ -146,6 +153,7 @@ class TestGate:
         for metric in ("tpot_ms", "e2e_ms"):
             assert by[metric].status == "fail" and by[metric].interval.low > 1.1, by[metric].message
 
+    @pytest.mark.slow
     def test_cli_exit_codes_and_the_interval_named(self, runs, tmp_path):
         """`loadgen gate` exits 0 and 1 on the two pairs and says which interval it used."""
         rules = tmp_path / "rules.yaml"
@@ -156,6 +164,7 @@ class TestGate:
         assert (ok.returncode, bad.returncode) == (0, 1), ok.stdout + bad.stdout
         assert "Judged on the repeats' spread" in ok.stdout and "Welch t over the repeats" in bad.stdout
 
+    @pytest.mark.slow
     def test_one_slowed_repeat_is_within_noise(self, runs, tmp_path):
         """The candidate's third repeat replaced by a slowed one: the mean moves past the bound
         but one repeat in three is noise to a t interval: pass, flagged within noise."""
@@ -176,6 +185,7 @@ class TestGate:
         assert r.interval.estimate > 1.1
 
 
+@pytest.mark.slow
 def test_console_shows_the_figures_over_repeats(tmp_path):
     """`loadgen run --repeats 2` prints each headline figure per repeat, and no interval: with
     t(1) = 12.7 two repeats bound nothing (a loaded machine's spread took the low end below 0)."""
@@ -189,6 +199,7 @@ def test_console_shows_the_figures_over_repeats(tmp_path):
 
 
 class TestResetHook:
+    @pytest.mark.slow
     def test_called_once_per_repeat(self, tmp_path):
         """Against one simulator, 3 repeats with the hook, then a run with a list of two hooks
         (SGLang's name, sent as GET): its reset counter reads 3 + 2."""
@@ -227,6 +238,7 @@ class TestBadInput:
         assert said in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_capacity_repeats_give_capacity_over_the_searches(tmp_path):
     """`capacity --repeats 2`: two searches in repeat-1/ and repeat-2/, capacity_rps of each in
     the repeats block, and the run's capacity (capacity.json too) their mean with that interval."""

@@ -42,6 +42,7 @@ def sessions_run(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_fidelity_counts_are_the_repeats_summed(sessions_run):
     """Each repeat met its own simulator's log; the parent's fidelity block counts them all and
     keeps the worst chunk lag of theirs."""
@@ -57,6 +58,7 @@ def test_fidelity_counts_are_the_repeats_summed(sessions_run):
     assert fid["chunk_lag_ms"]["max"] == pytest.approx(max(lags))
 
 
+@pytest.mark.slow
 def test_server_view_is_kept(sessions_run):
     """The simulator's /metrics was scraped in each repeat: the parent says so, with the scrapes
     of both."""
@@ -66,6 +68,7 @@ def test_server_view_is_kept(sessions_run):
     assert server["scrapes"] == sum(s["server"]["scrapes"] for s in each)
 
 
+@pytest.mark.slow
 def test_sessions_and_quality_come_from_the_pooled_records(sessions_run):
     """Sessions are counted per repeat (repeat 2's session 0 is another conversation) and the
     kept answers are every ok request's."""
@@ -89,6 +92,7 @@ def sweep_run(tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_a_sweep_repeats_whole(sweep_run):
     """Every repeat ran both stages; the parent's stage i counts stage i of each repeat, its
     curve has the sweep's two levels, and the repeats block the figures per stage."""

@@ -73,6 +73,7 @@ def test_failed_repeat_is_marked_and_the_others_pooled(tmp_path):
     assert p50["n"] == 2
 
 
+@pytest.mark.slow
 def test_cli_exits_nonzero_naming_the_failed_repeat(tmp_path):
     """`loadgen run --repeats 3` with repeat 2 refused: the parent's summary.json is written and
     the command exits 130 (an incomplete run), its last line the reason."""

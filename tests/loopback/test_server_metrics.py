@@ -533,6 +533,7 @@ class TestRuns:
         assert "server /metrics labels | engine sim; model_name:" in md
         assert 'alt="Server view beside the client&#x27;s"' in written["report.html"].read_text()
 
+    @pytest.mark.slow
     def test_target_without_metrics_runs_fine(self, server, make_profile):
         """The scripted test server has no /metrics: the run succeeds, the summary says so."""
         res = run(make_profile(server.url))

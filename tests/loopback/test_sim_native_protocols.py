@@ -66,6 +66,7 @@ def test_every_request_agrees_with_the_ground_truth(make_profile, proto):
     [("triton", "text"), ("sglang", "text"), ("sglang", "token_ids")],
     ids=["triton", "sglang", "sglang_ids"],
 )
+@pytest.mark.slow
 def test_prompts_count_as_on_completions(make_profile, proto, fmt):
     """The same workload's prompts (text, or token ids as SGLang's input_ids) count the same
     prompt tokens on the native path as on /v1/completions, request by request."""

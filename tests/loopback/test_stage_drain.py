@@ -27,6 +27,7 @@ def _run(tmp_path, drain_s):
     return res, load_records(res.run_dir)
 
 
+@pytest.mark.slow
 def test_a_drain_limit_cuts_what_is_in_flight_and_the_run_goes_on(tmp_path):
     res, records = _run(tmp_path / "cut", 0.5)
     cut = [r for r in records if r.error_class == CANCELLED]

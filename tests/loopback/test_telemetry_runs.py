@@ -77,6 +77,7 @@ def truth_j_per_output_token(run_dir) -> float:
 
 
 class TestEnergyPerToken:
+    @pytest.mark.slow
     @pytest.mark.parametrize("name", ["fp16", "fp8"])
     def test_equals_the_simulators_ground_truth_within_2_percent(self, runs, name):
         res = runs[name]
@@ -89,6 +90,7 @@ class TestEnergyPerToken:
             0.15 * energy["kwh"] / (96 * 128) * 1e6
         )
 
+    @pytest.mark.slow
     def test_a_pooling_run_is_per_input_token(self, tmp_path):
         """Embeddings generate nothing: energy is per input token (the simulator's energy over
         the prompt tokens it pooled, within 2 %), with no per-output-token figure."""
@@ -122,6 +124,7 @@ class TestEnergyPerToken:
         assert "output token" not in section
         assert f"{energy['j_per_total_token']:.3f} J per input token" in md
 
+    @pytest.mark.slow
     def test_rows_are_written_one_per_gpu_per_reading(self, runs):
         res = runs["fp16"]
         rows = [orjson.loads(line) for line in (res.run_dir / TELEMETRY).read_bytes().splitlines()]
@@ -131,6 +134,7 @@ class TestEnergyPerToken:
         assert {r["model"] for r in rows} == {"NVIDIA H100-SXM5-80GB"}
         assert [r["t_ns"] for r in rows] == sorted(r["t_ns"] for r in rows)
 
+    @pytest.mark.slow
     def test_a_compute_heavier_preset_draws_more_power(self, runs):
         """FP16 weights: twice the bytes read per step, longer and more bandwidth-bound steps."""
         (g16,), (g8,) = runs["fp16"].summary["telemetry"]["gpus"], runs["fp8"].summary["telemetry"]["gpus"]
@@ -140,6 +144,7 @@ class TestEnergyPerToken:
 
 
 class TestSla:
+    @pytest.mark.slow
     def test_rules_on_energy_are_evaluated_with_the_telemetry_block(self, runs):
         """The SLA is evaluated again once the GPUs' figures exist: each energy rule has its
         value (FP8 draws far less than 1 J per token and far more than 50 W)."""
@@ -153,6 +158,7 @@ class TestSla:
 
 
 class TestTracksTheEngine:
+    @pytest.mark.slow
     def test_utilisation_is_high_when_the_engine_is_kept_busy_and_low_when_it_idles(self, runs):
         (busy,), (idle,) = (
             runs["fp16"].summary["telemetry"]["gpus"],
@@ -161,6 +167,7 @@ class TestTracksTheEngine:
         assert busy["utilization_mean"] >= 0.9
         assert idle["utilization_mean"] < 0.5
 
+    @pytest.mark.slow
     def test_memory_is_weights_plus_the_kv_blocks_of_the_requests_in_flight(self, runs):
         """Each request reserves its prompt (256 tokens and the chat template's, as the
         simulator counted them) plus 128 output tokens in blocks of 16 x 128 KiB: the peak is
@@ -182,6 +189,7 @@ class TestTracksTheEngine:
         assert 1 <= in_flight(two) <= 2 < in_flight(sixteen) <= 16
         assert in_flight(runs["fp16"].summary["telemetry"]) <= 16
 
+    @pytest.mark.slow
     def test_each_stage_has_its_own_block_on_its_own_window(self, runs):
         stages = runs["stages"].summary["stages"]
         blocks = [s["telemetry"] for s in stages]
@@ -191,6 +199,7 @@ class TestTracksTheEngine:
 
 
 class TestWithoutSources:
+    @pytest.mark.slow
     def test_no_block_and_the_conditions_say_why(self, runs):
         s = runs["none"].summary
         assert "telemetry" not in s
@@ -235,6 +244,7 @@ class TestGateAndCompare:
     def rules(self, *rules: dict) -> GateRules:
         return GateRules.model_validate({"rules": list(rules)})
 
+    @pytest.mark.slow
     def test_energy_rules_judge_the_summaries_values(self, runs):
         """FP8 against FP16: about half the joules per output token, so a 10% regression bound
         passes one way and fails the other; not resampled (one counter difference per run)."""
@@ -256,6 +266,7 @@ class TestGateAndCompare:
         assert "GPU energy rules (summary.telemetry.energy" in text
         assert f"- `{r.label}`: {r.message}" in text
 
+    @pytest.mark.slow
     def test_a_stage_rule_reads_the_stages_block(self, runs):
         d = runs["stages"].run_dir
         rules = self.rules({"metric": "gpu_power_w", "stage": "c=16", "min_ratio": 1.0})
@@ -263,11 +274,13 @@ class TestGateAndCompare:
         assert (r.status, r.stage) == ("pass", (1, "c=16"))
         assert r.candidate == runs["stages"].summary["stages"][1]["telemetry"]["energy"]["mean_watts"]
 
+    @pytest.mark.slow
     def test_a_run_without_telemetry_cannot_be_judged_on_energy(self, runs):
         rules = self.rules({"metric": "energy_per_output_token_j", "max_regression": "10%"})
         (r,) = gate(runs["fp16"].run_dir, runs["none"].run_dir, rules, allow_different=True).results
         assert r.status == "error" and "baseline has no telemetry.energy.j_per_output_token" in r.message
 
+    @pytest.mark.slow
     def test_compare_rows_for_telemetry(self, runs):
         names = ("energy_per_output_token_j", "energy_per_token_j", "output_tokens_per_joule", "gpu_power_w")
         c = loadgen.compare([runs["fp16"].run_dir, runs["fp8"].run_dir])
@@ -283,6 +296,7 @@ class TestGateAndCompare:
 
 
 class TestReport:
+    @pytest.mark.slow
     def test_the_gpu_section_plot_and_electricity_beside_the_gpu_hour(self, runs, tmp_path):
         res = runs["fp16"]
         files = write_report(res.run_dir, tmp_path, gpu_hour_cost=2.5)
@@ -301,6 +315,7 @@ class TestReport:
         }
         assert "Electricity at $0.15 per kWh" in md
 
+    @pytest.mark.slow
     def test_a_run_without_sources_says_why_in_its_report(self, runs, tmp_path):
         write_report(runs["none"].run_dir, tmp_path)
         md = (tmp_path / "report.md").read_text()

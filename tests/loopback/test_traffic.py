@@ -108,6 +108,7 @@ class TestSessions:
 
 
 class TestTraceReplay:
+    @pytest.mark.slow
     @pytest.mark.timing_absolute
     def test_sends_land_on_the_scaled_timestamps(self, tmp_path, make_profile):
         """A 30-row native trace over 0.58 s replayed at time_scale 2: every request is
@@ -187,6 +188,7 @@ def _designed_hits(workload: Workload, n: int, shared: int) -> tuple[int, int]:
 
 
 class TestSharedPrefix:
+    @pytest.mark.slow
     def test_the_simulators_hit_rate_is_the_designed_sharing(self, tmp_path):
         """64 completions, 3/4 of them in 4 groups sharing 512 tokens, 2 at a time: the
         simulator's /metrics hit rate is the share of prompt tokens the design repeats, within
@@ -217,6 +219,7 @@ class TestSharedPrefix:
         assert hit and miss and np.median(hit) < np.median(miss)
         assert sum(cached.values()) == s["server"]["prefix_cache"]["hits"]
 
+    @pytest.mark.slow
     def test_multi_turn_later_turns_are_served_from_the_cache(self, tmp_path):
         """Sessions of 3 turns on the simulator: turns 2 and 3 find their history in the
         prefix cache (cached tokens at least the earlier turn's prompt, rounded down to 16-token

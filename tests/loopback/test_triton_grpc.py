@@ -250,6 +250,7 @@ class TestFaults:
             assert (r.t_end_ns - r.t_send_ns) / 1e9 >= 0.5
         assert wait_for_no_open_calls(grpc_server) == 0
 
+    @pytest.mark.slow
     def test_no_message_for_read_timeout_s_is_a_timeout(self, grpc_server, make_profile):
         """A call with no response for target.read_timeout_s is cancelled (the request's own
         timeout is far off): ``timeout`` naming read_timeout_s, and the call is gone."""

@@ -33,6 +33,7 @@ def until_profile(tmp_path, until: str, duration_s: float, **extra):
     )
 
 
+@pytest.mark.slow
 def test_a_stage_stops_once_the_interval_is_tight_and_not_long_after(tmp_path):
     res = run(until_profile(tmp_path, "p50 ttft_ms ±10%", 30.0))
     s = res.summary
@@ -60,6 +61,7 @@ def test_a_stage_stops_once_the_interval_is_tight_and_not_long_after(tmp_path):
     assert prec["low"] <= prec["estimate"] == s["metrics"]["ttft_ms"]["p50"] <= prec["high"]
 
 
+@pytest.mark.slow
 def test_a_stage_that_never_gets_there_ends_at_its_time_limit(tmp_path):
     s = run(until_profile(tmp_path, "p99 ttft_ms ±0.1%", 2.0)).summary
     assert s["ended_by"]["limit"] == "duration_s"
@@ -67,6 +69,7 @@ def test_a_stage_that_never_gets_there_ends_at_its_time_limit(tmp_path):
     assert not prec["reached"] and (prec["half_width"] is None or prec["half_width"] > 0.001)
 
 
+@pytest.mark.slow
 def test_each_stage_of_a_sweep_stops_on_its_own_precision(tmp_path):
     p = until_profile(
         tmp_path,

@@ -162,6 +162,7 @@ def structured_run(tmp_path: Path, invalid_rate: float, name: str) -> Path:
     return helpers.run(profile).run_dir
 
 
+@pytest.mark.slow
 def test_the_gate_fails_a_run_whose_json_validity_dropped(tmp_path):
     """quality.json_valid min 0.95: the run whose server broke no JSON passes; the one whose
     server broke some fails, its message counting the valid answers; a run that validated

@@ -94,7 +94,9 @@ def runs(tmp_path_factory):
     return {p: quality_run(out, p) for p in ("llama3-8b-fp16@h100", "llama3-8b-fp8@h100")}
 
 
+@pytest.mark.slow
 class TestQualityRun:
+    @pytest.mark.slow
     def test_accuracy_is_the_simulators_exactly_and_the_preset_within_the_binomial_band(self, runs):
         """200 tasks: the client's score equals the simulator's own verdicts, and that count is
         within 3 standard deviations of 200 x the modelled accuracy."""
@@ -105,6 +107,7 @@ class TestQualityRun:
             p = answers.accuracy(SimConfig.from_dict({"preset": preset}))
             assert abs(right - N * p) <= 3 * math.sqrt(N * p * (1 - p))
 
+    @pytest.mark.slow
     def test_fp8_twin_disagrees_on_exactly_the_modelled_answers(self, runs):
         """Output agreement FP16 vs FP8 = 1 - (tasks whose draw falls between the two accuracies)
         / 200: the simulator's ground truth, and only right-to-wrong flips."""
@@ -117,6 +120,7 @@ class TestQualityRun:
         assert (got["compared"], got["identical"]) == (N, N - flips)
         assert got["agreement"] == 1 - flips / N
 
+    @pytest.mark.slow
     def test_summary_and_report_say_modelled(self, runs):
         """The quality block carries the model; the report's quality corner and the console line
         say it is modelled by the simulator, not measured."""
@@ -131,6 +135,7 @@ class TestQualityRun:
             "modelled by the simulator, not measured: the preset is set to 79.6% (Llama 3 model card"
         )
 
+    @pytest.mark.slow
     def test_conditions_carry_the_calibration_status(self, runs):
         """conditions.target.builtin_simulator holds the calibration status, and the report's
         conditions table says it next to the backend row."""

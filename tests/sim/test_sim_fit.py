@@ -127,6 +127,7 @@ def test_loadgen_sim_preset_file_serves_the_twin(sweep, tmp_path):
         assert config[name] == round(fitted.params[name], 6)
 
 
+@pytest.mark.slow
 def test_a_single_stage_run_keeps_what_it_cannot_pin_and_names_it(tmp_path, capsys):
     """One closed-loop stage cannot separate the step overhead from the bandwidth: asked by
     name, the fit refuses naming it and what would pin it; by default (the CLI's) it keeps the
@@ -146,6 +147,7 @@ def test_a_single_stage_run_keeps_what_it_cannot_pin_and_names_it(tmp_path, caps
     assert "step_overhead_ms" not in doc and "step_overhead_ms" in doc["fit"]["not_identified"]
 
 
+@pytest.mark.slow
 def test_a_fit_its_twin_cannot_reproduce_is_rejected_and_nothing_written(tmp_path, capsys):
     """A server with 4 sequences a step (max_num_seqs: 4) fitted as the preset's 256: at c=16
     its requests queue, which no efficiency reproduces; exit 1, the residuals printed, no file."""
@@ -294,6 +296,7 @@ def test_a_real_servers_kv_blocks_are_read_not_fitted(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_cost_per_sequence_is_fitted_when_asked_and_fixed_parameters_keep_their_defaults():
     """A synthetic sweep of the CPU twin the integration suite fits (the real vLLM's figures:
     FLOP/s 4.5 %, 9.3 ms a step, 1.4 ms a sequence, a 2048-token budget): --params with

@@ -97,6 +97,7 @@ def test_a_bad_setting_names_the_field():
         SimConfig.from_dict({"spec_acceptance": 1.5})
 
 
+@pytest.mark.slow
 def test_a_run_reads_the_acceptance_from_the_counters_and_the_stream(tmp_path):
     """A chat run with continuous usage on a draft model (k=3, acceptance 0.6): the stream's
     tokens per event are the simulator's log's exactly, the server's acceptance rate is its

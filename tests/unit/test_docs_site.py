@@ -28,6 +28,7 @@ def _commands(path: Path) -> list[str]:
     return [m.group(1).split(" #")[0].strip() for line in text.splitlines() if (m := COMMAND.match(line))]
 
 
+@pytest.mark.slow
 def test_the_site_builds_strictly(tmp_path):
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run(

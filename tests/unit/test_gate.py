@@ -242,6 +242,7 @@ class TestJUnit:
 
 
 class TestCli:
+    @pytest.mark.slow
     def test_exit_codes_and_files(self, tmp_path):
         ok = cli(
             "gate",
@@ -277,6 +278,7 @@ class TestCli:
         assert refused.returncode == 2
         assert "lengths.requested.output_tokens.value" in refused.stdout
 
+    @pytest.mark.slow
     def test_bad_input_exits_2(self, tmp_path):
         old = tmp_path / "old"
         shutil.copytree(RUNS / "base-b", old)
@@ -302,6 +304,7 @@ class TestCli:
         r = cli("gate", str(tmp_path / "nope"), "--baseline", str(RUNS / "base-a"), cwd=tmp_path)
         assert r.returncode == 2 and "not a loadgen run directory" in r.stderr
 
+    @pytest.mark.slow
     def test_compare_writes_and_warns(self, tmp_path):
         r = cli("compare", str(RUNS / "base-a"), str(RUNS / "other-workload"), "-o", "cmp", cwd=tmp_path)
         assert r.returncode == 0, r.stderr

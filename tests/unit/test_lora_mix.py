@@ -85,6 +85,7 @@ class TestDraw:
         w = workload(models={"choice": "round_robin", "mix": ["a", "b", "c"]})
         assert [s.model for s in w.take(7)] == ["a", "b", "c", "a", "b", "c", "a"]
 
+    @pytest.mark.slow
     def test_weighted_draw_is_a_function_of_seed_and_index(self):
         """Two workloads of one seed draw the same sequence, in any order; another seed differs."""
         mix = {"models": [{"name": "base", "weight": 3}, "sql-lora"]}

@@ -347,6 +347,7 @@ class TestHtml:
         not CHROMIUM.exists(),
         reason="/usr/bin/chromium not installed (Debian package 'chromium'; .ci/run installs it)",
     )
+    @pytest.mark.slow
     def test_renders_in_headless_chromium(self, base_a, tmp_path):
         """Chromium loads every plot, logs no console error, and a screenshot is kept."""
         url = (base_a / "report.html").as_uri()

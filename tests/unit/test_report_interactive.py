@@ -87,6 +87,7 @@ class TestSample:
         assert weight == (100_000 - KEEP_SLOWEST) / (MAX_REQUESTS - KEEP_SLOWEST)
 
 
+@pytest.mark.slow
 class TestEmbeddedData:
     def test_columns_hold_every_measured_request_and_nothing_else(self, runs):
         """One row per measured request (warm-up excluded), numbers and error classes only."""
@@ -124,6 +125,7 @@ class TestEmbeddedData:
         first = [ln for ln in section.splitlines() if ln.startswith("| ")][2]
         assert first.startswith(f"| {int(table.column('id')[slowest])} | 0 | ")
 
+    @pytest.mark.slow
     def test_a_100000_request_run_embeds_the_sample_and_says_so(self, big_run):
         data = embedded(big_run)
         sample = data["sample"]
@@ -252,6 +254,7 @@ def slider_rows(dom: str, how: str) -> dict[str, str]:
     return dict(re.findall(row + how, dom))
 
 
+@pytest.mark.slow
 @needs_chromium
 class TestInChromium:
     @pytest.mark.parametrize(
@@ -370,6 +373,7 @@ class TestInChromium:
         rows = slider_rows(dom, "measured")
         assert float(rows["TPOT p50"]) == points[1]["tpot_ms"]["p50"]
 
+    @pytest.mark.slow
     def test_a_100000_request_page_renders_its_estimate(self, big_run, tmp_path):
         """The down-sampled page loads without an error and labels its verdict an estimate."""
         state, dom = page_state(big_run, tmp_path, "slo.ttft_ms=52&pct=p99")
