@@ -83,10 +83,13 @@ def main() -> None:
     for seed in range(a.first_seed, a.first_seed + a.seeds):
         t0 = time.perf_counter()
         cap, seconds = v.search(
-            a.attainment, seed, start=spread_start(seed), twin=not a.no_twin,
+            a.attainment,
+            seed,
+            start=spread_start(seed),
+            twin=not a.no_twin,
             search={"max_stages": a.max_stages, "precision": a.precision},
             budget_s=a.budget,
-        )  # fmt: skip
+        )
         ci, found = cap["cliff"]["ci95"], cap["capacity_rps"]
         inside = (ci[0] or 0.0) <= truth <= (ci[1] or np.inf)
         caps.append(np.nan if found is None else found)

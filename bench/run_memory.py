@@ -47,9 +47,21 @@ print("RSS " + json.dumps({"code": code, "self_mb": me}), file=sys.stderr)
 
 def _cli(url: str, out: str, extra: list[str]) -> list[str]:
     return [
-        sys.executable, "-c", _CHILD, "run", "--url", url, "--input-tokens", "16", "--out", out,
-        "--no-progress", "--set", "server_metrics.enabled=false", *extra,
-    ]  # fmt: skip
+        sys.executable,
+        "-c",
+        _CHILD,
+        "run",
+        "--url",
+        url,
+        "--input-tokens",
+        "16",
+        "--out",
+        out,
+        "--no-progress",
+        "--set",
+        "server_metrics.enabled=false",
+        *extra,
+    ]
 
 
 def peak(a: argparse.Namespace) -> None:
@@ -62,11 +74,17 @@ def peak(a: argparse.Namespace) -> None:
             url,
             out,
             [
-                "--concurrency", str(a.concurrency), "--num-requests", str(a.requests),
-                "--output-tokens", str(a.tokens), "--workers", str(a.workers),
+                "--concurrency",
+                str(a.concurrency),
+                "--num-requests",
+                str(a.requests),
+                "--output-tokens",
+                str(a.tokens),
+                "--workers",
+                str(a.workers),
                 *(["--no-report"] if a.no_report else []),
             ],
-        )  # fmt: skip
+        )
         t0 = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         workers: dict[int, float] = {}  # worker pid -> its peak RSS (VmHWM), read while it lives
@@ -122,10 +140,17 @@ def soak(a: argparse.Namespace) -> None:
             srv.url,
             out,
             [
-                "--rate", str(a.rate), "--duration", str(a.minutes * 60), "--output-tokens", str(a.tokens),
-                "--workers", str(a.workers), "--no-report",
+                "--rate",
+                str(a.rate),
+                "--duration",
+                str(a.minutes * 60),
+                "--output-tokens",
+                str(a.tokens),
+                "--workers",
+                str(a.workers),
+                "--no-report",
             ],
-        )  # fmt: skip
+        )
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         print(f"soak: rate {a.rate}/s x {a.tokens} tokens for {a.minutes} min, workers={a.workers}")
         print(f"{'minute':>6} {'records':>9} {'loadgen MB':>11} {'workers MB':>12}")

@@ -259,16 +259,23 @@ def serve(cpus: set[int] | None = None, extra_args: list[str] | None = None) -> 
     url = f"http://127.0.0.1:{port}"
     cmd = [
         str(server_binary()),
-        "-m", str(model_path()),
-        "--alias", MODEL_NAME,
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "-c", str(CONTEXT),
-        "-np", str(SLOTS),
-        "-t", "1",
+        "-m",
+        str(model_path()),
+        "--alias",
+        MODEL_NAME,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "-c",
+        str(CONTEXT),
+        "-np",
+        str(SLOTS),
+        "-t",
+        "1",
         "--metrics",
         *(extra_args or []),
-    ]  # fmt: skip
+    ]
     pin = cpus or {0}
     logf = open(log_file(), "wb")
     proc = subprocess.Popen(

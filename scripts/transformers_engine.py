@@ -251,18 +251,24 @@ def serve(
         "serve",
         model,
         "--continuous-batching",
-        "--device", "cpu",
-        "--host", "127.0.0.1",
-        "--port", str(port),
-        "--format", "human",
+        "--device",
+        "cpu",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--format",
+        "human",
         # A bounded KV cache: by default it takes 60 % of the machine's memory on a CPU (13.8 GB
         # resident measured here, and ~25 s more to start), and its attention masks grow with
         # it times the batch tokens. 256 pages of 256 tokens (65,536 tokens, 128 MiB for this
         # model) hold 8 streams of 2,048 + 1,024 tokens twice over: ~0.8 GB resident, ready in ~8 s.
-        "--cb-num-blocks", str(CB_PAGES),
-        "--cb-max-batch-tokens", str(CB_BATCH_TOKENS),
+        "--cb-num-blocks",
+        str(CB_PAGES),
+        "--cb-max-batch-tokens",
+        str(CB_BATCH_TOKENS),
         *(extra_args or []),
-    ]  # fmt: skip
+    ]
     pin = cpus or _real_engines().server_cpus()
     log(f"starting transformers serve on {url} (log: {log_file(name)})")
     logf = open(log_file(name), "wb")

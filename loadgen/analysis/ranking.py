@@ -77,12 +77,19 @@ def _points(summary: Summary) -> list[dict[str, Any]]:
     if points is None:
         m = s.get("metrics") or {}
         good = m.get("goodput") or {}
-        points = [{
-            "stage": 0, "name": "run", "offered": None, "throughput_rps": m.get("request_throughput_rps"),
-            "output_tokens_per_s": m.get("output_tokens_per_s"), "goodput_rps": good.get("requests_per_s"),
-            "attained_fraction": good.get("attained_fraction"), "j_per_output_token": _energy(s),
-            **{d: m.get(d) for d in curve_mod.CURVE_METRICS},
-        }]  # fmt: skip
+        points = [
+            {
+                "stage": 0,
+                "name": "run",
+                "offered": None,
+                "throughput_rps": m.get("request_throughput_rps"),
+                "output_tokens_per_s": m.get("output_tokens_per_s"),
+                "goodput_rps": good.get("requests_per_s"),
+                "attained_fraction": good.get("attained_fraction"),
+                "j_per_output_token": _energy(s),
+                **{d: m.get(d) for d in curve_mod.CURVE_METRICS},
+            }
+        ]
     return sorted(points, key=lambda p: (p.get("offered") is None, p.get("offered") or 0, p["stage"]))
 
 
@@ -103,10 +110,12 @@ def at_sla(summary: Summary, attainment: float, slos: Mapping[str, float]) -> di
     cap = s.get("capacity")
     if cap is not None:
         return {
-            "capacity_rps": cap.get("capacity_rps"), "goodput_rps": cap.get("goodput_rps"),
-            "output_tokens_per_s": cap.get("output_tokens_per_s"), "energy_per_output_token_j": None,
+            "capacity_rps": cap.get("capacity_rps"),
+            "goodput_rps": cap.get("goodput_rps"),
+            "output_tokens_per_s": cap.get("output_tokens_per_s"),
+            "energy_per_output_token_j": None,
             "basis": "capacity search",
-        }  # fmt: skip
+        }
     points = [p for p in _points(summary) if p.get("throughput_rps") is not None]
     flags = [_attained(p, attainment, slos) for p in points]
     none = {

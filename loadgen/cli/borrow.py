@@ -17,9 +17,13 @@ def borrow(parser: argparse.ArgumentParser, run: argparse.ArgumentParser, flags:
     for action in (x for x in run._actions if set(x.option_strings) & set(flags)):
         if action.nargs == 0:  # a switch (--no-progress): its constant, not a value
             parser.add_argument(
-                action.option_strings[-1], action="store_const", const=action.const, default=action.default,
-                dest=action.dest, help=action.help,
-            )  # fmt: skip
+                action.option_strings[-1],
+                action="store_const",
+                const=action.const,
+                default=action.default,
+                dest=action.dest,
+                help=action.help,
+            )
             continue
         same: dict[str, Any] = {k: getattr(action, k) for k in ("type", "metavar", "help", "choices")}
         parser.add_argument(action.option_strings[-1], **same)

@@ -51,9 +51,21 @@ def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
     borrow(
         cp,
         run,
-        ("--url", "--sim", "--model", "--api-key-env", "--seed", "--name", "--out", "--run-id", "--repeats",
-         "--reset-path", "--ui", "--no-progress"),
-    )  # fmt: skip
+        (
+            "--url",
+            "--sim",
+            "--model",
+            "--api-key-env",
+            "--seed",
+            "--name",
+            "--out",
+            "--run-id",
+            "--repeats",
+            "--reset-path",
+            "--ui",
+            "--no-progress",
+        ),
+    )
     cp.add_argument("--label", action="append", default=[], metavar="KEY=VALUE", help="record a condition")
     cp.add_argument(
         "--sla",
@@ -152,8 +164,12 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         att = "-" if m.attainment is None else f"{m.attainment:.3f}"
         queue = "  queue growing" if m.over_saturated else ""
         if not quiet:
-            print(f"  stage {m.stage}: {m.rate:g} req/s  attained {att} of {m.flags.size}  "
-                  f"{'pass' if passed else 'fail'}{queue}", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"  stage {m.stage}: {m.rate:g} req/s  attained {att} of {m.flags.size}  "
+                f"{'pass' if passed else 'fail'}{queue}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def on_confirm(c: Any) -> None:
         if not quiet:
@@ -175,12 +191,26 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         search = capacity.run_capacity if profile.load.repeats == 1 else run_capacity_repeated
         return await search(
-            profile, attainment=a.attainment, slos=a.sla, start_rate=a.start_rate,
-            stage_s=a.capacity_stage_s, warmup_s=a.stage_warmup, precision=a.precision,
-            max_stages=stages, max_rate=a.max_rate, budget_s=a.budget, confirm_s=a.confirm_s, twin=a.twin,
-            gpu_hour_cost=a.gpu_hour_cost, gpu_count=a.gpu_count, api_key=api_key, stop=stop,
-            on_status=on_status, on_stage=on_stage, on_confirm=on_confirm,
-        )  # fmt: skip
+            profile,
+            attainment=a.attainment,
+            slos=a.sla,
+            start_rate=a.start_rate,
+            stage_s=a.capacity_stage_s,
+            warmup_s=a.stage_warmup,
+            precision=a.precision,
+            max_stages=stages,
+            max_rate=a.max_rate,
+            budget_s=a.budget,
+            confirm_s=a.confirm_s,
+            twin=a.twin,
+            gpu_hour_cost=a.gpu_hour_cost,
+            gpu_count=a.gpu_count,
+            api_key=api_key,
+            stop=stop,
+            on_status=on_status,
+            on_stage=on_stage,
+            on_confirm=on_confirm,
+        )
 
     raise_fd_limit()
     res = run_loop(main())
@@ -199,8 +229,10 @@ def cmd_capacity(a: argparse.Namespace) -> int:
         print(f"loadgen: {why}", file=sys.stderr)
         return EXIT_NOTHING_SERVED
     if cap["capacity_rps"] is None:
-        print(f"loadgen: no rate confirmed: {cap.get('unconfirmed_because') or cap['stopped_because']}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"loadgen: no rate confirmed: {cap.get('unconfirmed_because') or cap['stopped_because']}",
+            file=sys.stderr,
+        )
         return EXIT_SLA_FAIL if any(s["counted"] for s in cap["stages"]) else EXIT_BAD_INPUT
     return EXIT_OK
 
@@ -212,8 +244,10 @@ def _capacity_headline(cap: dict) -> list[str]:
     n = len(cap["stages"])
     took = f" in {cap['elapsed_s']:.0f} s" if cap.get("elapsed_s") is not None else ""
     if cap["capacity_rps"] is None:
-        lines = [f"no rate confirmed for {cap['attainment']:g} of requests, from {n} stages{took}: "
-                 f"{cap.get('unconfirmed_because') or 'no rate met the SLOs'}"]  # fmt: skip
+        lines = [
+            f"no rate confirmed for {cap['attainment']:g} of requests, from {n} stages{took}: "
+            f"{cap.get('unconfirmed_because') or 'no rate met the SLOs'}"
+        ]
     else:
         parts = [cap.get("statement") or f"{_num(cap['capacity_rps'])} req/s sustainable"]
         lo, hi = cap["ci95"]
@@ -268,16 +302,37 @@ def _proposal_lines(cap: dict) -> list[str]:
 def _capacity_rows(cap: dict) -> list[str]:
     """The stage table in the order run: level asked, rate offered ("n/c": not counted, the
     client lagged), and the queue (a stage whose queue grew fails whatever it attained)."""
-    cols = ("stage", "kind", "level/s", "offered/s", "attained", "n", "", "tput/s", "TTFT p99", "TPOT p99",
-            "queue")  # fmt: skip
+    cols = (
+        "stage",
+        "kind",
+        "level/s",
+        "offered/s",
+        "attained",
+        "n",
+        "",
+        "tput/s",
+        "TTFT p99",
+        "TPOT p99",
+        "queue",
+    )
     rows = ["  ".join(f"{c:>8}" for c in cols)]
     for s in cap["stages"]:
         verdict = ("pass" if s["passed"] else "fail") if s["counted"] else "n/c"
         att = "-" if s["attainment"] is None else f"{s['attainment']:.3f}"
         queue = queue_word(s.get("saturation"))
-        cells = (s["stage"], s.get("kind", ""), _num(s["rate"]), _num(s["offered_rps"]), att, s["requests"],
-                 verdict, _num(s["throughput_rps"]), _num(s["ttft_p99_ms"]), _num(s["tpot_p99_ms"]),
-                 queue)  # fmt: skip
+        cells = (
+            s["stage"],
+            s.get("kind", ""),
+            _num(s["rate"]),
+            _num(s["offered_rps"]),
+            att,
+            s["requests"],
+            verdict,
+            _num(s["throughput_rps"]),
+            _num(s["ttft_p99_ms"]),
+            _num(s["tpot_p99_ms"]),
+            queue,
+        )
         rows.append("  ".join(f"{c:>8}" for c in cells))
     return rows
 

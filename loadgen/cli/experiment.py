@@ -72,9 +72,13 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         loop.add_signal_handler(signal.SIGINT, stop.set)
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         return await exp_run.run(
-            exp, source, state, api_key=api_key, stop=stop,
+            exp,
+            source,
+            state,
+            api_key=api_key,
+            stop=stop,
             status=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
-        )  # fmt: skip
+        )
 
     raise_fd_limit()
     try:
@@ -97,10 +101,14 @@ def _dry_run(exp: Any, source: Path, todo: set[str] | None = None) -> int:
     lines = [x for x in lines if todo is None or x.cell.id in todo]
     total = sum(x.expected_s for x in lines)
     sla = ", ".join(f"{k} < {v:g}" for k, v in exp.sla.items())
-    print(f"experiment {exp.name}: {exp.load.method} per cell, SLA {sla} at {exp.attainment:.0%} attainment, "
-          f"{exp.repeats} repeats, seed {exp.seed}")  # fmt: skip
-    print(f"{len(lines)} cells, expected {total / 60:.1f} min (interleaved: round r of every configuration "
-          "before round r+1, each round shuffled)")  # fmt: skip
+    print(
+        f"experiment {exp.name}: {exp.load.method} per cell, SLA {sla} at {exp.attainment:.0%} attainment, "
+        f"{exp.repeats} repeats, seed {exp.seed}"
+    )
+    print(
+        f"{len(lines)} cells, expected {total / 60:.1f} min (interleaved: round r of every configuration "
+        "before round r+1, each round shuffled)"
+    )
     for x in lines:
         print(f"{x.order:4d}. {x.cell.config.label:<48} repeat {x.cell.repeat}  ~{x.expected_s:.0f} s")
     return EXIT_OK

@@ -13,9 +13,19 @@ from loadgen.cli.borrow import borrow, leave_unset
 
 # The flags of `run` that shape the load being checked (the target is always the simulator).
 _BORROWED = (
-    "--sim", "--transport", "--endpoint", "--prompt-format", "--concurrency", "--rate", "--arrival",
-    "--burstiness", "--input-tokens", "--output-tokens", "--seed", "--tokenizer",
-)  # fmt: skip
+    "--sim",
+    "--transport",
+    "--endpoint",
+    "--prompt-format",
+    "--concurrency",
+    "--rate",
+    "--arrival",
+    "--burstiness",
+    "--input-tokens",
+    "--output-tokens",
+    "--seed",
+    "--tokenizer",
+)
 
 
 def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
@@ -80,9 +90,15 @@ def cmd_selfcheck(a: argparse.Namespace, path: Any, overrides: dict[str, Any]) -
         print(line + why, file=sys.stderr, flush=True)
 
     check = selfcheck.SelfCheck(
-        path, overrides, a.set, threshold_ms=a.threshold_ms, unpaced=a.unpaced,
-        step_s=a.step_duration, max_load=a.max_load, on_step=on_step,
-    )  # fmt: skip
+        path,
+        overrides,
+        a.set,
+        threshold_ms=a.threshold_ms,
+        unpaced=a.unpaced,
+        step_s=a.step_duration,
+        max_load=a.max_load,
+        on_step=on_step,
+    )
     print(
         f"selfcheck: {check.unit} up to {check.max_load:g}, against the simulator "
         f"({'unpaced' if a.unpaced else 'real time'}), first-token lag p99 <= {a.threshold_ms:g} ms",

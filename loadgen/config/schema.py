@@ -37,9 +37,17 @@ from loadgen.config.until import parse_until
 
 # The client's own sections (client.py) stay importable from here, as config/__init__ does.
 __all__ = [
-    "MAX_DURATION_S", "MAX_REQUESTS", "MAX_WORKERS", "ClientConfig", "LoadConfig", "OutputConfig", "Profile",
-    "PromptConfig", "ServerMetricsConfig", "WorkloadConfig",
-]  # fmt: skip
+    "MAX_DURATION_S",
+    "MAX_REQUESTS",
+    "MAX_WORKERS",
+    "ClientConfig",
+    "LoadConfig",
+    "OutputConfig",
+    "Profile",
+    "PromptConfig",
+    "ServerMetricsConfig",
+    "WorkloadConfig",
+]
 
 # What one process can hold: an open-loop schedule is computed up front (8 bytes a request)
 # and every record stays in memory until the summary; past this a run would not fit.

@@ -54,18 +54,25 @@ def workload_path(exp: Experiment, source: Path) -> Path | None:
 
 
 def profile_for(
-    exp: Experiment, source: Path, config: Config, repeat: int, folder: Path,
-    url: str | None = None, extra_labels: dict[str, str] | None = None,
-) -> Profile:  # fmt: skip
+    exp: Experiment,
+    source: Path,
+    config: Config,
+    repeat: int,
+    folder: Path,
+    url: str | None = None,
+    extra_labels: dict[str, str] | None = None,
+) -> Profile:
     """The cell's profile (see the module's docstring)."""
     ov: dict[str, Any] = {**exp.set, **config.overrides}
-    ov.update({
-        "workload.seed": exp.seed + repeat - 1,
-        "output.dir": str(folder / config.id),
-        "output.run_id": f"repeat-{repeat}",
-        "output.progress": False,
-        "load.repeats": 1,
-    })  # fmt: skip
+    ov.update(
+        {
+            "workload.seed": exp.seed + repeat - 1,
+            "output.dir": str(folder / config.id),
+            "output.run_id": f"repeat-{repeat}",
+            "output.progress": False,
+            "load.repeats": 1,
+        }
+    )
     for slo in metric_defs.SLOS:
         ov[f"sla.{slo}"] = exp.sla.get(slo)
     load = exp.load
@@ -78,8 +85,15 @@ def profile_for(
     else:  # the search sets every stage; a nominal rate and length make the profile valid
         cap = load.capacity
         assert cap is not None  # ExperimentLoad: exactly one
-        ov.update({"load.stages": [], "load.sweep": None, "load.concurrency": None,
-                   "load.rate": cap.start_rate or 1.0, "load.max_concurrency": None})  # fmt: skip
+        ov.update(
+            {
+                "load.stages": [],
+                "load.sweep": None,
+                "load.concurrency": None,
+                "load.rate": cap.start_rate or 1.0,
+                "load.max_concurrency": None,
+            }
+        )
         ov.setdefault("workload.duration_s", 60.0)
         ov.setdefault("workload.num_requests", None)
     b = config.backend
@@ -102,9 +116,15 @@ def profile_for(
 
 
 async def run_cell(
-    exp: Experiment, source: Path, cell: Cell, folder: Path, *,
-    api_key: str | None, stop: asyncio.Event, status: Any,
-) -> Path:  # fmt: skip
+    exp: Experiment,
+    source: Path,
+    cell: Cell,
+    folder: Path,
+    *,
+    api_key: str | None,
+    stop: asyncio.Event,
+    status: Any,
+) -> Path:
     """Run ``cell`` into ``folder/<config>/repeat-<r>`` and return that folder; raises
     ``LoadgenError`` (the cell failed: its message says why) or ``CellInterrupted``."""
     config, b = cell.config, cell.config.backend
@@ -121,10 +141,15 @@ async def run_cell(
                 port = free_port()
                 url = f"http://127.0.0.1:{port}"
                 server = Server(
-                    config.filled(b.serve, port), log, url=url,
-                    env={k: config.filled(v, port) for k, v in b.env.items()}, ready=b.ready,
-                    ready_timeout_s=b.ready_timeout_s, stop_grace_s=b.stop_grace_s, cancelled=stop.is_set,
-                )  # fmt: skip
+                    config.filled(b.serve, port),
+                    log,
+                    url=url,
+                    env={k: config.filled(v, port) for k, v in b.env.items()},
+                    ready=b.ready,
+                    ready_timeout_s=b.ready_timeout_s,
+                    stop_grace_s=b.stop_grace_s,
+                    cancelled=stop.is_set,
+                )
                 status(f"{cell.id}: starting {server.command}")
                 await asyncio.to_thread(server.__enter__)
                 stack.callback(server.stop)
@@ -164,9 +189,13 @@ def _scrubber(config: Config, api_key: str | None) -> Scrubber:
 
 
 async def _watched_run(
-    exp: Experiment, profile: Profile, server: Server | None, api_key: str | None,
-    stop: asyncio.Event, status: Any,
-) -> RunResult:  # fmt: skip
+    exp: Experiment,
+    profile: Profile,
+    server: Server | None,
+    api_key: str | None,
+    stop: asyncio.Event,
+    status: Any,
+) -> RunResult:
     """The cell's run, stopped at once when the user stops or the server exits."""
     cell_stop = asyncio.Event()
 
@@ -185,11 +214,22 @@ async def _watched_run(
         if cap is None:
             return await api.run_async(profile, api_key=api_key, stop=cell_stop, on_status=status)
         found = await capacity.run_capacity(
-            profile, attainment=exp.attainment, slos=dict(exp.sla), start_rate=cap.start_rate,
-            stage_s=cap.stage_duration_s, warmup_s=cap.warmup_s, precision=cap.precision,
-            max_stages=cap.max_stages, max_rate=cap.max_rate, budget_s=cap.budget_s, confirm_s=cap.confirm_s,
-            twin=cap.twin, api_key=api_key, stop=cell_stop, on_status=status,
-        )  # fmt: skip
+            profile,
+            attainment=exp.attainment,
+            slos=dict(exp.sla),
+            start_rate=cap.start_rate,
+            stage_s=cap.stage_duration_s,
+            warmup_s=cap.warmup_s,
+            precision=cap.precision,
+            max_stages=cap.max_stages,
+            max_rate=cap.max_rate,
+            budget_s=cap.budget_s,
+            confirm_s=cap.confirm_s,
+            twin=cap.twin,
+            api_key=api_key,
+            stop=cell_stop,
+            on_status=status,
+        )
         return RunResult(found.run_dir, found.summary)
     finally:
         cell_stop.set()

@@ -103,8 +103,13 @@ def configs(exp: Experiment) -> list[Config]:
     ids = [c.id for c in out]
     clash = sorted({i for i in ids if ids.count(i) > 1})
     if clash:  # two matrix values that differ only in characters a folder name cannot hold
-        raise ConfigError([f"configurations share a folder name: {', '.join(clash)}; make the matrix "
-                           "values differ in letters or digits"], what="experiment")  # fmt: skip
+        raise ConfigError(
+            [
+                f"configurations share a folder name: {', '.join(clash)}; make the matrix "
+                "values differ in letters or digits"
+            ],
+            what="experiment",
+        )
     return out
 
 

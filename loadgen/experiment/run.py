@@ -66,9 +66,14 @@ def plan(exp: Experiment, source: Path) -> list[PlanLine]:
             profile = profile_for(exp, source, cell.config, cell.repeat, Path("."), url="http://127.0.0.1:1")
         except ConfigError as err:
             raise ConfigError(
-                [f"the profile of {cell.config.label} ({err.source or 'defaults'} with this file's load, "
-                 "sla and the backend's set:) is invalid:", *err.problems], str(source), "experiment",
-            ) from None  # fmt: skip
+                [
+                    f"the profile of {cell.config.label} ({err.source or 'defaults'} with this file's load, "
+                    "sla and the backend's set:) is invalid:",
+                    *err.problems,
+                ],
+                str(source),
+                "experiment",
+            ) from None
         out.append(PlanLine(i, cell, cells_mod.expected_seconds(exp, profile, cell)))
     return out
 
@@ -81,13 +86,21 @@ def start(exp: Experiment, source: Path, out: Path, experiment_id: str | None = 
     try:
         folder.mkdir(parents=True, exist_ok=False)
     except FileExistsError:
-        raise ConfigError([f"{folder} already exists: resume it with --resume {folder}, or give --id"],
-                          what="experiment") from None  # fmt: skip
+        raise ConfigError(
+            [f"{folder} already exists: resume it with --resume {folder}, or give --id"], what="experiment"
+        ) from None
     return State.new(
-        folder, source=source, name=exp.name, method=exp.load.method, plan=cells_mod.cells(exp),
-        configs=cells_mod.configs(exp), sla=dict(exp.sla), attainment=exp.attainment, repeats=exp.repeats,
+        folder,
+        source=source,
+        name=exp.name,
+        method=exp.load.method,
+        plan=cells_mod.cells(exp),
+        configs=cells_mod.configs(exp),
+        sla=dict(exp.sla),
+        attainment=exp.attainment,
+        repeats=exp.repeats,
         seed=exp.seed,
-    )  # fmt: skip
+    )
 
 
 def resume(folder: Path, source: Path | None = None) -> tuple[Experiment, Path, State]:
@@ -98,16 +111,24 @@ def resume(folder: Path, source: Path | None = None) -> tuple[Experiment, Path, 
     exp = load_experiment(src)
     if digest(src) != state.data["source_sha256"]:
         raise ConfigError(
-            [f"{src} changed since {folder.name} was planned: its cells would not be comparable; "
-             "start a new experiment, or restore the file"], what="experiment",
-        )  # fmt: skip
+            [
+                f"{src} changed since {folder.name} was planned: its cells would not be comparable; "
+                "start a new experiment, or restore the file"
+            ],
+            what="experiment",
+        )
     return exp, src, state
 
 
 async def run(
-    exp: Experiment, source: Path, state: State, *, api_key: str | None = None,
-    stop: asyncio.Event | None = None, status: Status = lambda _m: None,
-) -> ExperimentResult:  # fmt: skip
+    exp: Experiment,
+    source: Path,
+    state: State,
+    *,
+    api_key: str | None = None,
+    stop: asyncio.Event | None = None,
+    status: Status = lambda _m: None,
+) -> ExperimentResult:
     """Run every cell not yet done, then pool, rank and report."""
     stop = stop or asyncio.Event()
     by_id = {c.id: c for c in cells_mod.cells(exp)}
@@ -128,8 +149,13 @@ async def run(
                 f"stopped; `loadgen experiment --resume {state.folder}` goes on"
             ) from None
         except Exception as exc:  # noqa: BLE001 - a cell that fails, fails alone
-            state.update(cell_id, state=FAILED, ended_at=now(), error=str(exc) or type(exc).__name__,
-                         run_dir=_rel(state, state.folder / cell.id))  # fmt: skip
+            state.update(
+                cell_id,
+                state=FAILED,
+                ended_at=now(),
+                error=str(exc) or type(exc).__name__,
+                run_dir=_rel(state, state.folder / cell.id),
+            )
             status(f"cell {cell_id} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             continue
         state.update(cell_id, state=DONE, ended_at=now(), run_dir=_rel(state, run_dir))
@@ -153,8 +179,15 @@ def finish(exp: Experiment, source: Path, state: State) -> ExperimentResult:
 def _config_runs(exp: Experiment, source: Path, state: State, config: cells_mod.Config) -> ConfigRuns | None:
     b = config.backend
     if b.results is not None:
-        return ConfigRuns(config.id, config.label, [_results(source, b.results)], config.gpu_hour_cost,
-                          config.gpus, 1, (f"results read from {b.results}",))  # fmt: skip
+        return ConfigRuns(
+            config.id,
+            config.label,
+            [_results(source, b.results)],
+            config.gpu_hour_cost,
+            config.gpus,
+            1,
+            (f"results read from {b.results}",),
+        )
     done = []
     for r in range(1, exp.repeats + 1):
         entry = state.cell(f"{config.id}/repeat-{r}")
@@ -162,15 +195,29 @@ def _config_runs(exp: Experiment, source: Path, state: State, config: cells_mod.
             run_dir = state.folder / entry["run_dir"]
             done.append(RunResult(run_dir, load_summary(run_dir)))
     if not done:
-        return ConfigRuns(config.id, config.label, [], config.gpu_hour_cost, config.gpus, exp.repeats,
-                          ("no repeat finished",))  # fmt: skip
+        return ConfigRuns(
+            config.id,
+            config.label,
+            [],
+            config.gpu_hour_cost,
+            config.gpus,
+            exp.repeats,
+            ("no repeat finished",),
+        )
     prof = profile_for(exp, source, config, 1, state.folder, url="http://127.0.0.1:1")
     prof = prof.model_copy(update={"load": prof.load.model_copy(update={"repeats": exp.repeats})})
     repeats.pooled_summary(state.folder / config.id, prof, done, repeats.headline_figures)
     failed = exp.repeats - len(done)
     notes = (f"{failed} of {exp.repeats} repeats failed or did not run",) if failed else ()
-    return ConfigRuns(config.id, config.label, [d.summary for d in done], config.gpu_hour_cost, config.gpus,
-                      exp.repeats, notes)  # fmt: skip
+    return ConfigRuns(
+        config.id,
+        config.label,
+        [d.summary for d in done],
+        config.gpu_hour_cost,
+        config.gpus,
+        exp.repeats,
+        notes,
+    )
 
 
 def _results(source: Path, path: str) -> Any:

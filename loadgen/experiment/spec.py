@@ -250,8 +250,11 @@ def resolve_experiment(arg: str) -> Path:
     if shipped.is_file():
         return shipped
     names = sorted(p.stem for p in experiments_dir().glob("*.yaml") if not p.stem.endswith("-workload"))
-    raise ConfigError([f"no such file, and no shipped experiment of that name; shipped: {', '.join(names)}"],
-                      arg, "experiment")  # fmt: skip
+    raise ConfigError(
+        [f"no such file, and no shipped experiment of that name; shipped: {', '.join(names)}"],
+        arg,
+        "experiment",
+    )
 
 
 def load_experiment(path: str | Path) -> Experiment:

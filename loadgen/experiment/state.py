@@ -107,9 +107,12 @@ class State:
             data = orjson.loads(path.read_bytes())
         except OSError as exc:
             raise ConfigError(
-                [f"--resume {folder}: cannot read {EXPERIMENT}: {exc.strerror or exc}; give the folder "
-                 "`loadgen experiment` made (reports/<experiment-id>)"], what="experiment",
-            ) from None  # fmt: skip
+                [
+                    f"--resume {folder}: cannot read {EXPERIMENT}: {exc.strerror or exc}; give the folder "
+                    "`loadgen experiment` made (reports/<experiment-id>)"
+                ],
+                what="experiment",
+            ) from None
         except orjson.JSONDecodeError as exc:
             raise ConfigError([f"{path}: not JSON ({exc})"], what="experiment") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
@@ -159,11 +162,13 @@ def cell_folder(experiment: str | Path, config: str) -> str:
     state = State.load(Path(experiment))
     ids = [c["id"] for c in state.data["configs"]]
     if config.split("/")[0] not in ids:
-        raise ConfigError([f"--cell {config}: {experiment} has no such configuration; it has: "
-                           f"{', '.join(ids)}"],
-                          what="experiment")  # fmt: skip
+        raise ConfigError(
+            [f"--cell {config}: {experiment} has no such configuration; it has: {', '.join(ids)}"],
+            what="experiment",
+        )
     folder = Path(experiment) / config
     if not (folder / "summary.json").exists():
-        raise ConfigError([f"--cell {config}: {folder} has no summary.json (the cell did not finish)"],
-                          what="experiment")  # fmt: skip
+        raise ConfigError(
+            [f"--cell {config}: {folder} has no summary.json (the cell did not finish)"], what="experiment"
+        )
     return str(folder)

@@ -185,8 +185,10 @@ class LiveStats:
             "itl_ms": _p(gaps),
         }
         st = self._stage
-        so_far = {name: {"p50": h.percentile(50), "p99": h.percentile(99)} for name, h in
-                  (("ttft_ms", st.ttft), ("tpot_ms", st.tpot), ("itl_ms", st.itl))}  # fmt: skip
+        so_far = {
+            name: {"p50": h.percentile(50), "p99": h.percentile(99)}
+            for name, h in (("ttft_ms", st.ttft), ("tpot_ms", st.tpot), ("itl_ms", st.itl))
+        }
         return Snapshot(
             elapsed_s=elapsed,
             stage=st.index,

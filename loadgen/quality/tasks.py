@@ -41,21 +41,18 @@ _OPS = tuple(_OPERANDS)
 
 # Common words that are one token in the usual vocabularies, so copying them tests fidelity,
 # not spelling.
-_COPY_WORDS = (
-    "apple", "river", "stone", "cloud", "garden", "window", "bread", "candle", "forest", "mirror",
-    "silver", "ladder", "pencil", "orange", "bridge", "winter", "summer", "rabbit", "pocket", "hammer",
-    "castle", "meadow", "planet", "copper", "island", "jacket", "kettle", "lemon", "marble", "needle",
-    "ocean", "pepper", "rocket", "saddle", "tiger", "violin", "wagon", "yellow", "anchor", "basket",
-    "cotton", "desert", "engine", "feather", "guitar", "harbor", "lantern", "magnet", "napkin", "pillow",
-    "quilt", "ribbon", "shadow", "tunnel", "valley", "walnut", "button", "carpet", "dragon", "falcon",
-    "glacier", "helmet", "jungle", "kitten",
-)  # fmt: skip
-_RECALL_KEYS = (
-    "amber", "birch", "cedar", "delta", "ember", "fjord", "grove", "heron", "indigo", "jasper",
-    "kestrel", "lotus", "maple", "nectar", "onyx", "prism", "quartz", "raven", "sierra", "topaz",
-    "umber", "vertex", "willow", "xenon", "yarrow", "zephyr", "aspen", "basalt", "coral", "dune",
-    "falcon", "garnet",
-)  # fmt: skip
+_COPY_WORDS = tuple(
+    "apple river stone cloud garden window bread candle forest mirror silver ladder pencil orange "
+    "bridge winter summer rabbit pocket hammer castle meadow planet copper island jacket kettle lemon "
+    "marble needle ocean pepper rocket saddle tiger violin wagon yellow anchor basket cotton desert "
+    "engine feather guitar harbor lantern magnet napkin pillow quilt ribbon shadow tunnel valley "
+    "walnut button carpet dragon falcon glacier helmet jungle kitten".split()
+)
+_RECALL_KEYS = tuple(
+    "amber birch cedar delta ember fjord grove heron indigo jasper kestrel lotus maple nectar onyx "
+    "prism quartz raven sierra topaz umber vertex willow xenon yarrow zephyr aspen basalt coral dune "
+    "falcon garnet".split()
+)
 _COPY_LEN = (5, 9)  # words per copy task: 5 to 8
 _FACTS = 4  # facts per recall task
 _STREAM = 11  # the numpy seed-sequence key that separates these draws from any other use of seed

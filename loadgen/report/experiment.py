@@ -50,18 +50,40 @@ def ranking_table(ranking: Mapping[str, Any]) -> Table:
         ci = f"{cap['low']:.1f} - {cap['high']:.1f}" if bounded(cap) else TOO_FEW if cap["n"] > 1 else "-"
         vs = r.get("versus_next")
         rank = "-" if r["rank"] is None else str(r["rank"])
-        rows.append((
-            rank, r["label"], _num(cap["mean"]), ci, _num(f["goodput_rps"]["mean"]),
-            _num(f["output_tokens_per_s"]["mean"], 0), _num(f["usd_per_million_output_tokens"]["mean"], 3),
-            _num(f["output_tokens_per_s_per_gpu"]["mean"], 0),
-            _num((f.get("energy_per_output_token_j") or {}).get("mean"), 3), f"{r['repeats']}/{r['planned']}",
-            "; ".join(r["bases"]), "-" if vs is None else vs["text"],
-        ))  # fmt: skip
+        rows.append(
+            (
+                rank,
+                r["label"],
+                _num(cap["mean"]),
+                ci,
+                _num(f["goodput_rps"]["mean"]),
+                _num(f["output_tokens_per_s"]["mean"], 0),
+                _num(f["usd_per_million_output_tokens"]["mean"], 3),
+                _num(f["output_tokens_per_s_per_gpu"]["mean"], 0),
+                _num((f.get("energy_per_output_token_j") or {}).get("mean"), 3),
+                f"{r['repeats']}/{r['planned']}",
+                "; ".join(r["bases"]),
+                "-" if vs is None else vs["text"],
+            )
+        )
     return Table(
-        ("#", "configuration", "capacity req/s", "95% CI", "goodput req/s", "output tok/s", "$ / 1M out tok",
-         "tok/s per GPU", "J / out tok", "repeats", "how found", "versus the next"),
-        tuple(rows), "rlrrrrrrrrll",
-    )  # fmt: skip
+        (
+            "#",
+            "configuration",
+            "capacity req/s",
+            "95% CI",
+            "goodput req/s",
+            "output tok/s",
+            "$ / 1M out tok",
+            "tok/s per GPU",
+            "J / out tok",
+            "repeats",
+            "how found",
+            "versus the next",
+        ),
+        tuple(rows),
+        "rlrrrrrrrrll",
+    )
 
 
 def _cells_table(state: Mapping[str, Any]) -> Table:
@@ -100,8 +122,13 @@ def _agreement(folder: Path, runs: Mapping[str, list[Any]], first: str | None) -
         ]
     rows = []
     for name, a in zip(names[1:], agreements(dirs, kept)):
-        rows.append((name, "-" if a is None or a["agreement"] is None else f"{a['agreement'] * 100:.1f} %",
-                     "-" if a is None else f"{a['identical']} of {a['compared']}"))  # fmt: skip
+        rows.append(
+            (
+                name,
+                "-" if a is None or a["agreement"] is None else f"{a['agreement'] * 100:.1f} %",
+                "-" if a is None else f"{a['identical']} of {a['compared']}",
+            )
+        )
     return [
         Text(f"Reference: {names[0]} (repeat 1)."),
         Table(("configuration", "agreement", "identical"), tuple(rows)),

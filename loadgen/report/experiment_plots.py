@@ -71,8 +71,14 @@ def curve_images(curves: Mapping[str, list[dict[str, Any]]], sla: Mapping[str, f
         ax.set_ylabel(title)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        out.append(Image(f"plots/experiment_{metric}_{stat}.png", f"{title} against throughput",
-                         "Each configuration's stages, averaged over its repeats.", to_png(fig)))  # fmt: skip
+        out.append(
+            Image(
+                f"plots/experiment_{metric}_{stat}.png",
+                f"{title} against throughput",
+                "Each configuration's stages, averaged over its repeats.",
+                to_png(fig),
+            )
+        )
     return out
 
 
@@ -84,18 +90,30 @@ def pareto_points(
     for label, pts in curves.items():
         for p in pts:
             if p["tpot_p50"] and p["output_tokens_per_s"] is not None:
-                out.append({"config": label, "stage": p["name"], "per_user": 1000.0 / p["tpot_p50"],
-                            "per_gpu": p["output_tokens_per_s"] / gpus.get(label, 1.0)})  # fmt: skip
+                out.append(
+                    {
+                        "config": label,
+                        "stage": p["name"],
+                        "per_user": 1000.0 / p["tpot_p50"],
+                        "per_gpu": p["output_tokens_per_s"] / gpus.get(label, 1.0),
+                    }
+                )
     return out
 
 
 def pareto_frontier(points: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The points no other point beats on both axes, by tokens/s per GPU."""
     front = [
-        p for p in points
-        if not any(q["per_user"] >= p["per_user"] and q["per_gpu"] >= p["per_gpu"] and q is not p
-                   and (q["per_user"], q["per_gpu"]) != (p["per_user"], p["per_gpu"]) for q in points)
-    ]  # fmt: skip
+        p
+        for p in points
+        if not any(
+            q["per_user"] >= p["per_user"]
+            and q["per_gpu"] >= p["per_gpu"]
+            and q is not p
+            and (q["per_user"], q["per_gpu"]) != (p["per_user"], p["per_gpu"])
+            for q in points
+        )
+    ]
     return sorted(front, key=lambda p: p["per_gpu"])
 
 
@@ -105,18 +123,35 @@ def pareto_image(points: Sequence[Mapping[str, Any]]) -> Image:
     ax.grid(True, color="#eeeeee")
     for label in dict.fromkeys(p["config"] for p in points):
         mine = [p for p in points if p["config"] == label]  # in stage order: as the load grows
-        ax.plot([p["per_gpu"] for p in mine], [p["per_user"] for p in mine], marker="o", ms=4, lw=0.8,
-                alpha=0.85, label=label)  # fmt: skip
+        ax.plot(
+            [p["per_gpu"] for p in mine],
+            [p["per_user"] for p in mine],
+            marker="o",
+            ms=4,
+            lw=0.8,
+            alpha=0.85,
+            label=label,
+        )
     front = pareto_frontier(points)
     if front:
-        ax.plot([p["per_gpu"] for p in front], [p["per_user"] for p in front], color="#111111", lw=2.2,
-                alpha=0.35, label="Pareto frontier")  # fmt: skip
+        ax.plot(
+            [p["per_gpu"] for p in front],
+            [p["per_user"] for p in front],
+            color="#111111",
+            lw=2.2,
+            alpha=0.35,
+            label="Pareto frontier",
+        )
     ax.set_xlabel("output tokens/s per GPU")
     ax.set_ylabel("output tokens/s per user (1000 / p50 TPOT)")
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     else:
         ax.text(0.5, 0.5, "no stage finished", transform=ax.transAxes, ha="center", va="center")
-    return Image("plots/experiment_pareto.png", "Pareto: tokens/s per user against tokens/s per GPU",
-                 "Every stage of every configuration (averaged over repeats); the frontier joins the points "
-                 "no other beats on both axes.", to_png(fig))  # fmt: skip
+    return Image(
+        "plots/experiment_pareto.png",
+        "Pareto: tokens/s per user against tokens/s per GPU",
+        "Every stage of every configuration (averaged over repeats); the frontier joins the points "
+        "no other beats on both axes.",
+        to_png(fig),
+    )

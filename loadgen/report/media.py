@@ -25,13 +25,31 @@ def media_section(summary: Summary) -> Section | None:
         return None if v is None else v / 1e6
 
     rows = (
-        ("total", str(m["images"]), num(m["megapixels"]), str(m["audio_clips"]), num(m["audio_s"], 1),
-         num(mb(m["media_bytes"]))),
-        ("per second", num(m["images_per_s"]), num(m["megapixels_per_s"]), "-", num(m["audio_s_per_s"]),
-         num(mb(m["media_bytes_per_s"]))),
-        ("per request", num(per["images"]), num(per["megapixels"]), num(per["audio_clips"]),
-         num(per["audio_s"]), num(mb(per["media_bytes"]), 3)),
-    )  # fmt: skip
+        (
+            "total",
+            str(m["images"]),
+            num(m["megapixels"]),
+            str(m["audio_clips"]),
+            num(m["audio_s"], 1),
+            num(mb(m["media_bytes"])),
+        ),
+        (
+            "per second",
+            num(m["images_per_s"]),
+            num(m["megapixels_per_s"]),
+            "-",
+            num(m["audio_s_per_s"]),
+            num(mb(m["media_bytes_per_s"])),
+        ),
+        (
+            "per request",
+            num(per["images"]),
+            num(per["megapixels"]),
+            num(per["audio_clips"]),
+            num(per["audio_s"]),
+            num(mb(per["media_bytes"]), 3),
+        ),
+    )
     tokens = m["prompt_tokens_per_request"]
     return Section(
         TITLE,

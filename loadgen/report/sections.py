@@ -38,10 +38,23 @@ from loadgen.summary import Summary
 
 # The client's health and Little's law (client_health.py) stay importable from here.
 __all__ = [
-    "LATENCY_ROWS", "LATENCY_STATS", "LITTLE_TOLERANCE", "build_sections", "client_section",
-    "cost_section", "errors_section", "latency_section", "latency_table", "littles_law_section",
-    "precision_section", "resent_alert", "scalar_rows", "sla_section", "throughput_section", "top_alerts",
-]  # fmt: skip
+    "LATENCY_ROWS",
+    "LATENCY_STATS",
+    "LITTLE_TOLERANCE",
+    "build_sections",
+    "client_section",
+    "cost_section",
+    "errors_section",
+    "latency_section",
+    "latency_table",
+    "littles_law_section",
+    "precision_section",
+    "resent_alert",
+    "scalar_rows",
+    "sla_section",
+    "throughput_section",
+    "top_alerts",
+]
 
 # (label, metric) of each row of the latency table: the registry's distributions shown there.
 LATENCY_ROWS: tuple[tuple[str, str], ...] = tuple(

@@ -138,8 +138,15 @@ def timings_table(summary: Summary) -> Table | None:
         (t.get("tpot"), "TPOT vs predicted_ms / predicted_n"),
     ):
         if pair:
-            rows.append((label, str(pair["requests"]), num(pair["client_mean_ms"]),
-                         num(pair["server_mean_ms"]), num(pair["difference_ms"])))  # fmt: skip
+            rows.append(
+                (
+                    label,
+                    str(pair["requests"]),
+                    num(pair["client_mean_ms"]),
+                    num(pair["server_mean_ms"]),
+                    num(pair["difference_ms"]),
+                )
+            )
     header = ("each response's own timings (ms)", "requests", "client mean", "server mean", "client - server")
     return Table(header, tuple(rows), "lrrrr")
 

@@ -99,10 +99,25 @@ from loadgen.summary import Capacity, Summary
 
 # The search is capacity_search.py, its stages capacity_stages.py: importable from here too.
 __all__ = [
-    "CAPACITY", "CLIENT_LAG_LIMIT_MS", "ERROR_RATE_LIMIT", "RESAMPLES", "CapacityError", "CapacityPlan",
-    "CapacityRun", "Observation", "Search", "StageMeasure", "bracket", "capacity_block", "capacity_profile",
-    "interval", "measure", "passing_below", "resample_goods", "run_capacity",
-]  # fmt: skip
+    "CAPACITY",
+    "CLIENT_LAG_LIMIT_MS",
+    "ERROR_RATE_LIMIT",
+    "RESAMPLES",
+    "CapacityError",
+    "CapacityPlan",
+    "CapacityRun",
+    "Observation",
+    "Search",
+    "StageMeasure",
+    "bracket",
+    "capacity_block",
+    "capacity_profile",
+    "interval",
+    "measure",
+    "passing_below",
+    "resample_goods",
+    "run_capacity",
+]
 
 CAPACITY = "capacity.json"
 METHOD = (
@@ -203,16 +218,30 @@ async def run_capacity(
         else "the highest passing level is proposed"
     )
     method = METHOD.format(
-        start=start, precision=precision, warmup=warmup_s, stage=stage_s, target=attainment,
-        confirm=confirm_seconds(budget_s, confirm_s), proposer=said,
-    )  # fmt: skip
+        start=start,
+        precision=precision,
+        warmup=warmup_s,
+        stage=stage_s,
+        target=attainment,
+        confirm=confirm_seconds(budget_s, confirm_s),
+        proposer=said,
+    )
     if budget_s:
         method += f"; near the boundary, stages share a time budget of {budget_s:g} s"
     plan = CapacityPlan(
-        search, chosen, stage_s=stage_s, warmup_s=warmup_s, budget_s=budget_s, confirm_s=confirm_s,
-        proposer=proposer, on_stage=on_stage, on_confirm=on_confirm, costs=costs, seed=prof.workload.seed,
+        search,
+        chosen,
+        stage_s=stage_s,
+        warmup_s=warmup_s,
+        budget_s=budget_s,
+        confirm_s=confirm_s,
+        proposer=proposer,
+        on_stage=on_stage,
+        on_confirm=on_confirm,
+        costs=costs,
+        seed=prof.workload.seed,
         method=method,
-    )  # fmt: skip
+    )
     res = await api.run_async(prof, api_key=api_key, stop=stop, on_status=on_status, plan=plan)
     cap = res.summary["capacity"]  # the plan's conclusion, put in the summary by summarize
     (res.run_dir / CAPACITY).write_bytes(orjson.dumps(cap, option=orjson.OPT_INDENT_2))

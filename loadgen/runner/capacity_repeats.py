@@ -48,9 +48,14 @@ async def run_capacity_repeated(profile: Profile, **search: Any) -> capacity.Cap
 
     status = search.get("on_status") or (lambda _m: None)
     res = await repeats.run_repeated(
-        profile, one, stop=search.get("stop"), status=status, figures=capacity_figures, sla=sla,
+        profile,
+        one,
+        stop=search.get("stop"),
+        status=status,
+        figures=capacity_figures,
+        sla=sla,
         seed_step=1,
-    )  # fmt: skip
+    )
     summary = res.summary
     block = _capacity_block(res)
     summary["capacity"] = block

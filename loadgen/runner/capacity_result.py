@@ -21,8 +21,12 @@ from loadgen.summary import Capacity
 from loadgen.summary.stages import CapacityCliff, CapacityProposal, CapacityTwin
 
 CONFIRMED, UNCONFIRMED, NOT_FOUND, CLIENT_LIMITED, INTERRUPTED = (
-    "confirmed", "unconfirmed", "not_found", "client_limited", "interrupted",
-)  # fmt: skip
+    "confirmed",
+    "unconfirmed",
+    "not_found",
+    "client_limited",
+    "interrupted",
+)
 VERDICTS = (CONFIRMED, UNCONFIRMED, NOT_FOUND, CLIENT_LIMITED, INTERRUPTED)
 
 

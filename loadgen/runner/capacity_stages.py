@@ -238,9 +238,15 @@ class CapacityPlan:
         self.confirm_stages[o.stage.index] = m
         self.taken += 1
         c = judge(
-            o.stage.index, m.rate, m.flags, measured_s=m.window_s or 0.0, in_flight=m.mean_concurrency or 1.0,
-            over_saturated=m.over_saturated, target=self.search.target, seed=self.seed,
-        )  # fmt: skip
+            o.stage.index,
+            m.rate,
+            m.flags,
+            measured_s=m.window_s or 0.0,
+            in_flight=m.mean_concurrency or 1.0,
+            over_saturated=m.over_saturated,
+            target=self.search.target,
+            seed=self.seed,
+        )
         if m.client_lag_p99_ms is not None:  # the rate was not offered: it confirms nothing
             c = dataclasses.replace(
                 c, held=False, why=f"the client lagged (p99 send lag {m.client_lag_p99_ms:.1f} ms)"
@@ -264,9 +270,19 @@ class CapacityPlan:
         if screening:
             self.screens.add(index)
         return Stage(
-            index, f"rate={rate:g}", None, rate, "poisson", 1.0, None,
-            warm + measured_s, None, 0.0, round(rate * warm), drain_s=SCREEN_DRAIN_S if screening else None,
-        )  # fmt: skip
+            index,
+            f"rate={rate:g}",
+            None,
+            rate,
+            "poisson",
+            1.0,
+            None,
+            warm + measured_s,
+            None,
+            0.0,
+            round(rate * warm),
+            drain_s=SCREEN_DRAIN_S if screening else None,
+        )
 
     def reserve_s(self) -> float:
         """Seconds of the budget the search leaves for a confirmation: its warm-up, measured
@@ -395,9 +411,18 @@ class CapacityPlan:
         self.confirm_stages[index] = None
         warm = self.warm()[0]
         return Stage(
-            index, f"confirm rate={rate:g}", None, rate, "poisson", 1.0, None,
-            warm + self.confirm_s, None, 0.0, round(rate * warm),
-        )  # fmt: skip
+            index,
+            f"confirm rate={rate:g}",
+            None,
+            rate,
+            "poisson",
+            1.0,
+            None,
+            warm + self.confirm_s,
+            None,
+            0.0,
+            round(rate * warm),
+        )
 
     def confirmed(self) -> Confirmation | None:
         """The confirmation that held (the last one run), or None."""

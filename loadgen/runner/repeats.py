@@ -26,8 +26,8 @@ repeats' windows summed, the gaps between repeats excluded), and sessions (a ses
 conversation of one repeat). From the repeats' own blocks (``analysis.repeats``), where the
 records cannot say it: fidelity (each repeat met its own simulator's log), server (counter deltas
 over each repeat's scrapes), a stage's saturation and steady state (trends within a repeat).
-Conditions are the first repeat's (already scrubbed) with the repeat count; telemetry,
-speculative and precision are not pooled (each repeat's folder has its own).
+Conditions are the first repeat's (already scrubbed) with the repeat count. Which blocks are
+pooled, in what order, and why the others are not: ``repeats_blocks.py``.
 """
 
 from __future__ import annotations
@@ -39,27 +39,23 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-import numpy as np
-
 from loadgen import metric_defs
-from loadgen.analysis import client_means, curve, metrics, traffic
+from loadgen.analysis import metrics
 from loadgen.analysis import repeats as rp
-from loadgen.analysis.media import media as media_block
-from loadgen.analysis.models import models as models_block
 from loadgen.analysis.table import RecordTable
 from loadgen.backends import registry
 from loadgen.config import Profile
 from loadgen.errors import LoadgenError, RunError
 from loadgen.result import REQUESTS, SCHEMA_VERSION, RunResult, load_summary, write_summary
+from loadgen.runner import repeats_blocks
 from loadgen.runner.prepare import make_run_dir, target_for
+from loadgen.runner.repeats_blocks import PooledRun
 from loadgen.summary import (
     ClientHealth,
-    Distribution,
     EndedBy,
     RepeatFigure,
     RepeatRun,
     Repeats,
-    StageSummary,
     Summary,
 )
 
@@ -183,55 +179,13 @@ def pooled_summary(
         "ended_by": _ended_by(first, len(done), count, reason),
         "client": _client(ran),
     }
-    staged = bool(profile.load.stages) or profile.load.sweep is not None
-    if staged:
-        summary["stages"] = pooled_stages(ran, table, sla, streamed)
-        summary["curve"] = curve.curve(summary["stages"])
-    _add_blocks(summary, profile, ran, table, lengths, sla)
+    pooled = PooledRun(profile, ran, table, lengths, sla, seconds, streamed)
+    summary.update(cast(Summary, repeats_blocks.pool(pooled)))
     summary["repeats"] = repeats_block(count, done, figures)
-    if staged:
+    if "stages" in summary:
         cast(dict, summary["repeats"])["stages"] = _stage_figures(done, rp.CONFIDENCE)
     write_summary(parent, summary)
     return summary
-
-
-def pooled_stages(
-    ran: Sequence[RunResult], table: RecordTable, sla: Any, streamed: bool
-) -> list[StageSummary]:
-    """Stage i of every repeat as one stage: its counts, window, metrics and SLA from the
-    repeats' records of that stage (per second of their stage windows summed); its saturation
-    and steady state from the repeats' own (``analysis.repeats.pool_saturation``, ``pool_steady``).
-    A repeat stopped midway adds the stages it reached."""
-    per: list[list[Any]] = [list(r.summary.get("stages") or []) for r in ran]
-    stage_of = table.column("stage")
-    out: list[StageSummary] = []
-    for i in range(max(len(s) for s in per)):
-        mine = [(r.run_dir.name, s[i]) for r, s in zip(ran, per) if len(s) > i]
-        ref = mine[0][1]
-        interrupted = any(s.get("interrupted", False) for _p, s in mine)
-        seconds = sum(float((s.get("window") or {}).get("seconds") or 0.0) for _p, s in mine)
-        m = metrics.summarize(
-            table.select(stage_of == ref["index"]),
-            sla=sla,
-            incomplete=interrupted,
-            seconds=seconds,
-            streamed=streamed,
-        )
-        block: StageSummary = {
-            "index": ref["index"],
-            "name": ref["name"],
-            "load": ref["load"],
-            "interrupted": interrupted,
-            "counts": m["counts"],
-            "window": m["window"],
-            "metrics": m["metrics"],
-            "sla": m["sla"],
-            "steady_state": rp.pool_steady([(p, s["steady_state"]) for p, s in mine]),
-        }
-        if all("saturation" in s for _p, s in mine):
-            block["saturation"] = cast(Any, rp.pool_saturation([(p, s["saturation"]) for p, s in mine]))
-        out.append(block)
-    return out
 
 
 def repeats_block(
@@ -286,57 +240,6 @@ def _stage_figures(done: Sequence[Outcome], confidence: float) -> list[dict[str,
         }
         for i, stage in enumerate(longest)
     ]
-
-
-def _add_blocks(
-    summary: Summary,
-    profile: Profile,
-    ran: Sequence[RunResult],
-    table: RecordTable,
-    lengths: list[int],
-    sla: Any,
-) -> None:
-    """The blocks only some runs have, each pooled by its rule (the module's docstring)."""
-    answers = profile.output.answers
-    modelled = cast(dict, ran[0].summary.get("quality") or {}).get("modelled")  # the simulator's, as run
-    quality = traffic.quality(
-        table, answers_kept=answers.keep, max_chars=answers.max_chars, modelled=modelled
-    )
-    if quality is not None:
-        summary["quality"] = quality
-    sessions = _sessions(table, lengths)
-    if sessions is not None:
-        summary["sessions"] = sessions
-    seconds = summary["window"]["seconds"]
-    mix = profile.workload.models
-    by_model = None if mix is None else models_block(table, mix.names, mix.choice, seconds, sla)
-    if by_model is not None:
-        summary["models"] = by_model
-    sent_media = media_block(table, seconds)
-    if sent_media is not None:
-        summary["media"] = sent_media
-    truths = [(r.run_dir.name, r.summary.get("fidelity")) for r in ran]
-    if any(b is not None for _p, b in truths):
-        summary["fidelity"] = rp.pool_fidelity(truths)
-    if any("server" in r.summary for r in ran):
-        views = [(r.run_dir.name, r.summary.get("server") or {"available": False}) for r in ran]
-        summary["server"] = rp.pool_server(views, client_means.client_means(table))
-
-
-def _sessions(table: RecordTable, lengths: list[int]) -> Any:
-    """``traffic.sessions`` of the pooled records, its sessions and turns per session counted by
-    (repeat, session id): every repeat's schedule reuses the ids, and repeat 2's session 0 is
-    another conversation than repeat 1's."""
-    block = traffic.sessions(table)
-    if block is None:
-        return None
-    measured = ~table.column("warmup") & table.present("session_id")
-    repeat = np.repeat(np.arange(len(lengths)), lengths)
-    keys = np.stack([repeat[measured], table.ints("session_id")[0][measured]])
-    turns = np.unique(keys, axis=1, return_counts=True)[1] if keys.shape[1] else np.zeros(0, np.int64)
-    block["sessions"] = int(turns.size)
-    block["turns_per_session"] = cast(Distribution, metrics.distribution(turns)) if turns.size else None
-    return block
 
 
 def _pool_records(parent: Path, ran: Sequence[RunResult]) -> tuple[RecordTable, list[int]]:

@@ -116,11 +116,17 @@ def accuracy_model(config: SimConfig) -> dict[str, Any] | None:
         "accuracy": round(accuracy(config), 4),
         "base_accuracy": BASE_ACCURACY[p.model.key][0],
         "base_source": BASE_ACCURACY[p.model.key][1],
-        "weights": {"precision": p.precision, "retained": round(RETAINED[p.precision][0], 4),
-                    "source": RETAINED[p.precision][1]},
-        "kv": {"precision": kv, "retained": KV_FP8_RETAINED[0] if kv == "fp8" else 1.0,
-               "source": KV_FP8_RETAINED[1] if kv == "fp8" else "the reference"},
-    }  # fmt: skip
+        "weights": {
+            "precision": p.precision,
+            "retained": round(RETAINED[p.precision][0], 4),
+            "source": RETAINED[p.precision][1],
+        },
+        "kv": {
+            "precision": kv,
+            "retained": KV_FP8_RETAINED[0] if kv == "fp8" else 1.0,
+            "source": KV_FP8_RETAINED[1] if kv == "fp8" else "the reference",
+        },
+    }
 
 
 def answer(config: SimConfig, text: str) -> str | None:

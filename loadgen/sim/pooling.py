@@ -97,8 +97,14 @@ def answer(state: RequestState, config: SimConfig) -> dict[str, Any]:
             {"index": i, "object": "embedding", "embedding": encode(k, config.embedding_dim, config.seed)}
             for i, k in enumerate(keys)
         ]
-        return {"id": state.rid, "object": "list", "created": state.created, "model": state.model,
-                "data": data, "usage": usage}  # fmt: skip
+        return {
+            "id": state.rid,
+            "object": "list",
+            "created": state.created,
+            "model": state.model,
+            "data": data,
+            "usage": usage,
+        }
     results = sorted(
         ({"index": i, "relevance_score": score(k, config.seed)} for i, k in enumerate(keys)),
         key=lambda r: -r["relevance_score"],

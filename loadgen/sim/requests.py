@@ -166,9 +166,11 @@ class RequestState:
             message: dict[str, Any] = {"role": "assistant", "content": text}
             if self.tool_name is not None:
                 call = {"name": self.tool_name, "arguments": text}
-                message = {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": f"call_{self.rid}", "type": "function", "function": call}
-                ]}  # fmt: skip
+                message = {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [{"id": f"call_{self.rid}", "type": "function", "function": call}],
+                }
             choice = {
                 "index": 0,
                 "message": message,

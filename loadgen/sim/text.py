@@ -35,40 +35,27 @@ import orjson
 CHAT_TOKENS_PER_MESSAGE = 4
 CHAT_TOKENS_PER_REQUEST = 3
 
-# fmt: off
+# A word list is data: one string, split (dict.fromkeys drops a repeat, keeping the order).
 _VOCAB = tuple(
-    dict.fromkeys(  # packed: a word list is data
-        [
-            "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be",
-            "by", "on", "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have",
-            "an", "they", "you", "were", "her", "she", "there", "had", "been", "one", "all", "we",
-            "their", "has", "would", "more", "when", "will", "if", "no", "out", "so", "said", "what",
-            "up", "its", "about", "into", "than", "them", "can", "only", "other", "new", "some", "could",
-            "time", "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like",
-            "our", "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before",
-            "must", "through", "back", "years", "where", "much", "your", "way", "well", "down", "should",
-            "because", "each", "just", "those", "people", "how", "too", "little", "state", "good", "very",
-            "make", "world", "still", "own", "see", "men", "work", "long", "get", "here", "between",
-            "both", "life", "being", "under", "never", "day", "same", "another", "know", "while", "last",
-            "might", "us", "great", "old", "year", "off", "come", "since", "against", "go", "came",
-            "right", "used", "take", "three", "himself", "few", "house", "use", "during", "without",
-            "again", "place", "around", "however", "home", "small", "found", "thought", "went", "say",
-            "part", "once", "general", "high", "upon", "school", "every", "does", "got", "left", "number",
-            "course", "war", "until", "always", "away", "something", "fact", "though", "water", "less",
-            "public", "put", "think", "almost", "hand", "enough", "far", "took", "head", "yet", "system",
-            "better", "set", "told", "nothing", "night", "end", "why", "called", "find", "look", "asked",
-            "later", "knew", "point", "next", "program", "city", "business", "give", "group", "toward",
-            "young", "days", "let", "room", "side", "social", "given", "present", "several", "order",
-            "national", "possible", "rather", "second", "face", "among", "form", "important", "often",
-            "things", "early", "white", "case", "become", "large", "big", "need", "four", "within",
-            "felt", "along", "children", "saw", "best", "ever", "least", "power", "light", "thing",
-            "seemed", "family", "want", "mind", "country", "area", "others", "done", "turned", "open",
-            "service", "certain", "kind", "problem", "began", "different", "door", "thus", "help",
-            "sense", "means", "whole", "matter", "perhaps", "itself",
-        ]
+    dict.fromkeys(
+        "the of and to in a is that for it as was with be by on not he this are or his from at which but "
+        "have an they you were her she there had been one all we their has would more when will if no out "
+        "so said what up its about into than them can only other new some could time these two may then "
+        "do first any my now such like our over man me even most made after also did many before must "
+        "through back years where much your way well down should because each just those people how too "
+        "little state good very make world still own see men work long get here between both life being "
+        "under never day same another know while last might us great old year off come since against go "
+        "came right used take three himself few house use during without again place around however home "
+        "small found thought went say part once general high upon school every does got left number "
+        "course war until always away something fact though water less public put think almost hand "
+        "enough far took head yet system better set told nothing night end why called find look asked "
+        "later knew point next program city business give group toward young days let room side social "
+        "given present several order national possible rather second face among form important often "
+        "things early white case become large big need four within felt along children saw best ever "
+        "least power light thing seemed family want mind country area others done turned open service "
+        "certain kind problem began different door thus help sense means whole matter perhaps itself".split()
     )
 )
-# fmt: on
 # JSON string literals, ready to splice into an SSE event without per-token encoding.
 WORDS_JSON: tuple[bytes, ...] = tuple(orjson.dumps(" " + w) for w in _VOCAB)
 WORDS: tuple[str, ...] = tuple(" " + w for w in _VOCAB)

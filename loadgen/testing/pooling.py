@@ -65,8 +65,13 @@ def _answer(
         {"index": i, "object": "embedding", "embedding": _base64(v) if b64 else v}
         for i, v in enumerate(vectors)
     ]
-    return {"id": rid, "object": "list", "model": model, "data": data,
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}  # fmt: skip
+    return {
+        "id": rid,
+        "object": "list",
+        "model": model,
+        "data": data,
+        "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+    }
 
 
 def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
@@ -96,9 +101,16 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
             resp = web.StreamResponse(headers=headers)
             await resp.prepare(request)
             await asyncio.Event().wait()  # until the client gives up and the handler is cancelled
-        answer = _answer(rid, str(body.get("model")), items, tokens, rerank, int(cfg.get("dim", 4)),
-                         1 if fail == "wrong_count" else 0,
-                         body.get("encoding_format") == "base64")  # fmt: skip
+        answer = _answer(
+            rid,
+            str(body.get("model")),
+            items,
+            tokens,
+            rerank,
+            int(cfg.get("dim", 4)),
+            1 if fail == "wrong_count" else 0,
+            body.get("encoding_format") == "base64",
+        )
         data = json.dumps(
             {"error": {"message": "scripted error body"}} if fail == "error_body" else answer
         ).encode()

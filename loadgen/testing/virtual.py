@@ -124,18 +124,28 @@ class Virtual:
         return float(rates[i - 1] + (a[i - 1] - target) / (a[i - 1] - a[i]) * (rates[i] - rates[i - 1]))
 
     def search(
-        self, target: float, seed: int, *, start: float = 1.0, search: dict[str, Any] | None = None,
-        twin: bool = True, **plan: Any,
-    ) -> tuple[Capacity, float]:  # fmt: skip
+        self,
+        target: float,
+        seed: int,
+        *,
+        start: float = 1.0,
+        search: dict[str, Any] | None = None,
+        twin: bool = True,
+        **plan: Any,
+    ) -> tuple[Capacity, float]:
         """The plan's search and confirmation to their end on ``seed``'s schedules (``search``:
         Search's keywords, ``plan``: CapacityPlan's; ``twin``: the fitted simulator proposes, as
         ``loadgen capacity --sim`` does); (its capacity block, the seconds it would take in real
         time: warm-ups, drains and the twin's own time included)."""
         proposer = Twin(self.sim, self.slos, target, lengths=(self.inputs, self.outputs)) if twin else None
         p = CapacityPlan(
-            Search(start, target, **(search or {})), self.slos, seed=seed, proposer=proposer,
-            proposer_time_s=TWIN_TIME_S, **plan,
-        )  # fmt: skip
+            Search(start, target, **(search or {})),
+            self.slos,
+            seed=seed,
+            proposer=proposer,
+            proposer_time_s=TWIN_TIME_S,
+            **plan,
+        )
         done: list[StageOutcome] = []
         while (stage := p.next_stage(done)) is not None:
             done.append(self.stage(stage, seed * 1000 + len(done)))

@@ -108,8 +108,10 @@ class Workload:
         src = self._source
         if isinstance(src, DatasetSource) and not self.carries_media and any(e.media for e in src.entries):
             takes = ", ".join(registry.names(lambda b: b.media))
-            raise DatasetError(f"{src.cfg.path}: its rows name images or audio; endpoint {endpoint} "
-                               f"cannot carry them, use {takes}")  # fmt: skip
+            raise DatasetError(
+                f"{src.cfg.path}: its rows name images or audio; endpoint {endpoint} "
+                f"cannot carry them, use {takes}"
+            )
         self._groups = PrefixGroups(cfg.prefix, cfg.seed, self._prompts) if cfg.prefix else None
         self._models = ModelPicker(cfg.models, cfg.seed) if cfg.models is not None else None
         # What an agent's requests carry: the tools and their choice, a response_format.

@@ -18,26 +18,17 @@ import numpy as np
 
 from loadgen.errors import LoadgenError
 
-# fmt: off
-WORDS: tuple[str, ...] = tuple(  # packed: a word list is data
-    [
-        "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on",
-        "not", "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had",
-        "they", "you", "were", "their", "one", "all", "we", "can", "her", "has", "there", "been", "if",
-        "more", "when", "will", "would", "who", "so", "no", "time", "people", "year", "way", "day", "man",
-        "thing", "life", "world", "school", "state", "family", "group", "country", "problem", "hand",
-        "part", "place", "case", "week", "company", "system", "program", "question", "work", "number",
-        "night", "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month",
-        "lot", "right", "study", "book", "eye", "job", "word", "business", "side", "kind", "head",
-        "house", "service", "friend", "father", "power", "hour", "game", "line", "end", "member", "law",
-        "car", "city", "name", "team", "minute", "idea", "body", "back", "face", "level", "office",
-        "door", "health", "person", "art", "war", "history", "party", "result", "change", "morning",
-        "reason", "girl", "moment", "air", "force", "open", "good", "new", "first", "last", "long",
-        "great", "little", "own", "other", "old", "big", "high", "small", "large", "next", "early",
-        "young", "important", "few", "public", "bad", "same", "able",
-    ]
+WORDS: tuple[str, ...] = tuple(  # a word list is data: one string, split
+    "the of and to in is that for it as was with be by on not he this are or his from at which but "
+    "have an had they you were their one all we can her has there been if more when will would who so "
+    "no time people year way day man thing life world school state family group country problem hand "
+    "part place case week company system program question work number night point home water room "
+    "mother area money story fact month lot right study book eye job word business side kind head "
+    "house service friend father power hour game line end member law car city name team minute idea "
+    "body back face level office door health person art war history party result change morning "
+    "reason girl moment air force open good new first last long great little own other old big high "
+    "small large next early young important few public bad same able".split()
 )
-# fmt: on
 
 _POOL = 4096  # distinct pool positions a prompt may start from
 _SPREAD = 2654435761  # Knuth's multiplicative hash spreads consecutive ids over the pool

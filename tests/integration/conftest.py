@@ -214,18 +214,27 @@ def profile_maker(engine: Engine, tmp_path: Path, **defaults: Any):
 def llamacpp_profile(llamacpp, tmp_path: Path):
     """80 requests of 300 / 100 tokens at c=8 against llama-server, no warm-up."""
     return profile_maker(
-        llamacpp, tmp_path, workload__num_requests=80, load__concurrency=8, load__warmup_requests=0,
-        workload__input_tokens=300, workload__output_tokens=100,
-    )  # fmt: skip
+        llamacpp,
+        tmp_path,
+        workload__num_requests=80,
+        load__concurrency=8,
+        load__warmup_requests=0,
+        workload__input_tokens=300,
+        workload__output_tokens=100,
+    )
 
 
 @pytest.fixture
 def vllm_profile(vllm, tmp_path: Path):
     """8 requests of 64 / 16 tokens at c=4 against the vLLM server."""
     return profile_maker(
-        vllm, tmp_path, workload__num_requests=8, load__concurrency=4, workload__input_tokens=64,
+        vllm,
+        tmp_path,
+        workload__num_requests=8,
+        load__concurrency=4,
+        workload__input_tokens=64,
         workload__output_tokens=16,
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture

@@ -60,11 +60,24 @@ backends:
     ready_timeout_s: 120
 """)
     done = subprocess.run(
-        [sys.executable, "-m", "loadgen", "experiment", str(tmp_path / "engines.yaml"),
-         "--out", str(tmp_path), "--id", "e"],
-        env=cli_env(), cwd=ROOT, capture_output=True, text=True, timeout=3600,
+        [
+            sys.executable,
+            "-m",
+            "loadgen",
+            "experiment",
+            str(tmp_path / "engines.yaml"),
+            "--out",
+            str(tmp_path),
+            "--id",
+            "e",
+        ],
+        env=cli_env(),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=3600,
         preexec_fn=lambda: os.sched_setaffinity(0, client_cpus),
-    )  # fmt: skip
+    )
     print(done.stdout)
     assert done.returncode == 0, done.stderr[-3000:]
     state = json.loads((tmp_path / "e" / "experiment.json").read_text())

@@ -28,14 +28,16 @@ def run(profile):
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
 @pytest.mark.parametrize("concurrency,num_requests", [(8, 80), (32, 128)])
-def test_no_request_is_lost_on_any_transport(llamacpp_profile, record_property, transport, concurrency,
-                                              num_requests):  # fmt: skip
+def test_no_request_is_lost_on_any_transport(
+    llamacpp_profile, record_property, transport, concurrency, num_requests
+):
     """Fixed 300 / 100 tokens, every transport, c=8 and c=32 (24 of them deferred for a slot):
     every request is ok, and any re-send is counted on its record and in the summary."""
     res = run(
-        llamacpp_profile(target__transport=transport, load__concurrency=concurrency,
-                         workload__num_requests=num_requests)
-    )  # fmt: skip
+        llamacpp_profile(
+            target__transport=transport, load__concurrency=concurrency, workload__num_requests=num_requests
+        )
+    )
     c = res.summary["counts"]
     assert (c["ok"], c["failed"]) == (num_requests, 0), c
     resent = sum(r.attempts - 1 for r in res.records)

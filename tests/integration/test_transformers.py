@@ -56,8 +56,12 @@ def tfserve_profile(tfserve, tmp_path: Path):
     """64 / 32-token requests against transformers serve, no warm-up, ignore_eos left at its
     default (auto)."""
     return profile_maker(
-        tfserve, tmp_path, load__warmup_requests=0, workload__input_tokens=64, workload__output_tokens=32,
-    )  # fmt: skip
+        tfserve,
+        tmp_path,
+        load__warmup_requests=0,
+        workload__input_tokens=64,
+        workload__output_tokens=32,
+    )
 
 
 @pytest.mark.parametrize("transport", sorted(TRANSPORTS))

@@ -24,8 +24,15 @@ def test_embeddings_latency_agrees_with_the_server(vllm_pooling, tmp_path, recor
     never falls below it (beyond clock granularity)."""
     make = profile_maker(vllm_pooling, tmp_path, server_metrics__enabled=False, load__warmup_requests=0)
     before = histogram_sums(vllm_pooling.metrics_text())
-    res = run(make(target__endpoint="embeddings", workload__num_requests=24, workload__batch_size=1,
-                   workload__input_tokens=64, load__concurrency=2))  # fmt: skip
+    res = run(
+        make(
+            target__endpoint="embeddings",
+            workload__num_requests=24,
+            workload__batch_size=1,
+            workload__input_tokens=64,
+            load__concurrency=2,
+        )
+    )
     after = histogram_sums(vllm_pooling.metrics_text())
     n = after["vllm:e2e_request_latency_seconds_count"] - before["vllm:e2e_request_latency_seconds_count"]
     server_ms = (
@@ -46,9 +53,15 @@ def test_batches_and_rerank_count_what_the_server_counts(vllm_pooling, tmp_path)
     prompt tokens, and its request count by the items; rerank answers every document."""
     make = profile_maker(vllm_pooling, tmp_path, server_metrics__enabled=False, load__warmup_requests=0)
     before = histogram_sums(vllm_pooling.metrics_text())
-    res = run(make(target__endpoint="embeddings", workload__num_requests=12,
-                   workload__batch_size={"kind": "uniform", "min": 1, "max": 8}, workload__input_tokens=48,
-                   load__concurrency=2))  # fmt: skip
+    res = run(
+        make(
+            target__endpoint="embeddings",
+            workload__num_requests=12,
+            workload__batch_size={"kind": "uniform", "min": 1, "max": 8},
+            workload__input_tokens=48,
+            load__concurrency=2,
+        )
+    )
     after = histogram_sums(vllm_pooling.metrics_text())
     items = sum(r.items or 0 for r in res.records)
     assert res.summary["counts"]["ok"] == 12 and items > 12
@@ -58,6 +71,13 @@ def test_batches_and_rerank_count_what_the_server_counts(vllm_pooling, tmp_path)
         after["vllm:e2e_request_latency_seconds_count"] - before["vllm:e2e_request_latency_seconds_count"]
         == items
     )
-    res = run(make(target__endpoint="rerank", workload__num_requests=6, workload__batch_size=4,
-                   workload__input_tokens=32, load__concurrency=1))  # fmt: skip
+    res = run(
+        make(
+            target__endpoint="rerank",
+            workload__num_requests=6,
+            workload__batch_size=4,
+            workload__input_tokens=32,
+            load__concurrency=1,
+        )
+    )
     assert res.summary["counts"]["ok"] == 6 and all(r.items == 4 for r in res.records)

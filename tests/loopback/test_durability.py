@@ -40,11 +40,29 @@ def _full_disk() -> None:
 
 def test_a_full_disk_stops_the_run_and_says_what_was_saved(server, tmp_path):
     proc = cli(
-        "run", "--url", server.url, "--concurrency", "4", "--num-requests", "400", "--output-tokens", "16",
-        "--input-tokens", "8", "--out", str(tmp_path), "--run-id", "full", "--no-progress", "--no-report",
-        "--set", "server_metrics.enabled=false", cwd=tmp_path, preexec_fn=_full_disk,
+        "run",
+        "--url",
+        server.url,
+        "--concurrency",
+        "4",
+        "--num-requests",
+        "400",
+        "--output-tokens",
+        "16",
+        "--input-tokens",
+        "8",
+        "--out",
+        str(tmp_path),
+        "--run-id",
+        "full",
+        "--no-progress",
+        "--no-report",
+        "--set",
+        "server_metrics.enabled=false",
+        cwd=tmp_path,
+        preexec_fn=_full_disk,
         env={**cli_env(), "PYTHONDONTWRITEBYTECODE": "1"},
-    )  # fmt: skip
+    )
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     m = re.search(r"loadgen: error: .*(?:requests\.jsonl|summary\.json).*?(\d+) records", proc.stderr)
@@ -59,9 +77,15 @@ def test_a_removed_run_folder_stops_the_run_with_a_clear_error(server, tmp_path)
     profile = helpers.profile(
         tmp_path,
         server.url,
-        **{"workload.num_requests": 2000, "workload.output_tokens": 16, "workload.input_tokens": 8,
-           "output.dir": str(tmp_path), "output.run_id": "gone", "server_metrics.enabled": False},
-    )  # fmt: skip
+        **{
+            "workload.num_requests": 2000,
+            "workload.output_tokens": 16,
+            "workload.input_tokens": 8,
+            "output.dir": str(tmp_path),
+            "output.run_id": "gone",
+            "server_metrics.enabled": False,
+        },
+    )
 
     async def go() -> None:
         asyncio.get_running_loop().call_later(0.5, shutil.rmtree, tmp_path / "gone")

@@ -163,8 +163,12 @@ backends:
 """
     proc = subprocess.Popen(
         [*LOADGEN, "experiment", str(write(tmp_path, body)), "--out", str(tmp_path), "--id", "e"],
-        env=cli_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        env=cli_env(),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     run_dir = tmp_path / "e" / "one" / "repeat-1"
     deadline = time.monotonic() + 60
     while not (run_dir / "requests.jsonl").exists() and time.monotonic() < deadline:

@@ -114,17 +114,35 @@ def test_unmatched_requests_and_two_clocks_fail(tmp_path):
 
     def rec(i: int, shift: int) -> RequestRecord:
         return RequestRecord(
-            id=i, warmup=False, t_sched_ns=0, t_send_ns=1_000, requested_output_tokens=2,
-            requested_prompt_tokens=4, ok=True, response_id=f"r{i}", t_first_token_ns=5_000_000 + shift,
+            id=i,
+            warmup=False,
+            t_sched_ns=0,
+            t_send_ns=1_000,
+            requested_output_tokens=2,
+            requested_prompt_tokens=4,
+            ok=True,
+            response_id=f"r{i}",
+            t_first_token_ns=5_000_000 + shift,
             t_end_ns=9_000_000 + shift,
-            chunk_times_ns=[5_000_000 + shift, 8_000_000 + shift], chunk_tokens=[1, 1], output_tokens=2,
-        )  # fmt: skip
+            chunk_times_ns=[5_000_000 + shift, 8_000_000 + shift],
+            chunk_tokens=[1, 1],
+            output_tokens=2,
+        )
 
     truth = tmp_path / "ground_truth.jsonl"
     truth.write_text(
-        json.dumps({"id": "r0", "stream": True, "arrival_ns": 500, "chunk_ns": [5_000_000, 8_000_000],
-                    "finish_ns": 8_500_000, "tpot_ms": 3.0}) + "\n"
-    )  # fmt: skip
+        json.dumps(
+            {
+                "id": "r0",
+                "stream": True,
+                "arrival_ns": 500,
+                "chunk_ns": [5_000_000, 8_000_000],
+                "finish_ns": 8_500_000,
+                "tpot_ms": 3.0,
+            }
+        )
+        + "\n"
+    )
     block = fidelity.assess(RecordTable.from_records([rec(0, 0), rec(1, 0)]), truth)
     assert block is not None
     assert (block["requests_matched"], block["requests_unmatched"], block["verdict"]) == (1, 1, "fail")

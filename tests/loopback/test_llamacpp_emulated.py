@@ -120,8 +120,12 @@ class FakeLlamaServer(ThreadedServer):
                 chunk(sse(dumps({**base, "choices": [{"index": 0, "delta": {"content": " w"}}]})))
             )
         self.generated += n
-        timings = {"prompt_n": prompt_n, "prompt_ms": PROMPT_MS, "predicted_n": n,
-                   "predicted_ms": n * PREDICTED_MS_PER_TOKEN}  # fmt: skip
+        timings = {
+            "prompt_n": prompt_n,
+            "prompt_ms": PROMPT_MS,
+            "predicted_n": n,
+            "predicted_ms": n * PREDICTED_MS_PER_TOKEN,
+        }
         usage = {"completion_tokens": n, "prompt_tokens": prompt_n, "total_tokens": n + prompt_n}
         last = {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}], "usage": usage}
         await conn.send(

@@ -217,10 +217,26 @@ def test_the_cli_runs_the_shipped_profile_with_a_batch_size(server, tmp_path):
     carries 3 documents, and the console prints items/s, not output tokens/s."""
     out = tmp_path / "reports"
     res = cli(
-        "run", "rerank", "--url", server.url, "--out", str(out), "--num-requests", "4", "--warmup", "0",
-        "--concurrency", "2", "--batch-size", "3", "--input-tokens", "8", "--no-report", "--no-progress",
+        "run",
+        "rerank",
+        "--url",
+        server.url,
+        "--out",
+        str(out),
+        "--num-requests",
+        "4",
+        "--warmup",
+        "0",
+        "--concurrency",
+        "2",
+        "--batch-size",
+        "3",
+        "--input-tokens",
+        "8",
+        "--no-report",
+        "--no-progress",
         cwd=tmp_path,
-    )  # fmt: skip
+    )
     assert res.returncode == 0, res.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     lines = (run_dir / "requests.jsonl").read_text().splitlines()

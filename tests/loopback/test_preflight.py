@@ -43,8 +43,18 @@ def _profile(tmp: Path, **target: object) -> Path:
 
 
 def _run(tmp: Path, url: str, *flags: str, run_id: str = "r", profile: Path | None = None):
-    return cli("run", str(profile or _profile(tmp)), "--url", url, "--no-progress", "--out", str(tmp / "out"),
-               "--run-id", run_id, *flags)  # fmt: skip
+    return cli(
+        "run",
+        str(profile or _profile(tmp)),
+        "--url",
+        url,
+        "--no-progress",
+        "--out",
+        str(tmp / "out"),
+        "--run-id",
+        run_id,
+        *flags,
+    )
 
 
 def _summary(tmp: Path, run_id: str = "r") -> dict:
@@ -181,9 +191,25 @@ def test_a_capacity_search_that_served_nothing_exits_3_with_the_servers_words(tm
     """Every stage of the search refused: no capacity, and exit 3 with the server's message on
     the last line (not the 1 of "no rate met the SLOs", which would blame the SLA)."""
     with StreamServer(fail="status:500") as srv:
-        done = cli("capacity", str(_profile(tmp_path)), "--url", srv.url, "--sla", "ttft_ms<5000",
-                   "--stage-duration", "1s", "--stage-warmup", "0", "--max-stages", "2",
-                   "--out", str(tmp_path / "out"), "--run-id", "cap", timeout=120)  # fmt: skip
+        done = cli(
+            "capacity",
+            str(_profile(tmp_path)),
+            "--url",
+            srv.url,
+            "--sla",
+            "ttft_ms<5000",
+            "--stage-duration",
+            "1s",
+            "--stage-warmup",
+            "0",
+            "--max-stages",
+            "2",
+            "--out",
+            str(tmp_path / "out"),
+            "--run-id",
+            "cap",
+            timeout=120,
+        )
     assert done.returncode == EXIT_NOTHING_SERVED, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
     assert (

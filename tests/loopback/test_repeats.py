@@ -170,8 +170,11 @@ class TestGate:
         but one repeat in three is noise to a t interval: pass, flagged within noise."""
         parent = tmp_path / "mixed"
         parent.mkdir()
-        for k, src in ((1, runs["same"].run_dir / "repeat-1"), (2, runs["same"].run_dir / "repeat-2"),
-                       (3, runs["slowed"].run_dir / "repeat-1")):  # fmt: skip
+        for k, src in (
+            (1, runs["same"].run_dir / "repeat-1"),
+            (2, runs["same"].run_dir / "repeat-2"),
+            (3, runs["slowed"].run_dir / "repeat-1"),
+        ):
             shutil.copytree(src, parent / f"repeat-{k}")
         done = [RunResult.load(parent / f"repeat-{k}") for k in range(1, N + 1)]
         prof = repeated(tmp_path, "mixed")
@@ -190,9 +193,24 @@ def test_console_shows_the_figures_over_repeats(tmp_path):
     """`loadgen run --repeats 2` prints each headline figure per repeat, and no interval: with
     t(1) = 12.7 two repeats bound nothing (a loaded machine's spread took the low end below 0)."""
     done = cli(
-        "run", "--sim", PRESET, "--num-requests", "4", "--concurrency", "2", "--input-tokens", "32",
-        "--output-tokens", "8", "--repeats", "2", "--out", str(tmp_path), "--no-report", "--no-progress",
-    )  # fmt: skip
+        "run",
+        "--sim",
+        PRESET,
+        "--num-requests",
+        "4",
+        "--concurrency",
+        "2",
+        "--input-tokens",
+        "32",
+        "--output-tokens",
+        "8",
+        "--repeats",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--no-report",
+        "--no-progress",
+    )
     assert done.returncode == 0, done.stderr
     assert "over 2 of 2 repeats" in done.stdout
     assert re.search(r"p99 ttft_ms .* too few repeats to bound", done.stdout), done.stdout
@@ -247,9 +265,15 @@ def test_capacity_repeats_give_capacity_over_the_searches(tmp_path):
     from loadgen.runner.capacity_repeats import run_capacity_repeated
 
     prof = profile(
-        tmp_path, None, sim={"preset": "llama2-7b-fp16@l40s", "time_scale": 0.25}, load__repeats=2,
-        load__concurrency=None, load__rate=10.0, workload__num_requests=None, workload__duration_s=10.0,
-    )  # fmt: skip
+        tmp_path,
+        None,
+        sim={"preset": "llama2-7b-fp16@l40s", "time_scale": 0.25},
+        load__repeats=2,
+        load__concurrency=None,
+        load__rate=10.0,
+        workload__num_requests=None,
+        workload__duration_s=10.0,
+    )
     res = asyncio.run(
         run_capacity_repeated(
             prof,

@@ -80,10 +80,24 @@ def test_cli_exits_nonzero_naming_the_failed_repeat(tmp_path):
     with refusing_second_repeat() as server:
         take_request_zero(server.url)
         done = cli(
-            "run", "--url", server.url, "--num-requests", str(R), "--concurrency", "2", "--repeats", "3",
-            "--set", "target.ignore_eos=false", "--out", str(tmp_path), "--run-id", "r", "--no-report",
+            "run",
+            "--url",
+            server.url,
+            "--num-requests",
+            str(R),
+            "--concurrency",
+            "2",
+            "--repeats",
+            "3",
+            "--set",
+            "target.ignore_eos=false",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "r",
+            "--no-report",
             "--no-progress",
-        )  # fmt: skip
+        )
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().splitlines()[-1] == f"loadgen: incomplete run: {REASON}"
     assert RunResult.load(tmp_path / "r").summary["repeats"]["runs"][1]["error"] == REFUSED
@@ -94,9 +108,12 @@ def test_an_unexpected_error_is_named_and_scrubbed(tmp_path):
     its type and without the secret; the repeats after it still run."""
     with StreamServer(ttft_ms=5, itl_ms=1) as server:
         prof = profile(
-            tmp_path, server.url, load__repeats=3, workload__num_requests=R,
+            tmp_path,
+            server.url,
+            load__repeats=3,
+            workload__num_requests=R,
             target__headers={"Authorization": f"Bearer {SECRET}"},
-        )  # fmt: skip
+        )
 
         async def one(p):
             if p.output.run_id == "repeat-2":

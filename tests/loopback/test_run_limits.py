@@ -48,8 +48,20 @@ class TestLimitsFromTheCommandLine:
 def test_the_summary_and_console_say_which_limit_ended_the_run(tmp_path):
     """Both limits set: 12 requests at c=4 end long before 60 s, and the run says the count did."""
     out = tmp_path / "reports"
-    cmd = ["run", str(REPO / "profiles" / "ci-smoke.yaml"), "--sim", SIM,
-           "--out", str(out), "--num-requests", "12", "--duration", "60", "--warmup", "0"]  # fmt: skip
+    cmd = [
+        "run",
+        str(REPO / "profiles" / "ci-smoke.yaml"),
+        "--sim",
+        SIM,
+        "--out",
+        str(out),
+        "--num-requests",
+        "12",
+        "--duration",
+        "60",
+        "--warmup",
+        "0",
+    ]
     res = cli(*cmd, cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     (run_dir,) = out.iterdir()
@@ -86,9 +98,16 @@ class TestPrefixCacheLine:
 class TestSweepWarmup:
     @pytest.mark.parametrize(
         "warmup, concurrency, rate, want",
-        [(16, 1, None, 1), (16, 4, None, 4), (16, 64, None, 16), (16, None, 2.5, 3), (16, None, 40.0, 16),
-         (0, 8, None, 0), (16, None, 0.2, 1)],
-    )  # fmt: skip
+        [
+            (16, 1, None, 1),
+            (16, 4, None, 4),
+            (16, 64, None, 16),
+            (16, None, 2.5, 3),
+            (16, None, 40.0, 16),
+            (0, 8, None, 0),
+            (16, None, 0.2, 1),
+        ],
+    )
     def test_one_per_slot_or_a_second_of_arrivals_at_most(self, warmup, concurrency, rate, want):
         assert sweep_warmup(warmup, concurrency, rate) == want
 
@@ -99,8 +118,18 @@ def test_a_sweep_of_short_stages_measures_every_stage(tmp_path):
     'fail' with no figures; with the warm-up scaled per stage every stage measures requests and
     has a verdict."""
     out = tmp_path / "reports"
-    cmd = ["run", "quickstart", "--sweep", "concurrency=1,4",
-           "--stage-duration", "3s", "--out", str(out), "--no-report", "--no-progress"]  # fmt: skip
+    cmd = [
+        "run",
+        "quickstart",
+        "--sweep",
+        "concurrency=1,4",
+        "--stage-duration",
+        "3s",
+        "--out",
+        str(out),
+        "--no-report",
+        "--no-progress",
+    ]
     res = cli(*cmd, cwd=tmp_path, timeout=180)
     assert res.returncode == 0, res.stderr
     (run_dir,) = out.iterdir()
@@ -113,8 +142,17 @@ def test_a_stage_of_only_warm_up_has_no_verdict_and_says_why():
     from loadgen.analysis.metrics import summarize
     from loadgen.records import RequestRecord
 
-    rec = RequestRecord(id=0, warmup=True, t_sched_ns=0, t_send_ns=0, requested_output_tokens=4,
-                        requested_prompt_tokens=4, ok=True, t_first_token_ns=10, t_end_ns=20)  # fmt: skip
+    rec = RequestRecord(
+        id=0,
+        warmup=True,
+        t_sched_ns=0,
+        t_send_ns=0,
+        requested_output_tokens=4,
+        requested_prompt_tokens=4,
+        ok=True,
+        t_first_token_ns=10,
+        t_end_ns=20,
+    )
 
     class Rule:
         metric, stat, op, threshold = "ttft_ms", "p99", "<", 700.0
@@ -137,9 +175,18 @@ def test_a_trace_replay_says_what_it_replays(tmp_path):
     """The load line of a trace replay names the file, the requests, the span as replayed and
     the time scale (it read "open loop, None req/s poisson"), and the run says the trace ended it."""
     out = tmp_path / "reports"
-    cmd = ["run", "replay", "--set", "workload.trace.window_s=5",
-           "--set", "workload.trace.time_scale=0.5", "--out", str(out), "--no-report",
-           "--no-progress"]  # fmt: skip
+    cmd = [
+        "run",
+        "replay",
+        "--set",
+        "workload.trace.window_s=5",
+        "--set",
+        "workload.trace.time_scale=0.5",
+        "--out",
+        str(out),
+        "--no-report",
+        "--no-progress",
+    ]
     res = cli(*cmd, cwd=tmp_path, timeout=120)
     assert res.returncode in (0, 1), res.stderr
     (run_dir,) = out.iterdir()
@@ -165,8 +212,19 @@ def test_the_console_fails_the_sla_on_failed_requests_and_says_why_first(tmp_pat
 
     with HostileServer("http_500") as srv:
         out = tmp_path / "reports"
-        cmd = ["run", str(REPO / "profiles" / "ci-smoke.yaml"), "--url",
-               srv.url, "--num-requests", "6", "--warmup", "0", "--out", str(out), "--no-report"]  # fmt: skip
+        cmd = [
+            "run",
+            str(REPO / "profiles" / "ci-smoke.yaml"),
+            "--url",
+            srv.url,
+            "--num-requests",
+            "6",
+            "--warmup",
+            "0",
+            "--out",
+            str(out),
+            "--no-report",
+        ]
         res = cli(*cmd, cwd=tmp_path, timeout=120)
     # Nothing was served: exit 3 without --fail-on-sla, the server's words on the last line.
     assert res.returncode == 3, res.stderr

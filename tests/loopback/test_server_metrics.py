@@ -242,10 +242,22 @@ class TestLlamacpp:
 
     def test_engine_time_per_token_from_its_counters(self):
         """The run's busy seconds over its tokens: the engine's own prefill and decode cost."""
-        first = row(0, prompt_tokens_total=100, generation_tokens_total=0, prompt_seconds_total=0.5,
-                    generation_seconds_total=1.0, decode_calls_total=10)  # fmt: skip
-        last = row(10**9, prompt_tokens_total=300, generation_tokens_total=400, prompt_seconds_total=0.9,
-                   generation_seconds_total=3.0, decode_calls_total=60)  # fmt: skip
+        first = row(
+            0,
+            prompt_tokens_total=100,
+            generation_tokens_total=0,
+            prompt_seconds_total=0.5,
+            generation_seconds_total=1.0,
+            decode_calls_total=10,
+        )
+        last = row(
+            10**9,
+            prompt_tokens_total=300,
+            generation_tokens_total=400,
+            prompt_seconds_total=0.9,
+            generation_seconds_total=3.0,
+            decode_calls_total=60,
+        )
         busy = sm.summarize([first, last], None, {})["engine_time"]
         assert busy == {
             "prompt_s": pytest.approx(0.4),

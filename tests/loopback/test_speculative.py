@@ -81,10 +81,20 @@ def record(
 ) -> RequestRecord:
     times = [10_000_000 * (k + 1) for k in range(len(tokens))]
     return RequestRecord(
-        id=i, warmup=warmup, t_sched_ns=0, t_send_ns=0, requested_output_tokens=sum(tokens),
-        requested_prompt_tokens=8, ok=True, t_first_token_ns=times[0], t_end_ns=times[-1] + 1,
-        chunk_times_ns=times, chunk_tokens=tokens, output_tokens=sum(tokens), token_source=source,
-    )  # fmt: skip
+        id=i,
+        warmup=warmup,
+        t_sched_ns=0,
+        t_send_ns=0,
+        requested_output_tokens=sum(tokens),
+        requested_prompt_tokens=8,
+        ok=True,
+        t_first_token_ns=times[0],
+        t_end_ns=times[-1] + 1,
+        chunk_times_ns=times,
+        chunk_tokens=tokens,
+        output_tokens=sum(tokens),
+        token_source=source,
+    )
 
 
 class TestStream:

@@ -18,10 +18,16 @@ def _run(tmp_path, drain_s):
     # 20 req/s for 1 s of 400-token answers on the simulator (about 4 s each): at the stage's end
     # nearly every request is still streaming.
     prof = helpers.profile(
-        tmp_path, None, sim={"preset": "llama3-8b-fp16@h100"}, load__concurrency=None, load__rate=20.0,
-        workload__num_requests=None, workload__duration_s=1.0, workload__output_tokens=400,
+        tmp_path,
+        None,
+        sim={"preset": "llama3-8b-fp16@h100"},
+        load__concurrency=None,
+        load__rate=20.0,
+        workload__num_requests=None,
+        workload__duration_s=1.0,
+        workload__output_tokens=400,
         target__ignore_eos=True,
-    )  # fmt: skip
+    )
     stage = Stage(0, "rate=20", None, 20.0, "poisson", 1.0, None, 1.0, None, 0.0, 0, drain_s=drain_s)
     res = helpers.run(prof, plan=FixedPlan([stage]))
     return res, load_records(res.run_dir)

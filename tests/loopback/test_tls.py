@@ -46,9 +46,17 @@ def ca_file(ca, tmp_path_factory):
 
 
 def profile(url: str, transport: str, out, **target):
-    base = {"target.transport": transport, "target.connect_timeout_s": 3.0, "target.read_timeout_s": 3.0,
-            "target.timeout_s": 5.0, "workload.num_requests": N, "workload.input_tokens": 8,
-            "workload.output_tokens": 4, "output.dir": str(out), "server_metrics.enabled": False}  # fmt: skip
+    base = {
+        "target.transport": transport,
+        "target.connect_timeout_s": 3.0,
+        "target.read_timeout_s": 3.0,
+        "target.timeout_s": 5.0,
+        "workload.num_requests": N,
+        "workload.input_tokens": 8,
+        "workload.output_tokens": 4,
+        "output.dir": str(out),
+        "server_metrics.enabled": False,
+    }
     return helpers.profile(out, url, **{**base, **{f"target.{k}": v for k, v in target.items()}})
 
 

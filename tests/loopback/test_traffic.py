@@ -31,8 +31,12 @@ def sim_profile(tmp_path: Path, **overrides):
     """A profile against the built-in simulator in real time (no URL), lengths and limits as given."""
     lengths = ["workload.num_requests", "load.concurrency", "workload.input_tokens", "workload.output_tokens"]
     base = dict.fromkeys(lengths)  # None: the profile's own default, not helpers.profile's
-    base |= {"target.endpoint": "completions", "target.ignore_eos": True, "load.warmup_requests": 0,
-             "sim": {"preset": "llama3-8b-fp16@h100", "time_scale": 1.0, "seed": 1}}  # fmt: skip
+    base |= {
+        "target.endpoint": "completions",
+        "target.ignore_eos": True,
+        "load.warmup_requests": 0,
+        "sim": {"preset": "llama3-8b-fp16@h100", "time_scale": 1.0, "seed": 1},
+    }
     return helpers.profile(tmp_path, None, **{**base, **overrides})
 
 
@@ -354,10 +358,12 @@ def test_console_lines_name_accuracy_turns_and_the_hit_rate():
 
     summary = {
         "quality": {"accuracy": 0.75, "correct": 30, "scored": 40, "answers_kept": 40},
-        "sessions": {"sessions": 8, "by_turn": [{"turn": 1, "ttft_ms": {"p50": 63.14}},
-                                                {"turn": 2, "ttft_ms": {"p50": 14.3}}]},
+        "sessions": {
+            "sessions": 8,
+            "by_turn": [{"turn": 1, "ttft_ms": {"p50": 63.14}}, {"turn": 2, "ttft_ms": {"p50": 14.3}}],
+        },
         "server": {"prefix_cache": {"hit_rate": 0.723, "hits": 12704, "queries": 17579}},
-    }  # fmt: skip
+    }
     assert console_lines(summary) == [
         "quality     accuracy 75.0% (30 of 40 scored answers right); 40 answers kept",
         "sessions    8; TTFT p50 by turn (ms) 1: 63.1, 2: 14.3",

@@ -257,12 +257,14 @@ def test_an_experiments_preset_file_is_read_beside_the_experiment_file(tmp_path)
     from loadgen.experiment.spec import parse
 
     (tmp_path / "twin.yaml").write_text("preset: llama3-8b-fp16@a100\nstep_overhead_ms: 2.5\n")
-    exp = parse({
-        "name": "t",
-        "load": {"sweep": {"concurrency": [1, 2], "stage_duration_s": 1}},
-        "sla": {"ttft_ms": 700},
-        "backends": [{"name": "twin", "sim": {"preset_file": "twin.yaml", "max_num_seqs": 512}}],
-    })  # fmt: skip
+    exp = parse(
+        {
+            "name": "t",
+            "load": {"sweep": {"concurrency": [1, 2], "stage_duration_s": 1}},
+            "sla": {"ttft_ms": 700},
+            "backends": [{"name": "twin", "sim": {"preset_file": "twin.yaml", "max_num_seqs": 512}}],
+        }
+    )
     profile = profile_for(exp, tmp_path / "exp.yaml", configs(exp)[0], 1, tmp_path / "out")
     assert profile.sim == {"preset_file": str(tmp_path / "twin.yaml"), "max_num_seqs": 512}
     config = SimConfig.from_dict(dict(profile.sim))

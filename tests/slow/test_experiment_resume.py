@@ -54,8 +54,11 @@ def test_kill9_then_resume_keeps_finished_cells_and_ranks_the_same(tmp_path):
     folder = tmp_path / "killed"
     proc = subprocess.Popen(
         [*LOADGEN, "experiment", str(path), "--out", str(tmp_path), "--id", "killed"],
-        env=cli_env(), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        env=cli_env(),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 240
     victim = None
     while time.monotonic() < deadline and victim is None:
@@ -70,8 +73,11 @@ def test_kill9_then_resume_keeps_finished_cells_and_ranks_the_same(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     before = state(folder)["cells"]
-    finished = {k: (folder / c["run_dir"] / "summary.json").stat().st_mtime_ns
-                for k, c in before.items() if c["state"] == "done"}  # fmt: skip
+    finished = {
+        k: (folder / c["run_dir"] / "summary.json").stat().st_mtime_ns
+        for k, c in before.items()
+        if c["state"] == "done"
+    }
     assert before[victim]["state"] == "running"
     for _ in range(50):  # the reaper: SIGTERM now, SIGKILL after the 2 s grace
         if not alive_with(marker):

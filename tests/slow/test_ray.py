@@ -200,9 +200,15 @@ def ray_run(ray_cluster: Cluster, fast_server: StreamServer, tmp_path_factory: p
     profile = helpers.profile(
         tmp_path_factory.mktemp("ray"),
         fast_server.url,
-        **{"workload.num_requests": N, "load.concurrency": 4, "load.warmup_requests": WARMUP,
-           "workload.output_tokens": 6, "client.ray": ray_cluster.address, "client.workers": 2},
-    )  # fmt: skip
+        **{
+            "workload.num_requests": N,
+            "load.concurrency": 4,
+            "load.warmup_requests": WARMUP,
+            "workload.output_tokens": 6,
+            "client.ray": ray_cluster.address,
+            "client.workers": 2,
+        },
+    )
     t0 = time.monotonic()
     res = api.run(profile)
     print(f"the Ray run took {time.monotonic() - t0:.1f} s (connect, 2 actors, 40 requests, close)")
@@ -482,9 +488,14 @@ def test_a_lost_worker_costs_only_its_own_requests(ray_cluster: Cluster, tmp_pat
         profile = helpers.profile(
             tmp_path,
             server.url,
-            **{"workload.num_requests": 120, "load.concurrency": 4, "workload.output_tokens": 10,
-               "client.ray": ray_cluster.address, "client.workers": 2},
-        )  # fmt: skip
+            **{
+                "workload.num_requests": 120,
+                "load.concurrency": 4,
+                "workload.output_tokens": 10,
+                "client.ray": ray_cluster.address,
+                "client.workers": 2,
+            },
+        )
         t0 = time.monotonic()
         res = asyncio.run(run_and_kill(profile))
     s = res.summary

@@ -48,9 +48,17 @@ def saved_entry(ceiling: float | None, workers: int = 1, mode: str = "closed") -
         "requested": 8.0,
         "threshold_ms": 1.0,
         "pace": "real time",
-        "results": [{"workers": workers, "ceiling": ceiling, "at_least": False, "tokens_per_s": 1000.0,
-                     "first_token_lag_p99_ms": 0.5, "steps": []}],
-    }  # fmt: skip
+        "results": [
+            {
+                "workers": workers,
+                "ceiling": ceiling,
+                "at_least": False,
+                "tokens_per_s": 1000.0,
+                "first_token_lag_p99_ms": 0.5,
+                "steps": [],
+            }
+        ],
+    }
 
 
 class TestStore:

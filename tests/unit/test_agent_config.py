@@ -70,8 +70,11 @@ class TestProfile:
                 "workload.tools.choice: 'get_nothing' is no listed function; valid: auto, required, none, "
                 "get_weather, get_time",
             ),
-            ("tools: weather_tools.yaml", "target: {endpoint: completions}\n", "workload: tools: endpoint "
-             "completions sends none; use chat"),
+            (
+                "tools: weather_tools.yaml",
+                "target: {endpoint: completions}\n",
+                "workload: tools: endpoint completions sends none; use chat",
+            ),
             (
                 "response_format: {json_schema: {name: a, schema: {type: objekt}}}",
                 "",
@@ -95,7 +98,7 @@ class TestProfile:
                 "workload.tools.rounds: choice: none calls no tool, so there is no second round",
             ),
         ],
-    )  # fmt: skip
+    )
     def test_a_bad_agent_section_names_its_path(self, tmp_path, workload, extra, problem):
         """Each mistake is one problem at its YAML path, saying what would be valid."""
         assert problems(tmp_path, workload, extra) == [problem]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from loadgen.cli import console
 from loadgen.report import sections
-from loadgen.runner import blocks
+from loadgen.runner import blocks, repeats_blocks
 from loadgen.summary import StageSummary, Summary
 
 import helpers
@@ -30,6 +30,17 @@ def test_every_block_has_a_type_a_section_and_a_console_entry():
         assert drawn & said == set(), f"{where.__name__}: drawn and said to be elsewhere"
         assert where.CORE & names == set(), f"{where.__name__}: a block marked core"
         assert set(where.NOT_SHOWN) <= names
+
+
+def test_every_block_is_pooled_by_repeats_or_says_why_not():
+    """A repeated run's parent pools each block of BLOCKS (in BLOCKS' order, so a pooling may
+    read an earlier block) or names why it does not; nothing else is pooled."""
+    pooled = [name for name, _make in repeats_blocks.POOLED]
+    assert set(pooled).isdisjoint(repeats_blocks.NOT_POOLED)
+    assert sorted([*pooled, *repeats_blocks.NOT_POOLED]) == sorted(b.name for b in blocks.BLOCKS)
+    order = [b.name for b in blocks.BLOCKS]
+    assert pooled == sorted(pooled, key=order.index)
+    assert all(why.strip() for why in repeats_blocks.NOT_POOLED.values())
 
 
 def test_summarize_names_no_block():

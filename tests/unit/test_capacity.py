@@ -337,9 +337,11 @@ def test_capacity_on_the_simulator_confirms_a_rate_below_its_own_answer(tmp_path
 
     truth = simulator_capacity(0.9, np.arange(23.0, 29.01, 0.5))
     lo, hi = cap["cliff"]["ci95"]
-    print(f"confirmed {cap['capacity_rps']:.1f} req/s; proposed {cap['proposal']['rate']}; cliff CI "
-          f"{lo}-{hi}; the simulator's own answer {truth:.1f}; in {searched_s:.0f} s, "
-          f"{len(cap['stages'])} stages")  # fmt: skip
+    print(
+        f"confirmed {cap['capacity_rps']:.1f} req/s; proposed {cap['proposal']['rate']}; cliff CI "
+        f"{lo}-{hi}; the simulator's own answer {truth:.1f}; in {searched_s:.0f} s, "
+        f"{len(cap['stages'])} stages"
+    )
     assert 0.75 * truth <= cap["capacity_rps"] <= 1.01 * truth
     assert (lo or 0) <= truth <= (hi or np.inf)
 

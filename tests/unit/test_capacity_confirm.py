@@ -38,8 +38,16 @@ def test_the_bound_is_honest_about_bursts_and_claims_no_more_than_n_requests_all
 
 
 def test_a_confirmation_holds_on_its_bound_not_on_its_attainment():
-    held = judge(7, 30.0, np.ones(3600, dtype=bool), measured_s=120.0, in_flight=20.0,
-                 over_saturated=False, target=0.99, seed=1)  # fmt: skip
+    held = judge(
+        7,
+        30.0,
+        np.ones(3600, dtype=bool),
+        measured_s=120.0,
+        in_flight=20.0,
+        over_saturated=False,
+        target=0.99,
+        seed=1,
+    )
     assert held.held and held.why == "" and held.block_requests == 300
     assert statement(held, 0.99) == (
         "30 req/s sustainable: a 2-minute run at it met 100 % of requests' SLOs (A = 99 %); "
@@ -50,8 +58,16 @@ def test_a_confirmation_holds_on_its_bound_not_on_its_attainment():
     close = judge(8, 30.0, burst, measured_s=120.0, in_flight=20.0, over_saturated=False, target=0.99, seed=1)
     assert close.attainment == pytest.approx(0.99167, abs=1e-4) and not close.held
     assert close.why.startswith("lower 95 % bound") and "< 99 %" in close.why
-    grew = judge(9, 30.0, np.ones(3600, dtype=bool), measured_s=120.0, in_flight=20.0,
-                 over_saturated=True, target=0.99, seed=1)  # fmt: skip
+    grew = judge(
+        9,
+        30.0,
+        np.ones(3600, dtype=bool),
+        measured_s=120.0,
+        in_flight=20.0,
+        over_saturated=True,
+        target=0.99,
+        seed=1,
+    )
     assert not grew.held and grew.why == "its queue grew while it ran"
 
 
@@ -60,8 +76,9 @@ def _outcome(stage: Stage, records: list[RequestRecord], ended_s: float) -> Stag
 
 
 def _stage(index: int, rate: float, seconds: float, warm: int, drain: float | None = None) -> Stage:
-    return Stage(index, f"rate={rate:g}", None, rate, "poisson", 1.0, None, seconds, None, 0.0, warm,
-                 drain_s=drain)  # fmt: skip
+    return Stage(
+        index, f"rate={rate:g}", None, rate, "poisson", 1.0, None, seconds, None, 0.0, warm, drain_s=drain
+    )
 
 
 def _record(i: int, at_s: float, ttft_s: float | None, end_s: float, warmup: bool = False) -> RequestRecord:
@@ -106,8 +123,16 @@ def _held(plan: CapacityPlan, index: int, rate: float, att: float) -> None:
     """Tell the plan its confirmation stage ``index`` at ``rate`` attained ``att``."""
     plan.confirm_stages[index] = StageMeasure(rate, flags(att, 3600), stage=index, window_s=120.0)
     plan.taken += 1
-    c = judge(index, rate, flags(att, 3600), measured_s=120.0, in_flight=10.0, over_saturated=False,
-              target=plan.search.target, seed=0)  # fmt: skip
+    c = judge(
+        index,
+        rate,
+        flags(att, 3600),
+        measured_s=120.0,
+        in_flight=10.0,
+        over_saturated=False,
+        target=plan.search.target,
+        seed=0,
+    )
     plan.confirmations.append(c)
 
 

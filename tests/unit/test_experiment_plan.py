@@ -41,20 +41,35 @@ class TestSpec:
 
     def test_a_placeholder_without_a_matrix_key_is_refused(self):
         """{max_num_seq} (a typo of the matrix key) fails before any server starts."""
-        said = problems({"backends": [{
-            "name": "v", "serve": "vllm serve m --port {port} --max-num-seqs {max_num_seq}",
-            "matrix": {"max_num_seqs": [16, 64]},
-        }]})  # fmt: skip
+        said = problems(
+            {
+                "backends": [
+                    {
+                        "name": "v",
+                        "serve": "vllm serve m --port {port} --max-num-seqs {max_num_seq}",
+                        "matrix": {"max_num_seqs": [16, 64]},
+                    }
+                ]
+            }
+        )
         assert "uses {max_num_seq}, which no matrix key fills; valid: max_num_seqs, model, port" in said
 
     def test_serve_needs_its_port(self):
         assert "serve must contain {port}" in problems({"backends": [{"name": "v", "serve": "vllm serve m"}]})
 
     def test_a_price_per_matrix_value_must_price_them_all(self):
-        said = problems({"backends": [{
-            "name": "s", "sim": "llama3-8b-fp16@{gpu}", "matrix": {"gpu": ["h100", "a100"]},
-            "gpu_hour_cost": {"gpu": {"h100": 3.0}},
-        }]})  # fmt: skip
+        said = problems(
+            {
+                "backends": [
+                    {
+                        "name": "s",
+                        "sim": "llama3-8b-fp16@{gpu}",
+                        "matrix": {"gpu": ["h100", "a100"]},
+                        "gpu_hour_cost": {"gpu": {"h100": 3.0}},
+                    }
+                ]
+            }
+        )
         assert "gpu_hour_cost.gpu must price every value of matrix.gpu (a100, h100)" in said
 
     def test_one_load_method(self):
@@ -75,23 +90,35 @@ class TestSpec:
 class TestConfigs:
     def test_matrix_points_fill_their_templates(self):
         """Every point of the matrix is a configuration; numbers are typed as YAML reads them."""
-        e = exp({
-            "name": "sim", "sim": {"preset": "llama3-8b-{p}@{gpu}", "max_num_seqs": "{seqs}"},
-            "matrix": {"gpu": ["h100", "a100"], "p": ["fp16"], "seqs": [16, 64]},
-            "gpu_hour_cost": {"gpu": {"h100": 3.99, "a100": 1.89}}, "gpus": 2,
-        })  # fmt: skip
+        e = exp(
+            {
+                "name": "sim",
+                "sim": {"preset": "llama3-8b-{p}@{gpu}", "max_num_seqs": "{seqs}"},
+                "matrix": {"gpu": ["h100", "a100"], "p": ["fp16"], "seqs": [16, 64]},
+                "gpu_hour_cost": {"gpu": {"h100": 3.99, "a100": 1.89}},
+                "gpus": 2,
+            }
+        )
         got = cells.configs(e)
         assert [c.id for c in got] == [
-            "sim--gpu=h100--p=fp16--seqs=16", "sim--gpu=h100--p=fp16--seqs=64",
-            "sim--gpu=a100--p=fp16--seqs=16", "sim--gpu=a100--p=fp16--seqs=64",
-        ]  # fmt: skip
+            "sim--gpu=h100--p=fp16--seqs=16",
+            "sim--gpu=h100--p=fp16--seqs=64",
+            "sim--gpu=a100--p=fp16--seqs=16",
+            "sim--gpu=a100--p=fp16--seqs=64",
+        ]
         assert got[3].sim == {"preset": "llama3-8b-fp16@a100", "max_num_seqs": 64}
         assert (got[0].gpu_hour_cost, got[3].gpu_hour_cost, got[3].gpus) == (3.99, 1.89, 2.0)
         assert got[1].labels == {"backend": "sim", "gpu": "h100", "p": "fp16", "seqs": "64"}
 
     def test_serve_gets_its_port_and_values(self):
-        e = exp({"name": "v", "serve": "vllm serve {model} --port {port} --max-num-seqs {n}", "model": "tiny",
-                 "matrix": {"n": [8]}})  # fmt: skip
+        e = exp(
+            {
+                "name": "v",
+                "serve": "vllm serve {model} --port {port} --max-num-seqs {n}",
+                "model": "tiny",
+                "matrix": {"n": [8]},
+            }
+        )
         c = cells.configs(e)[0]
         assert c.filled(c.backend.serve, 8123) == "vllm serve tiny --port 8123 --max-num-seqs 8"
 

@@ -126,8 +126,11 @@ class TestVerdicts:
     def test_the_gate_says_how_many_requests_failed_and_why(self):
         """A latency rule alone judges the ok requests: the gate's report says, above its
         table, how many of the candidate's requests failed and of which class."""
-        res = gate(RUNS / "with-errors", RUNS / "base-a", rules({"metric": "ttft_ms", "stat": "p99",
-                                                                  "max_regression": "50%"}))  # fmt: skip
+        res = gate(
+            RUNS / "with-errors",
+            RUNS / "base-a",
+            rules({"metric": "ttft_ms", "stat": "p99", "max_regression": "50%"}),
+        )
         counts = load_summary(RUNS / "with-errors")["counts"]
         why = ", ".join(f"{k} {v}" for k, v in counts["errors_by_class"].items())
         done = counts["ok"] + counts["failed"]

@@ -119,8 +119,10 @@ class TestRecord:
         path = tmp_path / "requests.jsonl"
         write_records(path, [ok_record(0, model="sql-lora")])
         with open(path, "ab") as fh:
-            fh.write(b'{"id": 1, "warmup": false, "t_sched_ns": 0, "t_send_ns": 0, '
-                     b'"requested_output_tokens": 4, "requested_prompt_tokens": 10}\n')  # fmt: skip
+            fh.write(
+                b'{"id": 1, "warmup": false, "t_sched_ns": 0, "t_send_ns": 0, '
+                b'"requested_output_tokens": 4, "requested_prompt_tokens": 10}\n'
+            )
         assert [r.model for r in read_records(path)] == ["sql-lora", None]
 
 

@@ -43,8 +43,10 @@ class TestGenerated:
     def test_images_and_clips_are_what_they_claim(self):
         """A generated PNG decodes to its size, a JPEG is a JPEG, a WAV holds rate x seconds
         16-bit mono samples; the parts' bytes, pixels and seconds say the same."""
-        spec = workload(images={"count": 2, "sizes": [[33, 17]], "format": "jpeg"},
-                        audio={"count": 1, "duration_s": 0.5, "sample_rate": 8000}).request(0)  # fmt: skip
+        spec = workload(
+            images={"count": 2, "sizes": [[33, 17]], "format": "jpeg"},
+            audio={"count": 1, "duration_s": 0.5, "sample_rate": 8000},
+        ).request(0)
         img, _, clip = spec.media
         assert Image.open(io.BytesIO(image_bytes(img))).format == "JPEG"
         assert Image.open(io.BytesIO(image_bytes(img))).size == (33, 17)
@@ -72,8 +74,9 @@ class TestGenerated:
         used = {(m.pixels, m.payload) for s in specs for m in s.media}
         assert len(used) == 6  # every (size, variant) was drawn
         assert w.media_cache.encoded == 6
-        assert specs[0].media[0].payload is next(m.payload for s in specs[1:] for m in s.media
-                                                  if m.payload == specs[0].media[0].payload)  # fmt: skip
+        assert specs[0].media[0].payload is next(
+            m.payload for s in specs[1:] for m in s.media if m.payload == specs[0].media[0].payload
+        )
 
     def test_the_cache_is_bounded_by_bytes(self):
         """A cache of 100 characters keeps only the newest part past its limit."""
@@ -101,8 +104,14 @@ class TestRecordsAndBody:
             MediaPart("audio", "AAAA", "wav", 7, seconds=2.5),
             MediaPart("image", "https://x/y.png", "url"),
         )
-        rec = RequestRecord(id=0, warmup=False, t_sched_ns=0, t_send_ns=0, requested_output_tokens=1,
-                            requested_prompt_tokens=1)  # fmt: skip
+        rec = RequestRecord(
+            id=0,
+            warmup=False,
+            t_sched_ns=0,
+            t_send_ns=0,
+            requested_output_tokens=1,
+            requested_prompt_tokens=1,
+        )
         set_media(rec, media)
         assert (rec.images, rec.audio_clips, rec.media_bytes, rec.megapixels, rec.audio_s) == (
             3,
@@ -123,13 +132,16 @@ class TestRecordsAndBody:
         )
         assert with_media(msgs, media) == [
             {"role": "system", "content": "s"},
-            {"role": "user", "content": [
-                {"type": "text", "text": "look"},
-                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
-                {"type": "input_audio", "input_audio": {"data": "BB==", "format": "wav"}},
-                {"type": "audio_url", "audio_url": {"url": "https://a/b.wav"}},
-            ]},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "look"},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}},
+                    {"type": "input_audio", "input_audio": {"data": "BB==", "format": "wav"}},
+                    {"type": "audio_url", "audio_url": {"url": "https://a/b.wav"}},
+                ],
+            },
+        ]
         assert msgs[1] == {"role": "user", "content": "look"}
 
 

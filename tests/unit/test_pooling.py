@@ -259,12 +259,36 @@ def test_a_pooling_summary_from_literal_records():
     """Two ok requests of 3 and 5 items over 100 ms and one failed: E2E of the ok ones, items/s
     = 8 / 0.1 s, input tokens/s of the ok ones; no metric of a token stream."""
     recs = [
-        R.RequestRecord(0, False, 0, 0, 0, 30, ok=True, t_first_byte_ns=40 * MS, t_end_ns=40 * MS,
-                        prompt_tokens=30, output_tokens=0, items=3),
-        R.RequestRecord(1, False, 0, 50 * MS, 0, 50, ok=True, t_first_byte_ns=99 * MS, t_end_ns=100 * MS,
-                        prompt_tokens=50, output_tokens=0, items=5),
+        R.RequestRecord(
+            0,
+            False,
+            0,
+            0,
+            0,
+            30,
+            ok=True,
+            t_first_byte_ns=40 * MS,
+            t_end_ns=40 * MS,
+            prompt_tokens=30,
+            output_tokens=0,
+            items=3,
+        ),
+        R.RequestRecord(
+            1,
+            False,
+            0,
+            50 * MS,
+            0,
+            50,
+            ok=True,
+            t_first_byte_ns=99 * MS,
+            t_end_ns=100 * MS,
+            prompt_tokens=50,
+            output_tokens=0,
+            items=5,
+        ),
         R.RequestRecord(2, False, 0, 10 * MS, 0, 20, error_class="http_500", t_end_ns=20 * MS, items=2),
-    ]  # fmt: skip
+    ]
     s = summarize(recs, streamed=False)
     m = s["metrics"]
     assert set(m) & {d.name for d in md.METRICS} == {

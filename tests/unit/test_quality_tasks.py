@@ -23,8 +23,13 @@ class TestTaskSet:
         """Task i is of kind kinds[i % len(kinds)]."""
         assert KINDS == ("arithmetic", "copy", "recall")
         assert [TaskSet(0).task(i).kind for i in range(6)] == [
-            "arithmetic", "copy", "recall", "arithmetic", "copy", "recall",
-        ]  # fmt: skip
+            "arithmetic",
+            "copy",
+            "recall",
+            "arithmetic",
+            "copy",
+            "recall",
+        ]
         assert [TaskSet(0, ["recall", "copy"]).task(i).kind for i in range(3)] == ["recall", "copy", "recall"]
 
     def test_arithmetic_mixes_plus_minus_and_times_with_exact_answers(self):

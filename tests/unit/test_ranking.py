@@ -12,9 +12,15 @@ SLOS = {"ttft_ms": 700.0, "tpot_ms": 50.0}
 
 
 def point(stage, offered, tput, attained, tok=None, good=None):
-    return {"stage": stage, "name": f"c={offered}", "offered": offered, "throughput_rps": tput,
-            "output_tokens_per_s": tok if tok is not None else tput * 64, "goodput_rps": good,
-            "attained_fraction": attained}  # fmt: skip
+    return {
+        "stage": stage,
+        "name": f"c={offered}",
+        "offered": offered,
+        "throughput_rps": tput,
+        "output_tokens_per_s": tok if tok is not None else tput * 64,
+        "goodput_rps": good,
+        "attained_fraction": attained,
+    }
 
 
 def sweep(*points):

@@ -295,12 +295,17 @@ class TestHeadlineParts:
             "sla": {
                 "verdict": "fail",
                 "details": [
-                    {"rule": "error_rate <= 0.01", "value": 0.6, "passed": False, "reason": reason,
-                     "max_error_rate": True},
+                    {
+                        "rule": "error_rate <= 0.01",
+                        "value": 0.6,
+                        "passed": False,
+                        "reason": reason,
+                        "max_error_rate": True,
+                    },
                     {"rule": "p99 ttft_ms < 100", "value": 154.9, "passed": False},
                 ],
             }
-        }  # fmt: skip
+        }
         assert verdict_alert(fail).text == f"failed: {reason}; p99 ttft_ms < 100 (measured 154.9)."
 
     def test_capacity_absent_or_undetermined(self):

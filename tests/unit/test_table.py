@@ -361,10 +361,22 @@ def synthetic_run(run_dir: Path, requests: int, chunks: int = 64) -> None:
             send = BASE + (i // 32) * 400 * MS
             times = (send + 50 * MS + np.cumsum(rng.integers(5 * MS, 30 * MS, chunks))).tolist()
             rec = RequestRecord(
-                i, i < 10, send, send, chunks, 100, ok=i % 50 > 0, response_id=f"r{i}",
-                t_first_token_ns=times[0], t_end_ns=times[-1] + MS, chunk_times_ns=times,
-                chunk_tokens=[1] * chunks, prompt_tokens=100, output_tokens=chunks, token_source="usage",
-            )  # fmt: skip
+                i,
+                i < 10,
+                send,
+                send,
+                chunks,
+                100,
+                ok=i % 50 > 0,
+                response_id=f"r{i}",
+                t_first_token_ns=times[0],
+                t_end_ns=times[-1] + MS,
+                chunk_times_ns=times,
+                chunk_tokens=[1] * chunks,
+                prompt_tokens=100,
+                output_tokens=chunks,
+                token_source="usage",
+            )
             fh.write(rec.to_json() + b"\n")
 
 
