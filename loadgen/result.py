@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from loadgen.analysis.runs import (
     GROUND_TRUTH,
@@ -22,6 +22,9 @@ from loadgen.analysis.table import RecordTable
 from loadgen.errors import ResultError
 from loadgen.records import ReadReport, RequestRecord
 from loadgen.summary import Summary
+
+if TYPE_CHECKING:  # pandas is imported where a frame is built, not by every reader of a run
+    import pandas as pd
 
 __all__ = [
     "GROUND_TRUTH",
@@ -79,14 +82,14 @@ class RunResult:
             self._records = self.table.to_records()
         return self._records
 
-    def frame(self) -> Any:
+    def frame(self) -> pd.DataFrame:
         """``metrics.request_frame`` of the run's records: one row per request."""
         from loadgen.analysis.metrics import request_frame
 
         return request_frame(self.table)
 
 
-def load_run(path: str | Path) -> Any:
+def load_run(path: str | Path) -> pd.DataFrame:
     """The per-request records of a saved run as a pandas DataFrame, one row per request,
     with the raw record fields and the derived ttft_ms, ttfb_ms, tpot_ms, e2e_ms, client_lag_ms.
     ``frame.attrs["skipped_lines"]`` counts lines of requests.jsonl that did not parse."""

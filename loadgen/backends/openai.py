@@ -298,7 +298,7 @@ async def llamacpp_props(transport: Transport) -> dict[str, Any] | None:
     }
 
 
-def _ms(v: Any) -> float | None:
+def _ms(v: object) -> float | None:
     return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
 
 

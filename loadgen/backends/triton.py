@@ -197,7 +197,7 @@ class TritonBackend(StreamingBackend):
         )
 
 
-def _scalar(v: Any) -> int | None:
+def _scalar(v: object) -> int | None:
     """An integer output tensor as JSON: ``3`` or ``[3]``."""
     if isinstance(v, list) and len(v) == 1:
         v = v[0]

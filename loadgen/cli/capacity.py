@@ -11,7 +11,7 @@ import asyncio
 import os
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadgen.analysis.repeats import TOO_FEW
 from loadgen.analysis.saturation import queue_word
@@ -31,6 +31,12 @@ from loadgen.cli.common import (
 )
 from loadgen.cli.overrides import overrides
 from loadgen.clock import run_loop
+from loadgen.summary.stages import CapacityTwin
+
+if TYPE_CHECKING:  # the runner is imported when the command runs
+    from loadgen.runner.capacity_confirm import Confirmation
+    from loadgen.runner.capacity_stages import StageMeasure
+    from loadgen.summary import Capacity
 
 
 def add_parser(sub: Any, run: argparse.ArgumentParser) -> None:
@@ -160,7 +166,7 @@ def cmd_capacity(a: argparse.Namespace) -> int:
 
     quiet = a.no_progress or a.ui == "none"  # --ui none: the result alone
 
-    def on_stage(m: Any, passed: bool) -> None:
+    def on_stage(m: StageMeasure, passed: bool) -> None:
         att = "-" if m.attainment is None else f"{m.attainment:.3f}"
         queue = "  queue growing" if m.over_saturated else ""
         if not quiet:
@@ -171,7 +177,7 @@ def cmd_capacity(a: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    def on_confirm(c: Any) -> None:
+    def on_confirm(c: Confirmation) -> None:
         if not quiet:
             verdict = "held" if c.held else f"did not hold: {c.why}"
             print(
@@ -184,7 +190,7 @@ def cmd_capacity(a: argparse.Namespace) -> int:
 
     stages = a.max_stages or (40 if a.budget else 14)  # with a budget, time governs
 
-    async def main() -> Any:
+    async def main() -> capacity.CapacityRun:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -237,7 +243,7 @@ def cmd_capacity(a: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _capacity_headline(cap: dict) -> list[str]:
+def _capacity_headline(cap: Capacity) -> list[str]:
     """'31.2 req/s sustainable: a 2-minute run at it met 99.6 % of requests' SLOs (A = 99 %);
     lower 95 % bound 99.3 % (block bootstrap over 10 s blocks)', its goodput and cost; or that
     none was confirmed; then the cliff, labelled as where attainment crosses A, and who proposed."""
@@ -260,11 +266,11 @@ def _capacity_headline(cap: dict) -> list[str]:
         if cap["usd_per_million_output_tokens"] is not None:
             parts.append(f"${cap['usd_per_million_output_tokens']:.2f} / 1M output tokens")
         lines = [", ".join(parts) + f"; from {n} stages{took}"]
-    cliff = cap.get("cliff") or {}
-    b_lo, b_hi = cliff.get("bracket") or (None, None)
-    c_lo, c_hi = cliff.get("ci95") or (None, None)
-    if b_lo is not None or b_hi is not None:
-        cross = cliff.get("crossing_rps")
+    cliff = cap.get("cliff")
+    b_lo, b_hi = cliff["bracket"] if cliff else (None, None)
+    c_lo, c_hi = cliff["ci95"] if cliff else (None, None)
+    if cliff and (b_lo is not None or b_hi is not None):
+        cross = cliff["crossing_rps"]
         lines.append(
             f"the cliff (where attainment crosses {cap['attainment']:g}, not a rate to provision at): "
             + (f"near {_num(cross)} req/s, " if cross is not None else "")
@@ -282,12 +288,12 @@ def _capacity_headline(cap: dict) -> list[str]:
     return lines
 
 
-def _proposal_lines(cap: dict) -> list[str]:
+def _proposal_lines(cap: Capacity) -> list[str]:
     """Who proposed the first rate confirmed, and how far it was from the one that held."""
     p = cap.get("proposal")
     if not p or p.get("rate") is None:
         return []
-    twin = p.get("twin") or {}
+    twin = p.get("twin") or CapacityTwin()
     off = p.get("above_confirmed")
     vs = "" if off is None else f" ({off:+.1%} vs the confirmed rate)"
     if p["by"] == "twin":
@@ -299,7 +305,7 @@ def _proposal_lines(cap: dict) -> list[str]:
     return [f"proposed by the search (its highest passing level): {_num(p['rate'])} req/s{vs}{why}"]
 
 
-def _capacity_rows(cap: dict) -> list[str]:
+def _capacity_rows(cap: Capacity) -> list[str]:
     """The stage table in the order run: level asked, rate offered ("n/c": not counted, the
     client lagged), and the queue (a stage whose queue grew fails whatever it attained)."""
     cols = (

@@ -80,7 +80,7 @@ class ProgressView:
         self._progress.update(self._task, completed=live.done, stats=stats, total=total)
 
 
-def _fmt(v: Any, digits: int = 1) -> str:
+def _fmt(v: object, digits: int = 1) -> str:
     if v is None:
         return "-"
     return f"{v:,.{digits}f}"

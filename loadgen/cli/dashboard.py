@@ -110,7 +110,7 @@ def render(
     return Group(head, _latency(snap), rates, errors, srv, client, _histogram(snap))
 
 
-def _n(v: Any) -> str:
+def _n(v: object) -> str:
     return "-" if v is None else f"{v:,.0f}"
 
 

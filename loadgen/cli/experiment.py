@@ -16,11 +16,14 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadgen.analysis.repeats import TOO_FEW, bounded
 from loadgen.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLA_FAIL, die, raise_fd_limit
 from loadgen.clock import run_loop
+
+if TYPE_CHECKING:
+    from loadgen.summary.experiment import ExperimentFile
 
 
 def add_parser(sub: Any) -> None:
@@ -66,7 +69,7 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         return _dry_run(exp, source, set(state.todo()))
     print(f"experiment {state.folder}", file=sys.stderr, flush=True)
 
-    async def main() -> Any:
+    async def main() -> exp_run.ExperimentResult:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -114,12 +117,12 @@ def _dry_run(exp: Any, source: Path, todo: set[str] | None = None) -> int:
     return EXIT_OK
 
 
-def ranking_text(state: dict[str, Any]) -> str:
+def ranking_text(state: ExperimentFile) -> str:
     """The ranking as the console shows it (also the head of experiment.md's)."""
-    ranking = state.get("ranking") or {}
+    ranking = state.get("ranking")
     sla = ", ".join(f"p{round(state['attainment'] * 100)} {k} < {v:g}" for k, v in state["sla"].items())
     out = [f"ranking at {sla} ({state['attainment']:.0%} of requests meet every SLO):"]
-    rows = ranking.get("rows", [])
+    rows = ranking["rows"] if ranking else []
     for i, row in enumerate(rows):
         f = row["figures"]
         cap = f["capacity_rps"]
@@ -139,8 +142,8 @@ def ranking_text(state: dict[str, Any]) -> str:
             head = f"capacity {cap['mean']:.1f} req/s{ci}"
         usd = f["usd_per_million_output_tokens"]["mean"]
         cost = f"   ${usd:.2f} / 1M output tok" if usd is not None else ""
-        vs = (rows[i - 1].get("versus_next") or {}) if i else {}
-        note = "" if vs.get("distinguishable", True) else f"   (not distinguishable from {i})"
+        vs = rows[i - 1]["versus_next"] if i else None
+        note = "" if vs is None or vs["distinguishable"] else f"   (not distinguishable from {i})"
         out.append(f"  {row['rank']}. {row['label']:<44} {head}{cost}{note}")
     return "\n".join(out)
 

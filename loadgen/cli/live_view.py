@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from loadgen.cli.console import ProgressView
 from loadgen.cli.dashboard import Dashboard
 from loadgen.live.exporters import OtlpExporter, PrometheusExporter
+
+if TYPE_CHECKING:
+    from loadgen.config import Profile
 from loadgen.live.stats import LiveStats
 
 __all__ = ["live_view"]
@@ -20,7 +23,7 @@ __all__ = ["live_view"]
 _OPERATION = {"chat": "chat", "completions": "text_completion", "messages": "chat", "responses": "chat"}
 
 
-def live_view(a: argparse.Namespace, profile: Any) -> tuple[LiveStats | None, Any, list[Any]]:
+def live_view(a: argparse.Namespace, profile: Profile) -> tuple[LiveStats | None, Any, list[Any]]:
     """(the figures the run feeds, the view to run under, the exporters to close after)."""
     ui = "none" if a.no_progress or not profile.output.progress else a.ui
     if ui is None:

@@ -27,7 +27,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loadgen.cli.capacity import cmd_capacity
 from loadgen.cli.common import (
@@ -45,6 +45,13 @@ from loadgen.cli.common import (
 from loadgen.cli.experiment import cmd_experiment
 from loadgen.cli.parser import build_parser, overrides
 from loadgen.clock import run_loop
+
+if TYPE_CHECKING:  # imported when a command runs, so `loadgen --help` starts fast
+    from loadgen.cli.console import ProgressView
+    from loadgen.cli.dashboard import Dashboard
+    from loadgen.config import Profile
+    from loadgen.live.stats import LiveStats
+    from loadgen.result import RunResult
 
 # Importable from here as before: the exit codes (now in common.py) and the parser (tests use it).
 __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SLA_FAIL", "build_parser", "main"]
@@ -90,7 +97,9 @@ def cmd_run(a: argparse.Namespace) -> int:
     return _run_exit_code(result, fail_on_sla=a.fail_on_sla)
 
 
-async def _run_until_stopped(profile: Any, api_key: str | None, view: Any, watch: Any = None) -> Any:
+async def _run_until_stopped(
+    profile: Profile, api_key: str | None, view: ProgressView | Dashboard, watch: LiveStats | None = None
+) -> RunResult:
     """The run, stopped cleanly by the first Ctrl-C or a SIGTERM (in-flight requests cancelled,
     the summary written); a second Ctrl-C aborts at once."""
     from loadgen.runner import api
@@ -129,7 +138,7 @@ def _report_after_run(run_dir: Path) -> Path | None:
         return None
 
 
-def _run_exit_code(result: Any, *, fail_on_sla: bool) -> int:
+def _run_exit_code(result: RunResult, *, fail_on_sla: bool) -> int:
     """130 for an incomplete run, 3 for one that served nothing (its last line says why), 1 for
     a failed SLA under --fail-on-sla, else 0."""
     from loadgen.analysis.sla import nothing_served

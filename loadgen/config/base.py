@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -28,7 +28,7 @@ def field_msg(field: str, msg: str) -> ValueError:
     return ValueError(f"@{field}: {msg}")
 
 
-def _no_bool(v: Any) -> Any:
+def _no_bool(v: object) -> object:
     # pydantic's lax mode reads `true` as 1: `concurrency: true` must be an error, not c=1.
     if isinstance(v, bool):
         raise ValueError(f"expected an integer, got {str(v).lower()}")
@@ -43,7 +43,7 @@ Int = Annotated[int, BeforeValidator(_no_bool)]
 Arrival = Literal["poisson", "constant", "gamma"]
 
 
-def _scalars_to_str(v: Any) -> Any:
+def _scalars_to_str(v: object) -> object:
     # `labels: {tp: 2}` should mean the label "2", not a type error.
     if isinstance(v, Mapping):
         return {

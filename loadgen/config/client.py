@@ -5,7 +5,7 @@ processes or Ray actors), whether it scrapes the server's metrics, and what it w
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -48,7 +48,7 @@ class ClientConfig(StrictModel):
 
     @field_validator("workers", mode="before")
     @classmethod
-    def _workers(cls, v: Any) -> Any:
+    def _workers(cls, v: object) -> object:
         if v == "auto":
             return v
         n = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -64,7 +63,7 @@ class GateRule(StrictModel):
 
     @field_validator("max_regression", mode="before")
     @classmethod
-    def _percent(cls, v: Any) -> Any:
+    def _percent(cls, v: object) -> object:
         if isinstance(v, str):
             m = _PERCENT.match(v)
             if not m:
@@ -76,7 +75,7 @@ class GateRule(StrictModel):
 
     @field_validator("stage", mode="before")
     @classmethod
-    def _stage(cls, v: Any) -> Any:
+    def _stage(cls, v: object) -> object:
         good = 'a stage index (0, 1, ...) or a stage name in quotes, such as "c=8"'
         if v is None:
             return v

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr, model_validator
 
@@ -119,7 +119,7 @@ def _read_lengths(file: str) -> tuple[int, ...]:
     return values
 
 
-def _bare_int_is_fixed(v: Any) -> Any:
+def _bare_int_is_fixed(v: object) -> object:
     # `input_tokens: 512` is the common case and reads better than a one-key mapping.
     if isinstance(v, int) and not isinstance(v, bool):
         return {"kind": "fixed", "value": v}

@@ -10,7 +10,7 @@ two runs of a profile send the same bytes. A dataset can name its own media inst
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -41,7 +41,7 @@ class MediaCount(StrictModel):
         return self
 
 
-def _count_is_fixed(v: Any) -> Any:
+def _count_is_fixed(v: object) -> object:
     if isinstance(v, int) and not isinstance(v, bool):
         return {"kind": "fixed", "value": v}
     return v
@@ -73,7 +73,7 @@ class ImagesConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _one_size(cls, v: Any) -> Any:
+    def _one_size(cls, v: object) -> object:
         if isinstance(v, dict) and v.get("sizes") is not None and ({"width", "height"} & v.keys()):
             raise ValueError("give width and height, or sizes: [[w, h], ...], not both")
         return v
@@ -82,7 +82,7 @@ class ImagesConfig(StrictModel):
         return self.sizes if self.sizes is not None else ((self.width, self.height),)
 
 
-def _seconds_list(v: Any) -> Any:
+def _seconds_list(v: object) -> object:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return (v,)
     return v

@@ -74,7 +74,7 @@ def _walk(root: type, loc: tuple) -> tuple[str, Any]:
     return path, _unwrap(tp)
 
 
-def _show(v: Any) -> str:
+def _show(v: object) -> str:
     text = repr(v)
     return text if len(text) <= 60 else text[:57] + "..."
 

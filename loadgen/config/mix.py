@@ -8,7 +8,7 @@ names them; each request asks for one, drawn from the seed (``weighted``) or in 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
 
@@ -51,7 +51,7 @@ class ModelMix(StrictModel):
         return tuple(m.name for m in self.mix)
 
 
-def _shorthand(v: Any) -> Any:
+def _shorthand(v: object) -> object:
     """``models: [a, {name: b, weight: 3}]`` is ``{choice: weighted, mix: [...]}``; a bare name
     is a share of weight 1."""
     if isinstance(v, str):

@@ -9,7 +9,7 @@ and stats it may name come from the metric registry, so the rules accept exactly
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from pydantic import Field, create_model, field_validator, model_validator
 
@@ -79,12 +79,12 @@ class SlaRule(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _parse(cls, v: Any) -> Any:
+    def _parse(cls, v: object) -> object:
         return parse_rule(v)._asdict() if isinstance(v, str) else v
 
     @field_validator("stat", mode="before")
     @classmethod
-    def _dotted(cls, v: Any) -> Any:
+    def _dotted(cls, v: object) -> object:
         """'p99.9' is 'p99_9' (as the SLA evaluation reads it)."""
         return stat_key(v) if isinstance(v, str) else v
 

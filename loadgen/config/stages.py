@@ -17,11 +17,14 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator, model_validator
 
 from loadgen.config.base import Arrival, Int, StrictModel, field_msg
+
+if TYPE_CHECKING:  # schema.py imports this module for its fields
+    from loadgen.config.schema import LoadConfig, WorkloadConfig
 
 MAX_STAGES = 200
 _SERIES = re.compile(
@@ -89,7 +92,7 @@ class SweepConfig(StrictModel):
 
     @field_validator("concurrency", "rate", mode="before")
     @classmethod
-    def _no_bool(cls, v: Any) -> Any:
+    def _no_bool(cls, v: object) -> object:
         if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
             raise ValueError(f"expected {SERIES_GRAMMAR}")
         return v
@@ -206,7 +209,7 @@ def sweep_warmup(warmup: int, concurrency: int | None, rate: float | None) -> in
     return warmup
 
 
-def resolve_stages(load: Any, workload: Any) -> list[Stage]:
+def resolve_stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
     """The stages a profile runs: its ``load.stages``, its ``load.sweep`` expanded, or its one
     load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count); each
     with ``load.until``, when set."""
@@ -215,7 +218,7 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
     return [dataclasses.replace(s, until=until) for s in stages] if until else stages
 
 
-def _stages(load: Any, workload: Any) -> list[Stage]:
+def _stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
     if load.stages:
         return [
             Stage(
@@ -253,10 +256,11 @@ def _stages(load: Any, workload: Any) -> list[Stage]:
     ]
 
 
-def _sweep_stages(load: Any, workload: Any) -> list[Stage]:
+def _sweep_stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
     """``load.sweep`` expanded: one stage per value, each as long as the sweep (or, when it does
     not say, the workload) says, with its warm-up capped to the stage's level."""
     sw = load.sweep
+    assert sw is not None  # resolve_stages calls it only for a sweep
     closed = sw.concurrency is not None
     duration, count = sw.stage_duration_s, sw.stage_requests
     if duration is None and count is None:  # each stage as long as the workload says

@@ -109,7 +109,7 @@ class TargetConfig(StrictModel):
 
     @field_validator("reset_path", mode="before")
     @classmethod
-    def _one_or_more(cls, v: Any) -> Any:
+    def _one_or_more(cls, v: object) -> object:
         return [v] if isinstance(v, str) else v
 
     @field_validator("reset_path")

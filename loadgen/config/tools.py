@@ -76,7 +76,7 @@ class ToolsConfig(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _read_file(cls, v: Any, info: ValidationInfo) -> Any:
+    def _read_file(cls, v: object, info: ValidationInfo) -> object:
         """The file's functions, read once: the resolved profile carries them, not the path."""
         if isinstance(v, dict) and isinstance(v.get("file"), str):
             if v.get("functions"):
@@ -130,7 +130,7 @@ class ToolsConfig(StrictModel):
         return {"type": "function", "function": {"name": self.choice}}
 
 
-def _tools_shorthand(v: Any) -> Any:
+def _tools_shorthand(v: object) -> object:
     """``tools: [..]`` is ``{functions: [..]}``; ``tools: file.json`` is ``{file: file.json}``."""
     if isinstance(v, (list, tuple)):
         return {"functions": v}
@@ -157,7 +157,7 @@ class JsonSchemaSpec(StrictModel):
 
     @model_validator(mode="before")
     @classmethod
-    def _read_file(cls, v: Any, info: ValidationInfo) -> Any:
+    def _read_file(cls, v: object, info: ValidationInfo) -> object:
         """The file's schema, read once: the resolved profile carries it, not the path."""
         if isinstance(v, dict) and isinstance(v.get("file"), str):
             if "schema" in v:

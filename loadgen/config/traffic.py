@@ -9,7 +9,7 @@ grows, and a task set carries the answers a right reply gives. Each is one secti
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import BeforeValidator, Field, field_validator, model_validator
 
@@ -110,7 +110,7 @@ class ThinkTime(StrictModel):
         return self
 
 
-def _seconds_are_fixed(v: Any) -> Any:
+def _seconds_are_fixed(v: object) -> object:
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return {"kind": "fixed", "value": v}
     return v

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from loadgen.config import Profile
 from loadgen.errors import ConfigError
 from loadgen.experiment.spec import Backend, Experiment, fill, typed
 
@@ -125,7 +126,7 @@ def cells(exp: Experiment) -> list[Cell]:
     return order
 
 
-def expected_seconds(exp: Experiment, profile: Any, cell: Cell) -> float:
+def expected_seconds(exp: Experiment, profile: Profile, cell: Cell) -> float:
     """What the dry run expects one cell to take: its stages' lengths plus a drain each, a
     capacity search's budget (or its stage count), a server's start."""
     load = exp.load
@@ -137,5 +138,7 @@ def expected_seconds(exp: Experiment, profile: Any, cell: Cell) -> float:
         lengths = [float(s.get("duration_s") or profile.workload.duration_s or 30.0) for s in load.stages]
         return start + sum(x + 3.0 for x in lengths)
     sweep = profile.load.sweep
+    if sweep is None:  # one stage: the profile's own load
+        return start + float(profile.workload.duration_s or 30.0) + 3.0
     per = float(sweep.stage_duration_s or profile.workload.duration_s or 30.0) + sweep.ramp_s + 3.0
     return start + per * len(sweep.values())

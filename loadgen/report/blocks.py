@@ -4,7 +4,6 @@ so the two reports always say the same thing in the same order."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +56,18 @@ class Section:
         return "".join(c if c.isalnum() else "-" for c in self.title.lower()).strip("-")
 
 
-def num(v: Any, digits: int = 2) -> str:
+def num(v: object, digits: int = 2) -> str:
     """A number for a table: fixed decimals with thousands separators; "-" when absent."""
     if v is None:
         return "-"
     return f"{v:,.{digits}f}"
 
 
-def pct(v: Any, digits: int = 1) -> str:
+def pct(v: object, digits: int = 1) -> str:
     return "-" if v is None else f"{v:.{digits}%}"
 
 
-def money(v: Any) -> str:
+def money(v: float | None) -> str:
     """Dollars to four significant figures ($1.027, $0.2708), cents from $100 up."""
     if v is None:
         return "-"

@@ -10,6 +10,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
 from loadgen import metric_defs
 from loadgen.analysis.compare_curves import (
     CAPACITY_SEARCHED,
@@ -28,7 +31,7 @@ def plot_file(key: str) -> str:
     return f"curve_{key}.png"
 
 
-def num(v: Any) -> str:
+def num(v: float | None) -> str:
     """4 significant digits, integers as integers, missing as an em dash (as compare.md)."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
@@ -67,7 +70,7 @@ def curve_figures(cc: CurveComparison) -> dict[str, Any]:
     return {key: _curve_figure(cc, x, metric, stat) for key, x, metric, stat in PLOTS}
 
 
-def _curve_figure(cc: CurveComparison, x: str, metric: str, stat: str | None) -> Any:
+def _curve_figure(cc: CurveComparison, x: str, metric: str, stat: str | None) -> Figure:
     """One plot: ``stat`` of ``metric`` against ``x``, a curve per run, the SLA's thresholds."""
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
@@ -109,7 +112,7 @@ def _curve_figure(cc: CurveComparison, x: str, metric: str, stat: str | None) ->
 
 
 def _plot_run(
-    ax: Any, run: RunCurve, color: str, x: str, metric: str, stat: str | None
+    ax: Axes, run: RunCurve, color: str, x: str, metric: str, stat: str | None
 ) -> tuple[list[float], bool]:
     """One run's curve (its unsteady stages hollow, a multi-stage run's points labelled with their
     offered load) and its knee; its y values, and whether any stage was unsteady."""
@@ -138,7 +141,7 @@ def _plot_run(
     return [b for _, _, b in pts], unsteady
 
 
-def _scale_axes(ax: Any, cc: CurveComparison, x: str, stat: str | None, ys: list[float]) -> None:
+def _scale_axes(ax: Axes, cc: CurveComparison, x: str, stat: str | None, ys: list[float]) -> None:
     """Log scales where the values span too much for a linear one to show the small ones."""
     from matplotlib.ticker import ScalarFormatter
 
@@ -152,13 +155,14 @@ def _scale_axes(ax: Any, cc: CurveComparison, x: str, stat: str | None, ys: list
     ax.margins(x=0.08)
 
 
-def _mark_knee(ax: Any, run: RunCurve, x: str, metric: str, stat: str | None, color: str) -> None:
+def _mark_knee(ax: Axes, run: RunCurve, x: str, metric: str, stat: str | None, color: str) -> None:
     p = run.knee_point()
-    if p is None or p.get(x) is None or _y(p, metric, stat) is None:
+    y = None if p is None else _y(p, metric, stat)
+    if p is None or p.get(x) is None or y is None:
         return
     ax.plot(
         [float(p[x])],
-        [_y(p, metric, stat)],
+        [y],
         marker="*",
         ms=15,
         ls="",

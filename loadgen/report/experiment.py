@@ -38,7 +38,7 @@ ASSIGNED_PORTS = ("sim", "serve")
 PORT_FIELDS = ("target.url",)
 
 
-def _num(v: Any, digits: int = 1) -> str:
+def _num(v: object, digits: int = 1) -> str:
     return "-" if v is None else f"{v:,.{digits}f}"
 
 

@@ -294,5 +294,5 @@ def _gauge(g: GaugeStats | None, fmt: Callable[[Any], str]) -> str:
     )
 
 
-def _int(v: Any) -> str:
+def _int(v: object) -> str:
     return "-" if v is None else f"{v:,.0f}"

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import orjson
+from matplotlib.axes import Axes
 
 from loadgen.report.plots import Plot, legend, new_figure, to_png
 from loadgen.server.gpu_scraper import TELEMETRY
@@ -70,7 +71,7 @@ def telemetry_plot(summary: Summary, rows: Sequence[dict]) -> Plot | None:
     )
 
 
-def memory_overlay(ax: Any, rows: Sequence[Mapping[str, Any]], t0: int) -> Any | None:
+def memory_overlay(ax: Axes, rows: Sequence[Mapping[str, Any]], t0: int) -> Any | None:
     """Each GPU's memory used (GB) on a right-hand axis over ``ax`` (the server view's KV-cache
     panel), on the same clock (seconds from ``t0``); returns that axis, None without readings."""
     by_gpu: dict[str, list[Mapping[str, Any]]] = {}
@@ -90,7 +91,7 @@ def memory_overlay(ax: Any, rows: Sequence[Mapping[str, Any]], t0: int) -> Any |
     return twin
 
 
-def mark_stages(ax: Any, t0: int, summary: Summary) -> None:
+def mark_stages(ax: Axes, t0: int, summary: Summary) -> None:
     """A dashed line where each stage after the first starts (its measured window's start)."""
     for s in summary.get("stages") or []:
         start = s["window"]["start_ns"] if "window" in s else None
@@ -98,7 +99,7 @@ def mark_stages(ax: Any, t0: int, summary: Summary) -> None:
             ax.axvline((start - t0) / 1e9, color="#bbbbbb", ls="--", lw=0.8)
 
 
-def _mark(ax: Any, t0: int, t1: int, summary: Summary) -> None:
+def _mark(ax: Axes, t0: int, t1: int, summary: Summary) -> None:
     """The measured window's edges, and where each stage after the first starts."""
     for x in (0.0, (t1 - t0) / 1e9):
         ax.axvline(x, color="#888888", ls=":", lw=1)

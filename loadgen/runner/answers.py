@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any
 
 import orjson
 
+from loadgen.config import Profile
 from loadgen.quality.score import score
 from loadgen.quality.structured import json_valid, schema_of
 from loadgen.records import RequestRecord, RequestSpec
@@ -29,7 +29,7 @@ class AnswerPolicy:
 NO_ANSWERS = AnswerPolicy()
 
 
-def answer_policy(profile: Any) -> AnswerPolicy:
+def answer_policy(profile: Profile) -> AnswerPolicy:
     """The policy of a profile's ``output.answers``."""
     a = profile.output.answers
     return AnswerPolicy(a.keep, a.max_chars)

@@ -12,9 +12,10 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, cast
+from typing import Literal, Protocol, cast
 
 import numpy as np
+import pandas as pd
 
 from loadgen.analysis import metrics, saturation
 from loadgen.analysis import sla as sla_mod
@@ -122,7 +123,7 @@ def measure(outcome: StageOutcome, slos: dict[str, float]) -> StageMeasure:
     )
 
 
-def _missed(m: Any, slos: dict[str, float]) -> np.ndarray:
+def _missed(m: pd.DataFrame, slos: dict[str, float]) -> np.ndarray:
     """Which requests had missed an SLO by the time they ended (for those the stage cut)."""
     ran_ms = (
         m["t_end_ns"].to_numpy(dtype=float, na_value=np.nan) - m["t_send_ns"].to_numpy(dtype=float)
@@ -136,7 +137,7 @@ def _missed(m: Any, slos: dict[str, float]) -> np.ndarray:
     return missed
 
 
-def _client_lag(m: Any) -> float | None:
+def _client_lag(m: pd.DataFrame) -> float | None:
     """The measured sends' p99 lag (``t_send - t_sched``, ms) when the client was the bottleneck:
     more than 1 % of sends late by over ``CLIENT_LAG_LIMIT_MS``, and at least ``LATE_SENDS_MIN``
     of them (a p99 of 28 sends is their maximum: one late send is not a bottleneck); else None."""

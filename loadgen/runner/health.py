@@ -12,7 +12,7 @@ from typing import Any, cast
 import numpy as np
 
 from loadgen.analysis import metrics
-from loadgen.analysis.table import as_table
+from loadgen.analysis.table import RecordTable, as_table
 from loadgen.summary import ClientHealth, ClientSelfcheck
 
 # The client is saturated (and its latencies inflated) when its event loop runs this late, or
@@ -81,7 +81,9 @@ def assess(
     return cast(ClientHealth, out)
 
 
-def _per_worker(out: dict[str, Any], workers: list[dict[str, Any]], table: Any, capped: bool) -> list[str]:
+def _per_worker(
+    out: dict[str, Any], workers: list[dict[str, Any]], table: RecordTable, capped: bool
+) -> list[str]:
     """Each worker judged on its own figures and records: its block goes to ``out["workers"]``,
     its warnings (with its index) to ``out["warnings"]``; the reasons, each naming its worker."""
     scalars = table.without_chunks()  # a worker's share is judged on its sends: no chunk copies
@@ -105,14 +107,16 @@ def _per_worker(out: dict[str, Any], workers: list[dict[str, Any]], table: Any, 
     return reasons
 
 
-def _served(table: Any) -> bool:
+def _served(table: RecordTable) -> bool:
     """Whether any measured request was ok: without one, a busy CPU inflated no latency that is
     reported (a server that rejects every request at once keeps a closed loop's client busy
     sending the next one, which says nothing about the client's delay on a served request)."""
     return len(table) > 0 and bool(np.any(table.column("ok") & ~table.column("warmup")))
 
 
-def _one(loop_lag: dict, wake: dict, cpu_frac: float, table: Any, capped: bool) -> tuple[dict, list[str]]:
+def _one(
+    loop_lag: dict, wake: dict, cpu_frac: float, table: RecordTable, capped: bool
+) -> tuple[dict, list[str]]:
     """One process's figures judged: (its block with any schedule-slip warning, the reasons it
     limited the run)."""
     block: dict[str, Any] = {"event_loop_lag_ms": loop_lag, "dispatch_late_ms": wake, "warnings": []}

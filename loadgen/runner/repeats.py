@@ -52,6 +52,7 @@ from loadgen.runner.prepare import make_run_dir, target_for
 from loadgen.runner.repeats_blocks import PooledRun
 from loadgen.summary import (
     ClientHealth,
+    Conditions,
     EndedBy,
     RepeatFigure,
     RepeatRun,
@@ -257,7 +258,7 @@ def _pool_records(parent: Path, ran: Sequence[RunResult]) -> tuple[RecordTable, 
     return RecordTable.concat(tables), [len(t) for t in tables]
 
 
-def _conditions(first: Summary, parent: Path, count: int) -> Any:
+def _conditions(first: Summary, parent: Path, count: int) -> Conditions:
     """The first repeat's conditions (its secrets scrubbed already), saying the repeat count
     and the parent's folder."""
     cond: Any = copy.deepcopy(first["conditions"])

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.analysis import fidelity
-from loadgen.config import load_profile
+from loadgen.config import Profile, load_profile
 from loadgen.errors import ConfigError
 from loadgen.runner import api, selfcheck_store
 from loadgen.runner.fleet import usable_cores
@@ -148,7 +148,7 @@ class SelfCheck:
         )
         self.on_step = on_step
 
-    def _profile(self, load: float, workers: int, out: str) -> Any:
+    def _profile(self, load: float, workers: int, out: str) -> Profile:
         shape: dict[str, Any] = {
             "load.stages": [],
             "load.sweep": None,

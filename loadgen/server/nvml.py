@@ -82,5 +82,5 @@ def _try(fn: Any, *args: Any) -> Any:
         return None
 
 
-def _text(v: Any) -> str:
+def _text(v: object) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)

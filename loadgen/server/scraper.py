@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from loadgen.analysis.runs import write_jsonl
 from loadgen.backends.transports import TransportOptions, make_transport
+from loadgen.backends.transports.base import Transport
 from loadgen.clock import every, now_ns
 from loadgen.server import metrics as sm
 from loadgen.summary import ServerView, Window
@@ -56,7 +57,7 @@ class ServerSeries:
 class ServerMetricsScraper:
     """Scrapes ``path`` every ``interval_s`` between ``start`` and ``stop``."""
 
-    def __init__(self, transport: Any, path: str, interval_s: float) -> None:
+    def __init__(self, transport: Transport, path: str, interval_s: float) -> None:
         self._transport = transport
         self._path = path
         self._interval_s = interval_s

@@ -11,12 +11,15 @@ opening of every prompt is never touched, so prefix caches still cannot flatter 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import orjson
 
+from loadgen.backends.transports.base import Transport
 from loadgen.clock import now_ns, run_together, wait_for
+from loadgen.records import RequestSpec
+from loadgen.workload import Workload
 from loadgen.workload.prompts import WORDS
 
 _MAX_ROUNDS = 12
@@ -42,7 +45,7 @@ class _Collect:
         self.parts.clear()
 
 
-async def post_json(transport: Any, path: str, obj: Any, timeout_s: float = 10.0) -> tuple[int, Any]:
+async def post_json(transport: Transport, path: str, obj: Any, timeout_s: float = 10.0) -> tuple[int, Any]:
     """POST a JSON body, return (status, parsed JSON or None)."""
     sink = _Collect()
     await wait_for(transport.post_stream(path, orjson.dumps(obj), sink), timeout_s)
@@ -55,7 +58,7 @@ async def post_json(transport: Any, path: str, obj: Any, timeout_s: float = 10.0
 class ServerTokenizer:
     """Counts a request's prompt tokens the way the server will."""
 
-    def __init__(self, transport: Any, model: str, chat: bool) -> None:
+    def __init__(self, transport: Transport, model: str, chat: bool) -> None:
         self.transport = transport
         self.model = model
         self.chat = chat
@@ -107,8 +110,10 @@ class ServerTokenizer:
             raise RuntimeError(f"/tokenize answered HTTP {status}: {str(body)[:200]}")
         return int(body["count"])
 
-    async def fit(self, spec: Any) -> Any:
+    async def fit(self, spec: RequestSpec) -> RequestSpec:
         """``spec`` with its user text adjusted so the server counts ``spec.prompt_tokens``."""
+        if not isinstance(spec.prompt, str):  # token ids: the server counts them as given
+            return spec
         target = spec.prompt_tokens
         words = spec.prompt.split(" ")
         filler = _filler(spec.id)
@@ -146,7 +151,7 @@ def _with_user(messages: list[dict] | None, text: str) -> list[dict] | None:
     return out
 
 
-def _filler(seed: int) -> Any:
+def _filler(seed: int) -> Iterator[str]:
     i = seed * 7919
     while True:
         yield WORDS[i % len(WORDS)]
@@ -156,17 +161,17 @@ def _filler(seed: int) -> Any:
 class FittedSpecs:
     """The workload, with requests ``0..n-1`` replaced by their server-fitted versions."""
 
-    def __init__(self, workload: Any, fitted: dict[int, Any]) -> None:
+    def __init__(self, workload: Workload, fitted: dict[int, RequestSpec]) -> None:
         self.workload = workload
         self.fitted = fitted
 
-    def request(self, i: int) -> Any:
+    def request(self, i: int) -> RequestSpec:
         spec = self.fitted.get(i)
         return spec if spec is not None else self.workload.request(i)
 
 
 async def fit_prompts(
-    tokenizer: ServerTokenizer, workload: Any, n: int, budget_s: float | None = None
+    tokenizer: ServerTokenizer, workload: Workload, n: int, budget_s: float | None = None
 ) -> tuple[FittedSpecs, dict]:
     """Fit requests ``0..n-1`` (``FIT_CONCURRENCY`` at a time), or those begun within
     ``budget_s`` seconds, in order, so the fitted ones are always ``0..k-1``; return the spec

@@ -35,7 +35,7 @@ import hashlib
 from collections import deque
 from typing import Any
 
-from .engine import Step
+from .engine import Engine, Step
 from .presets import GpuSpec
 
 MEMORY_BOUND_SHARE = 0.6
@@ -128,7 +128,7 @@ class SimGpus:
         seed = f"{config.preset}/{config.seed}"
         self.uuids = [_uuid(f"{seed}/{i}") for i in range(self.tp)]
 
-    def memory_used_bytes(self, engine: Any) -> float:
+    def memory_used_bytes(self, engine: Engine) -> float:
         """One GPU's weights plus its share of the KV blocks in use."""
         return self._weights + (engine.total_blocks - engine.free_blocks) * self._block_bytes
 
@@ -136,7 +136,7 @@ class SimGpus:
         """The whole group's joules since start (the ground truth beside the exporter's)."""
         return self.meter.energy_j(t_ns) * self.tp
 
-    def render(self, engine: Any, t_ns: int) -> str:
+    def render(self, engine: Engine, t_ns: int) -> str:
         """The DCGM exporter's exposition of every GPU at wall time ``t_ns``."""
         m, gpu = self.meter, self.gpu
         used = self.memory_used_bytes(engine)
@@ -159,7 +159,7 @@ class SimGpus:
                 lines.append(f"{name}{{{labels}}} {values[name]}")
         return "\n".join(lines) + "\n"
 
-    def info(self, engine: Any, t_ns: int) -> dict[str, Any]:
+    def info(self, engine: Engine, t_ns: int) -> dict[str, Any]:
         """``GET /sim/gpu``: the ground truth a test divides, read at one instant."""
         return {
             "t_ns": t_ns,

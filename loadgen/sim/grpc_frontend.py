@@ -81,7 +81,7 @@ class CallWriter:
 
     __slots__ = ("context",)
 
-    def __init__(self, context: Any) -> None:
+    def __init__(self, context: grpc.aio.ServicerContext) -> None:
         self.context = context
 
     async def write(self, data: bytes) -> None:
@@ -159,12 +159,12 @@ class GrpcFrontend:
         if self.server is not None:
             await self.server.stop(grace=None)
 
-    async def stream_infer(self, requests: Any, context: Any) -> None:
+    async def stream_infer(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
         """Each request of the call in turn (loadgen sends one a call), through the engine."""
         async for req in requests:
             await self.generate(req, context)
 
-    async def generate(self, req: Any, context: Any) -> None:
+    async def generate(self, req: Any, context: grpc.aio.ServicerContext) -> None:
         sim = self.sim
         arrival = time.perf_counter_ns()
         rid = sim.new_id("triton")
@@ -190,24 +190,36 @@ class GrpcFrontend:
         st.response = CallWriter(context)
         await sim.run(st)
 
-    async def live(self, request: Any, context: Any) -> Any:
+    async def live(
+        self, request: pb.ServerLiveRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerLiveResponse:
         return pb.ServerLiveResponse(live=True)
 
-    async def ready(self, request: Any, context: Any) -> Any:
+    async def ready(
+        self, request: pb.ServerReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerReadyResponse:
         return pb.ServerReadyResponse(ready=True)
 
-    async def metadata(self, request: Any, context: Any) -> Any:
+    async def metadata(
+        self, request: pb.ServerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ServerMetadataResponse:
         return pb.ServerMetadataResponse(name="triton", version=VERSION, extensions=["loadgen-sim"])
 
-    async def model_ready(self, request: Any, context: Any) -> Any:
+    async def model_ready(
+        self, request: pb.ModelReadyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelReadyResponse:
         return pb.ModelReadyResponse(ready=request.name == self.model)
 
-    async def index(self, request: Any, context: Any) -> Any:
+    async def index(
+        self, request: pb.RepositoryIndexRequest, context: grpc.aio.ServicerContext
+    ) -> pb.RepositoryIndexResponse:
         index = pb.RepositoryIndexResponse()
         index.models.add(name=self.model, version="1", state="READY")
         return index
 
-    async def model_metadata(self, request: Any, context: Any) -> Any:
+    async def model_metadata(
+        self, request: pb.ModelMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ModelMetadataResponse:
         if request.name != self.model:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"Request for unknown model: '{request.name}'")
         meta = pb.ModelMetadataResponse(name=self.model, versions=["1"], platform="ensemble")

@@ -10,9 +10,12 @@ in the server, the same clock as the ground-truth log), not on the per-token hot
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:  # the engine renders its counters through this module
+    from .engine import Engine
 
 TTFT_BUCKETS = (
     0.001,
@@ -144,7 +147,7 @@ class Metrics:
             if len(chunk_ns) > 1:
                 self.itl.observe([(b - a) / 1e9 for a, b in zip(chunk_ns, chunk_ns[1:])])
 
-    def render_engine(self, engine: Any) -> str:
+    def render_engine(self, engine: Engine) -> str:
         """The exposition of ``engine`` as it stands: its batch, queue, KV cache, token counts."""
         cache = engine.prefix_cache
         return self.render(

@@ -88,7 +88,7 @@ class Scripted(service_pb2_grpc.GRPCInferenceServiceServicer):
         self.counter = itertools.count()
         self.open_calls = 0  # ModelStreamInfer calls not yet ended, cancelled or finished
 
-    async def ModelStreamInfer(self, requests: Any, context: Any) -> None:
+    async def ModelStreamInfer(self, requests: Any, context: grpc.aio.ServicerContext) -> None:
         self.open_calls += 1
         try:
             async for req in requests:
@@ -96,7 +96,7 @@ class Scripted(service_pb2_grpc.GRPCInferenceServiceServicer):
         finally:  # also when the client cancels the call: the handler is cancelled with it
             self.open_calls -= 1
 
-    async def play(self, req: Any, context: Any) -> None:
+    async def play(self, req: Any, context: grpc.aio.ServicerContext) -> None:
         pb, recv_ns = self.pb, time.perf_counter_ns()
         if req.model_name != self.defaults["model"]:
             msg = f"Request for unknown model: '{req.model_name}' is not found"
@@ -176,27 +176,39 @@ class Scripted(service_pb2_grpc.GRPCInferenceServiceServicer):
         resp.parameters["triton_final_response"].bool_param = last
         return pb.ModelStreamInferResponse(infer_response=resp)
 
-    async def ServerLive(self, request: Any, context: Any) -> Any:
+    async def ServerLive(
+        self, request: service_pb2.ServerLiveRequest, context: grpc.aio.ServicerContext
+    ) -> service_pb2.ServerLiveResponse:
         return self.pb.ServerLiveResponse(live=True)
 
-    async def ServerReady(self, request: Any, context: Any) -> Any:
+    async def ServerReady(
+        self, request: service_pb2.ServerReadyRequest, context: grpc.aio.ServicerContext
+    ) -> service_pb2.ServerReadyResponse:
         return self.pb.ServerReadyResponse(ready=True)
 
-    async def ServerMetadata(self, request: Any, context: Any) -> Any:
+    async def ServerMetadata(
+        self, request: service_pb2.ServerMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> service_pb2.ServerMetadataResponse:
         return self.pb.ServerMetadataResponse(
             name="triton", version="2.59.0-loadgen-test", extensions=["model_repository", "generate"]
         )
 
-    async def ModelReady(self, request: Any, context: Any) -> Any:
+    async def ModelReady(
+        self, request: service_pb2.ModelReadyRequest, context: grpc.aio.ServicerContext
+    ) -> service_pb2.ModelReadyResponse:
         ready = request.name == self.defaults["model"] and not self.defaults.get("not_ready")
         return self.pb.ModelReadyResponse(ready=ready)
 
-    async def RepositoryIndex(self, request: Any, context: Any) -> Any:
+    async def RepositoryIndex(
+        self, request: service_pb2.RepositoryIndexRequest, context: grpc.aio.ServicerContext
+    ) -> service_pb2.RepositoryIndexResponse:
         index = self.pb.RepositoryIndexResponse()
         index.models.add(name=self.defaults["model"], version="1", state="READY")
         return index
 
-    async def ModelMetadata(self, request: Any, context: Any) -> Any:
+    async def ModelMetadata(
+        self, request: service_pb2.ModelMetadataRequest, context: grpc.aio.ServicerContext
+    ) -> service_pb2.ModelMetadataResponse:
         if request.name != self.defaults["model"]:
             await context.abort(grpc.StatusCode.NOT_FOUND, f"Request for unknown model: '{request.name}'")
         meta = self.pb.ModelMetadataResponse(name=request.name, versions=["1"], platform="ensemble")
@@ -212,13 +224,13 @@ async def run_server(defaults: dict, port: int = 0, host: str = "127.0.0.1") -> 
     server = grpc.aio.server()
     service_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(servicer, server)
 
-    async def get_log(request: bytes, context: Any) -> bytes:
+    async def get_log(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return json.dumps(list(servicer.log.entries.values())).encode()
 
-    async def open_calls(request: bytes, context: Any) -> bytes:
+    async def open_calls(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         return json.dumps(servicer.open_calls).encode()
 
-    async def clear_log(request: bytes, context: Any) -> bytes:
+    async def clear_log(request: bytes, context: grpc.aio.ServicerContext) -> bytes:
         servicer.log.entries.clear()
         return b"{}"
 

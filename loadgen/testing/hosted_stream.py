@@ -270,13 +270,13 @@ def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
     """Add ``/v1/responses`` and ``/v1/messages`` to the test server's aiohttp app."""
     from aiohttp import web
 
-    async def responses(request: web.Request) -> Any:
+    async def responses(request: web.Request) -> web.StreamResponse:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
         cfg, n = scripted(defaults, body, counter)
         return await _play(request, body, cfg, log, f"resp-test-{n}", recv_ns, "responses")
 
-    async def messages(request: web.Request) -> Any:
+    async def messages(request: web.Request) -> web.StreamResponse:
         recv_ns = time.perf_counter_ns()
         if not request.headers.get("anthropic-version"):
             return web.json_response(

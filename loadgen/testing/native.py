@@ -187,7 +187,7 @@ def _add_triton_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None
     def unknown(name: str) -> Any:
         return web.json_response({"error": f"Request for unknown model: '{name}' is not found"}, status=400)
 
-    async def triton_generate(request: web.Request) -> Any:
+    async def triton_generate(request: web.Request) -> web.StreamResponse:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
         name = request.match_info["model"]
@@ -201,10 +201,10 @@ def _add_triton_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None
         proto = _Triton(body, name, prompt_tokens, cfg)
         return await _play(request, proto, cfg, log, f"triton-test-{n}", recv_ns, n_out, prompt_tokens)
 
-    async def ready(request: web.Request) -> Any:
+    async def ready(request: web.Request) -> web.StreamResponse:
         return web.Response(status=200)
 
-    async def server_meta(request: web.Request) -> Any:
+    async def server_meta(request: web.Request) -> web.StreamResponse:
         return web.json_response(
             {
                 "name": "triton",
@@ -213,7 +213,7 @@ def _add_triton_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None
             }
         )
 
-    async def model_meta(request: web.Request) -> Any:
+    async def model_meta(request: web.Request) -> web.StreamResponse:
         name = request.match_info["model"]
         if name != model:
             return unknown(name)
@@ -240,7 +240,7 @@ def _add_sglang_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None
 
     model = defaults["model"]
 
-    async def sglang_generate(request: web.Request) -> Any:
+    async def sglang_generate(request: web.Request) -> web.StreamResponse:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
         text, ids = body.get("text"), body.get("input_ids")
@@ -255,10 +255,10 @@ def _add_sglang_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None
         proto = _SGLang(body, model, prompt_tokens, cfg)
         return await _play(request, proto, cfg, log, f"sglang-test-{n}", recv_ns, n_out, prompt_tokens)
 
-    async def model_info(request: web.Request) -> Any:
+    async def model_info(request: web.Request) -> web.StreamResponse:
         return web.json_response({"model_path": model, "tokenizer_path": model, "is_generation": True})
 
-    async def server_info(request: web.Request) -> Any:
+    async def server_info(request: web.Request) -> web.StreamResponse:
         return web.json_response(
             {
                 "version": "0.5.0-loadgen-test",

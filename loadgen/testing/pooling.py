@@ -77,7 +77,7 @@ def _answer(
 def add_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None:
     from aiohttp import web
 
-    async def pooled(request: web.Request) -> Any:
+    async def pooled(request: web.Request) -> web.StreamResponse:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
         cfg, n = scripted(defaults, body, counter)

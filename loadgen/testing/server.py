@@ -88,7 +88,7 @@ def _add_openai_routes(app: Any, defaults: dict, log: Log, counter: Any) -> None
     """Chat and completions: each request's script over the defaults, then its stream."""
     from aiohttp import web
 
-    async def completions(request: web.Request) -> Any:
+    async def completions(request: web.Request) -> web.StreamResponse:
         recv_ns = time.perf_counter_ns()
         body = await request.json()
         cfg, n = scripted(defaults, body, counter)
@@ -104,7 +104,7 @@ def _add_service_routes(app: Any, defaults: dict, log: Log) -> None:
     ``tokenize`` is on), and the ground-truth log a test reads and clears."""
     from aiohttp import web
 
-    async def models(request: web.Request) -> Any:
+    async def models(request: web.Request) -> web.StreamResponse:
         model = {
             "id": defaults["model"],
             "object": "model",
@@ -113,7 +113,7 @@ def _add_service_routes(app: Any, defaults: dict, log: Log) -> None:
         }
         return web.json_response({"object": "list", "data": [model]})
 
-    async def tokenize(request: web.Request) -> Any:
+    async def tokenize(request: web.Request) -> web.StreamResponse:
         # vLLM's shape: {"model", "prompt"} or {"model", "messages"} -> {"count", "tokens", ...}
         if not defaults.get("tokenize"):
             raise web.HTTPNotFound()
@@ -122,14 +122,14 @@ def _add_service_routes(app: Any, defaults: dict, log: Log) -> None:
         n = toy_token_count(body["messages"] if chat else body["prompt"], chat)
         return web.json_response({"count": n, "max_model_len": 32768, "tokens": list(range(n))})
 
-    async def get_log(request: web.Request) -> Any:
+    async def get_log(request: web.Request) -> web.StreamResponse:
         return web.json_response(list(log.entries.values()))
 
-    async def clear_log(request: web.Request) -> Any:
+    async def clear_log(request: web.Request) -> web.StreamResponse:
         log.entries.clear()
         return web.json_response({"cleared": True})
 
-    async def health(request: web.Request) -> Any:
+    async def health(request: web.Request) -> web.StreamResponse:
         return web.Response(text="ok")
 
     app.router.add_get("/v1/models", models)

@@ -64,7 +64,7 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _token_text(v: Any) -> str | None:
+def _token_text(v: object) -> str | None:
     """A special token as tokenizer_config.json saves it: a string, or an AddedToken's dict."""
     if isinstance(v, str):
         return v
