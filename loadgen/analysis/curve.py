@@ -13,11 +13,8 @@ The knee (the rule): between consecutive stages, the throughput's scaling with t
 is ``d log(throughput) / d log(offered load)`` (concurrency or rate): 1 when doubling the load
 doubles the throughput, 0 when it buys nothing. The knee is the last stage before the first step
 whose scaling falls below ``KNEE_SCALING`` (one half: the load grew, the throughput by less than
-half as much, in ratio terms), the point past which more load mostly buys latency. Why not
-latency's own growth: a closed loop's p99 TTFT jumps early (a new request's prefill shares steps
-with the others' decode) while each doubling of users still doubles the throughput; a reader
-of the curve would not call that the knee, and the earlier rule (p99 TTFT growing faster than
-throughput) did, at c=4 on an H100 that doubled its throughput twice more.
+half as much, in ratio terms), the point past which more load mostly buys latency; why not
+latency's own growth: docs/metrics.md, "The curve's knee".
 """
 
 from __future__ import annotations

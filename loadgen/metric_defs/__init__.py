@@ -1,13 +1,10 @@
 """The metric registry: every metric loadgen reports, defined once, in one table.
 
-Why: the metric names, their per-request formulas and the lists of rows and labels used to be
-written again in each module that uses them (the profile's SLA rules and SLOs, the SLA
-evaluation, the summary, the bootstrap, the gate's rules, compare's table, the report, the
-curve, the client-vs-server means, the console), and the copies drifted: a profile rejected
-run-level rules that the evaluation understood; TPOT was computed three times. Now each of those
-takes its list from ``METRICS`` and each per-request latency its ``formula``, so a metric added
-here is computed, accepted by SLA and gate rules, evaluated, compared and shown everywhere its
-flags say, and ``tests/test_metric_registry.py`` fails until the summary actually computes it.
+Why one table: every module that lists metrics (SLA rules and SLOs, the evaluation, the
+summary, the bootstrap, the gate, compare, the report, the curve, the console) takes its list
+from ``METRICS`` and each per-request latency its ``formula``, so a metric added here is
+computed, accepted, compared and shown everywhere its flags say (the history: docs/metrics.md,
+"One entry per metric"); ``tests/test_metric_registry.py`` fails until the summary computes it.
 
 Adding a metric: one ``MetricDef`` in ``catalogue.METRICS``. A per-request distribution (its
 ``samples`` ``ok_requests`` / ``measured_requests``) carries its ``formula`` (a ``Span`` between
