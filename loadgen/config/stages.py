@@ -153,6 +153,23 @@ def parse_series(raw: Any, knob: str) -> list[float]:
 
 
 TRACE = "trace"  # a stage's arrival when a trace's own times schedule it
+CLOSED_LOOP = "closed loop"  # a stage's arrival when its users send as their answers end
+
+
+def shape_fields(level: dict[str, Any]) -> dict[str, Any]:
+    """A load level's settings as they ran: a closed loop (``concurrency``) says ``arrival:
+    closed loop`` and has no burstiness or in-flight cap; an open loop's burstiness shows only
+    for gamma arrivals, the one process it shapes. What the settings' defaults say of a knob
+    that did not run is left out (conditions record the load that was executed)."""
+    out = dict(level)
+    closed = out.get("concurrency") is not None
+    if closed and "arrival" in out:
+        out["arrival"] = CLOSED_LOOP
+    if closed:
+        out.pop("max_concurrency", None)
+    if out.get("arrival") != "gamma":
+        out.pop("burstiness", None)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,19 +196,21 @@ class Stage:
         return float(self.concurrency if self.concurrency is not None else self.rate or 0.0)
 
     def load(self) -> dict[str, Any]:
-        """The stage's load as summary.json states it."""
-        return {
-            "concurrency": self.concurrency,
-            "rate": self.rate,
-            "arrival": self.arrival,
-            "burstiness": self.burstiness,
-            "max_concurrency": self.max_concurrency,
-            "duration_s": self.duration_s,
-            "num_requests": self.num_requests,
-            "ramp_s": self.ramp_s,
-            "warmup_requests": self.warmup_requests,
-            "until": self.until,
-        }
+        """The stage's load as summary.json states it (only what ran: ``shape_fields``)."""
+        return shape_fields(
+            {
+                "concurrency": self.concurrency,
+                "rate": self.rate,
+                "arrival": self.arrival,
+                "burstiness": self.burstiness,
+                "max_concurrency": self.max_concurrency,
+                "duration_s": self.duration_s,
+                "num_requests": self.num_requests,
+                "ramp_s": self.ramp_s,
+                "warmup_requests": self.warmup_requests,
+                "until": self.until,
+            }
+        )
 
 
 def _named(index: int, concurrency: int | None, rate: float | None) -> str:
@@ -213,7 +232,10 @@ def resolve_stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
     """The stages a profile runs: its ``load.stages``, its ``load.sweep`` expanded, or its one
     load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count); each
     with ``load.until``, when set."""
-    stages = _stages(load, workload)
+    stages = [
+        s if s.concurrency is None else dataclasses.replace(s, arrival=CLOSED_LOOP)
+        for s in _stages(load, workload)
+    ]
     until = getattr(load, "until", None)
     return [dataclasses.replace(s, until=until) for s in stages] if until else stages
 

@@ -148,6 +148,8 @@ def _conditions(p: Prepared, ex: Executed, table: RecordTable) -> Conditions:
     profile, t = p.profile, p.profile.target
     workers = len(ex.workers)
     resolved = profile.resolved()
+    # The load as it ran, in both places it is recorded: not a default of a knob that did not run.
+    resolved["load"] = profile.load.recorded(trace=profile.workload.trace is not None)
     fit = dict(p.prompt_fit)
     exact = fit["method"].startswith("server /tokenize") and fit["exact"] == fit["requests_fitted"]
     extra = _server_extra_tokens(table)

@@ -317,7 +317,9 @@ class Conditions(TypedDict, total=True):
     seed: int
     """workload seed (lengths, prompts, arrivals)"""
     load: dict[str, Any]
-    """resolved load section: concurrency or rate, arrival, burstiness, max_concurrency, warmup_requests"""
+    """the load as it ran: concurrency (arrival: closed loop) or rate and its arrival (poisson, constant,
+    gamma with its burstiness; trace for a replay), max_concurrency for an open loop, warmup_requests,
+    repeats, until; a run of stages or a sweep records them and no top-level level"""
     lengths: ConditionsLengths
     traffic: NotRequired[ConditionsTraffic]
     prompt_lengths_approximate: bool
