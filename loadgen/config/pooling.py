@@ -11,16 +11,13 @@ trace's or a session's prompts are single prompts, not batches.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loadgen import metric_defs
 from loadgen.backends import registry
 from loadgen.config.base import field_msg
 from loadgen.config.lengths import EmpiricalLength, FixedLength, UniformLength
 from loadgen.config.until import parse_until
-
-if TYPE_CHECKING:  # the profile's own validator calls check
-    from loadgen.config.schema import Profile
 
 # The most items one request may carry: far beyond a served model's max batch (vLLM's
 # embeddings take a few hundred inputs), small enough that a batch's prompts stay in memory.
@@ -40,7 +37,7 @@ def batch_upper_bound(dist: Any) -> int | None:
     return getattr(dist, "max", None)
 
 
-def check(profile: Profile) -> None:
+def check(profile: Any) -> None:
     """Raise (a ``field_msg``) for the first setting the profile's protocol cannot honour."""
     endpoint = profile.target.endpoint
     streamed = registry.backend(endpoint).streamed

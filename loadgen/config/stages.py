@@ -17,14 +17,11 @@ import dataclasses
 import math
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
 from loadgen.config.base import Arrival, Int, StrictModel, field_msg
-
-if TYPE_CHECKING:  # schema.py imports this module for its fields
-    from loadgen.config.schema import LoadConfig, WorkloadConfig
 
 MAX_STAGES = 200
 _SERIES = re.compile(
@@ -228,7 +225,7 @@ def sweep_warmup(warmup: int, concurrency: int | None, rate: float | None) -> in
     return warmup
 
 
-def resolve_stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
+def resolve_stages(load: Any, workload: Any) -> list[Stage]:
     """The stages a profile runs: its ``load.stages``, its ``load.sweep`` expanded, or its one
     load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count); each
     with ``load.until``, when set."""
@@ -240,7 +237,7 @@ def resolve_stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
     return [dataclasses.replace(s, until=until) for s in stages] if until else stages
 
 
-def _stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
+def _stages(load: Any, workload: Any) -> list[Stage]:
     if load.stages:
         return [
             Stage(
@@ -278,11 +275,10 @@ def _stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
     ]
 
 
-def _sweep_stages(load: LoadConfig, workload: WorkloadConfig) -> list[Stage]:
+def _sweep_stages(load: Any, workload: Any) -> list[Stage]:
     """``load.sweep`` expanded: one stage per value, each as long as the sweep (or, when it does
     not say, the workload) says, with its warm-up capped to the stage's level."""
     sw = load.sweep
-    assert sw is not None  # resolve_stages calls it only for a sweep
     closed = sw.concurrency is not None
     duration, count = sw.stage_duration_s, sw.stage_requests
     if duration is None and count is None:  # each stage as long as the workload says

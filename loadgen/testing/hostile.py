@@ -123,41 +123,14 @@ from loadgen.testing.hostile_http import (
 from loadgen.testing.hostile_pooling import POOLING_MODES, POOLING_PATHS, pooling_answer
 from loadgen.testing.hostile_wire import ThreadedServer
 
-MODES: tuple[str, ...] = (
-    "ok",
-    "http_500",
-    "http_429",
-    "reset_mid_stream",
-    "stall",
-    "slow_headers",
-    "garbage_lines",
-    "non_object_json",
-    "no_data_prefix",
-    "not_sse",
-    "no_done",
-    "no_finish",
-    "unknown_field_422",
-    "fin_mid_chunk",
-    "invalid_utf8",
-    "huge_event",
-    "one_byte_writes",
-    "connection_close",
-    "dies",
-    "never_accepts",
-    "error_event",
-    "object_error_event",
-    "no_usage",
-    "zero_tokens",
-    "close_without_answer",
-    "close_after_response",
-    "close_after_keepalive",
-    "keepalive_limits",
-    "eof_body",
-    "echo_auth_body",
-    "echo_auth_header",
-    "typed_choices_str",
-    "typed_delta_str",
-    "typed_usage_null",
+MODES: tuple[str, ...] = (  # a list of names is data: several to a line
+    *(
+        "ok http_500 http_429 reset_mid_stream stall slow_headers garbage_lines non_object_json "
+        "no_data_prefix not_sse no_done no_finish unknown_field_422 fin_mid_chunk invalid_utf8 huge_event "
+        "one_byte_writes connection_close dies never_accepts error_event object_error_event no_usage "
+        "zero_tokens close_without_answer close_after_response close_after_keepalive keepalive_limits "
+        "eof_body echo_auth_body echo_auth_header typed_choices_str typed_delta_str typed_usage_null"
+    ).split(),
     *TOOL_MODES,
     "image_too_large",
     *HOSTED_MODES,
