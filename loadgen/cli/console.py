@@ -201,6 +201,9 @@ def _print_fidelity(con: Console, s: Summary) -> None:
     fid = s["fidelity"]
     colour = {"pass": "green", "fail": "red"}.get(fid["verdict"], "yellow")
     con.print(f"[{colour}]{fidelity_line(fid)}[/{colour}]", soft_wrap=True)
+    busy = s["client"].get("busy_machine")
+    if fid["verdict"] == "fail" and busy:  # why the client trailed the server's log
+        con.print(f"[yellow]why[/yellow]     {busy}", soft_wrap=True)
 
 
 def _load_shape(s: Summary) -> str:
@@ -388,6 +391,11 @@ def _print_client(con: Console, s: Summary) -> None:
         f"client  cpu {client.get('cpu_busy_fraction', 0):.0%} of a core   event-loop lag p99 "
         f"{_fmt((client.get('event_loop_lag_ms') or {}).get('p99'), 2)} ms"
     )
+    busy = client.get("busy_machine")
+    fid = s.get("fidelity")
+    failed = fid is not None and fid["verdict"] == "fail"
+    if busy and not failed:  # a failed fidelity check says it as its why, next
+        con.print(f"[yellow]machine[/yellow] {busy}", soft_wrap=True)
 
 
 def _print_warnings(con: Console, s: Summary) -> None:

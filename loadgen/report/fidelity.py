@@ -33,7 +33,11 @@ def fidelity_sections(summary: Summary) -> list[Section]:
     block = summary.get("fidelity")
     if not isinstance(block, dict):
         return []
-    return [Section(TITLE, (verdict_alert(block), distribution_table(block), Text(_explanation(block))))]
+    parts: list = [verdict_alert(block)]
+    busy = (summary.get("client") or {}).get("busy_machine")
+    if block.get("verdict") == "fail" and busy:  # why the client trailed the server's log
+        parts.append(Alert("warning", "Why", f"{busy[0].upper()}{busy[1:]}."))
+    return [Section(TITLE, (*parts, distribution_table(block), Text(_explanation(block))))]
 
 
 def verdict_alert(block: Fidelity) -> Alert:

@@ -22,6 +22,7 @@ from loadgen.clock import now_ns
 from loadgen.live.stats import LiveStats
 from loadgen.records import JsonlSink, RequestRecord, SinkError
 from loadgen.result import REQUESTS
+from loadgen.runner import pressure
 from loadgen.runner.driver import DriveResult
 from loadgen.runner.fleet import Fleet, InProcess, Workers, resolve_workers
 from loadgen.runner.plan import FixedPlan, StageOutcome, StagePlan, shape_for
@@ -62,6 +63,9 @@ class Executed:
     workers: list[dict[str, Any]]  # per worker: where, CPU, loop lag, clock (fleet.figures)
     lost: list[str]  # one sentence per worker lost during the run
     telemetry: TelemetrySeries | None = None  # the GPUs' readings (telemetry.jsonl)
+    # The machine: the fraction of the load's wall time some runnable task waited for a CPU
+    # (pressure.py); None where the kernel does not say.
+    cpu_stall_fraction: float | None = None
 
 
 async def execute(
@@ -84,7 +88,7 @@ async def execute(
         )
         gpus = await TelemetryScraper.open(profile.telemetry, p.target.sim_http_url, profile.target.transport)
         started_at = dt.datetime.now(dt.timezone.utc)
-        cpu0 = time.process_time()
+        cpu0, stall0, wall0 = time.process_time(), pressure.cpu_stall_us(), time.monotonic()
         with JsonlSink(p.run_dir / REQUESTS, on_error=lambda _e: stop.set()) as sink:
             if watch is not None:
                 watch.server_row, watch.counters = scraper.latest, p.live
@@ -92,6 +96,8 @@ async def execute(
         if sink.error is not None:
             status(f"stopped: {sink.error}; {sink.count} records were saved before it")
         cpu_s = time.process_time() - cpu0
+        stall1, wall_s = pressure.cpu_stall_us(), max(time.monotonic() - wall0, 1e-9)
+        stalled = None if stall0 is None or stall1 is None else min((stall1 - stall0) / 1e6 / wall_s, 1.0)
         ended_at = dt.datetime.now(dt.timezone.utc)
         result = _joined(outcomes)
         if isinstance(fleet, InProcess):  # the load's own CPU: its stages' sending windows
@@ -124,6 +130,7 @@ async def execute(
         figures,
         fleet.lost(),
         telemetry,
+        cpu_stall_fraction=stalled,
     )
 
 

@@ -21,6 +21,23 @@ from loadgen.summary import ClientHealth, ClientSelfcheck
 # are not in it), when that window served a measured request.
 LOOP_LAG_LIMIT_MS = 5.0
 CPU_BUSY_LIMIT = 0.9
+# The machine was busy when some runnable task waited for a CPU this much of the load's wall
+# time (pressure.py): more work than cores, so a process that trails may be kept off the CPU
+# rather than doing too much itself. Said as the cause beside a client_limited warning or a
+# failed fidelity check, not a warning of its own: a busy machine with a punctual client
+# measured well.
+BUSY_STALL_FRACTION = 0.2
+
+
+def busy_machine(stall_fraction: float | None) -> str | None:
+    """The sentence naming the busy machine as the cause, or None when it was not busy."""
+    if stall_fraction is None or stall_fraction < BUSY_STALL_FRACTION:
+        return None
+    return (
+        f"the machine was busy: a runnable task waited for a CPU {stall_fraction * 100:.0f} % of the run "
+        "(more work than cores; /proc/pressure/cpu): rerun on an idle machine, or with fewer "
+        "processes sharing its cores"
+    )
 
 
 def assess(
@@ -30,11 +47,15 @@ def assess(
     capped: bool,
     workers: list[dict[str, Any]] | None = None,
     selfcheck: ClientSelfcheck | None = None,
+    cpu_stall_fraction: float | None = None,
 ) -> ClientHealth:
     """The client's own figures, and one ``client_limited`` warning when any says it was the
     bottleneck (then its latencies contain its own delay, and the summary says so).
     ``selfcheck``: the machine's saved ceiling beside the load asked for (real servers only),
     kept in the block, with an ``above_selfcheck`` warning when the load was above it.
+    ``cpu_stall_fraction``: how much of the load some task waited for a CPU (``pressure.py``);
+    when the machine was busy (``busy_machine``), the sentence is kept and named among the
+    reasons of a ``client_limited`` warning.
 
     ``workers`` (``fleet.figures``): with more than one, every rule is applied to each worker
     on its own figures and records, and a reason names the worker it concerns: one saturated
@@ -63,6 +84,12 @@ def assess(
     else:
         block, reasons = _one(loop_lag, wake, cpu_frac, table, capped)
         out["warnings"] += block["warnings"]
+    out["machine_cpu_stall_fraction"] = cpu_stall_fraction
+    busy = busy_machine(cpu_stall_fraction)
+    if busy is not None:
+        out["busy_machine"] = busy
+        if reasons:
+            reasons.append(busy)
     if reasons:
         out["warnings"].insert(
             0,

@@ -83,7 +83,15 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
 def _client(p: Prepared, ex: Executed, table: RecordTable) -> ClientHealth:
     """The client's own health, with the machine's saved self-check beside the load asked for."""
     capped = bool(p.profile.load.max_concurrency)
-    return health.assess(ex.result, ex.cpu_s, table, capped=capped, workers=ex.workers, selfcheck=p.selfcheck)
+    return health.assess(
+        ex.result,
+        ex.cpu_s,
+        table,
+        capped=capped,
+        workers=ex.workers,
+        selfcheck=p.selfcheck,
+        cpu_stall_fraction=ex.cpu_stall_fraction,
+    )
 
 
 def ended_by(

@@ -101,6 +101,12 @@ class ClientHealth(TypedDict, total=True):
     """client_limited / schedule_slip warnings"""
     client_limited: bool
     """true when the client, not the server, may have limited the run"""
+    machine_cpu_stall_fraction: NotRequired[float | None]
+    """the fraction of the load's wall time some runnable task on the machine waited for a CPU (Linux
+    pressure stall information, /proc/pressure/cpu `some`); null where the kernel does not say"""
+    busy_machine: NotRequired[str]
+    """when that fraction reached 0.2: the machine was busy, in words; named as the cause beside a
+    client_limited warning and a failed fidelity check"""
     parent_cpu_seconds: NotRequired[float]
     """multi-worker runs: CPU time of the parent process (it routes records, sends no load)"""
     parent_cpu_busy_fraction: NotRequired[float]
