@@ -43,6 +43,7 @@ from loadgen.analysis.condition_diff import (
     workload_differences,
 )
 from loadgen.analysis.peer_results import PeerResult
+from loadgen.analysis.run_warnings import run_warnings
 from loadgen.analysis.runs import load_table
 from loadgen.analysis.saved_answers import agreements, answers_kept, run_answers
 from loadgen.errors import ConfigError
@@ -281,7 +282,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
         table,
         relative,
         tuple(diff),
-        tuple(peer_warnings(names, peers) + _warnings(names, summaries, diff)),
+        tuple(peer_warnings(names, peers) + run_warnings(names, summaries, diff)),
         curve_comparison(names, summaries, {d.field: d.values for d in diff}),
         kept,
         agreements(run_dirs, kept),
@@ -294,28 +295,6 @@ def _some_run_has(summaries: Sequence[Summary], row: str) -> bool:
     them (TTFT when every run is of embeddings or rerank) is no row of empty cells."""
     metric = row.partition(" ")[0]
     return metric in TABLE_COUNTS or any(metric_defs.present(s, metric) for s in summaries)
-
-
-def _warnings(names: Sequence[str], summaries: Sequence[Summary], diff: Sequence[ConditionDiff]) -> list[str]:
-    out = []
-    workload = workload_differences(diff)
-    if workload:
-        out.append(
-            "the runs' workloads differ (" + ", ".join(workload) + "): their latencies and "
-            "throughputs are not like-for-like"
-        )
-    for field in ("target.model", "target.endpoint"):
-        if any(d.field == field for d in diff):
-            out.append(f"the runs drove a different {field.split('.')[1]} ({field})")
-    for name, s in zip(names, summaries):
-        if (s.get("client") or {}).get("client_limited"):
-            out.append(
-                f"{name}: the client limited this run (client.client_limited): its "
-                "latencies include client delay"
-            )
-        if s.get("interrupted"):
-            out.append(f"{name}: the run was interrupted before it finished")
-    return out
 
 
 def _unique_names(names: list[str]) -> list[str]:

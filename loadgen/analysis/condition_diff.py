@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.config.stages import recorded_load
+
 IGNORED_CONDITIONS: tuple[str, ...] = ("profile.name", "profile.output.*")
 SHADOWED: dict[str, str] = {
     "profile.target.url": "target.url",
@@ -57,8 +59,13 @@ def matches(path: str, patterns: Sequence[str]) -> bool:
 
 
 def flatten_conditions(conditions: Mapping[str, Any]) -> dict[str, Any]:
-    """``conditions`` as {dotted path: leaf value}, ignored and shadowed fields left out."""
+    """``conditions`` as {dotted path: leaf value}, ignored and shadowed fields left out; the
+    load read as it ran (``recorded_load``), so an earlier loadgen's conditions, which recorded
+    the settings' defaults (a closed loop's ``arrival: poisson``), compare with today's."""
     out: dict[str, Any] = {}
+    if isinstance(conditions.get("load"), dict):
+        trace = (conditions.get("traffic") or {}).get("source") == "trace"
+        conditions = {**conditions, "load": recorded_load(conditions["load"], trace)}
 
     def walk(node: Any, path: str) -> None:
         if matches(path, IGNORED_CONDITIONS) or path in SHADOWED:

@@ -34,6 +34,7 @@ from loadgen.analysis import gate_repeats as gr
 from loadgen.analysis import gate_stages as gs
 from loadgen.analysis.condition_diff import condition_diff, matches
 from loadgen.analysis.gate_result import GateResult, RuleResult
+from loadgen.analysis.run_warnings import run_warnings
 from loadgen.analysis.runs import load_summary, load_table
 from loadgen.analysis.sla import run_failures
 from loadgen.analysis.table import RecordTable
@@ -83,6 +84,8 @@ class _GateRun(TypedDict):
     seed: int
     condition_differences: tuple[str, ...]
     failures: tuple[str, ...]
+    warnings: tuple[str, ...]
+    strict: bool
 
 
 def gate(
@@ -93,8 +96,11 @@ def gate(
     resamples: int | None = None,
     seed: int | None = None,
     allow_different: bool = False,
+    strict_conditions: bool = False,
 ) -> GateResult:
-    """Check ``candidate`` against ``baseline`` under ``rules`` (a GateRules or a YAML path)."""
+    """Check ``candidate`` against ``baseline`` under ``rules`` (a GateRules or a YAML path).
+    The result carries the warnings ``compare`` would print about the two runs; with
+    ``strict_conditions`` any of them fails the gate (exit 1, "failed on conditions")."""
     source = None if isinstance(rules, GateRules) else str(rules)
     if not isinstance(rules, GateRules):
         rules = load_rules(rules)
@@ -117,6 +123,8 @@ def gate(
         seed=seed,
         condition_differences=tuple(d.field for d in diff),
         failures=run_failures(candidate=cand_s, baseline=base_s),
+        warnings=tuple(run_warnings(list(runs.names), [cand_s, base_s], diff)),
+        strict=strict_conditions,
     )
     stages = gs.resolve_stages([(r.stage, r.text()) for r in rules.rules], cand_s, base_s, source)
     if blocking and not allow_different:

@@ -52,13 +52,28 @@ class GateResult:
     allowed_differences: tuple[str, ...] = ()  # those let through by allow_different
     condition_differences: tuple[str, ...] = field(default=())
     failures: tuple[str, ...] = field(default=())  # "candidate: 48 of 80 requests failed (...)"
+    # What compare would warn about these runs (analysis/run_warnings.py): said in every output;
+    # with ``strict`` (--strict-conditions) a warning fails the gate.
+    warnings: tuple[str, ...] = field(default=())
+    strict: bool = False
 
     @property
     def exit_code(self) -> int:
         if self.not_comparable or any(r.status == "error" for r in self.results):
             return 2
-        return 1 if any(r.status == "fail" for r in self.results) else 0
+        return 1 if self.regressed or self.warned_strictly else 0
+
+    @property
+    def regressed(self) -> bool:
+        return any(r.status == "fail" for r in self.results)
+
+    @property
+    def warned_strictly(self) -> bool:
+        """--strict-conditions and a warning: the gate fails on the runs' conditions."""
+        return self.strict and bool(self.warnings)
 
     @property
     def verdict(self) -> str:
+        if self.exit_code == 1 and not self.regressed:
+            return "failed on conditions"
         return {0: "pass", 1: "regression", 2: "not comparable"}[self.exit_code]

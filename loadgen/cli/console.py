@@ -17,6 +17,7 @@ from loadgen import metric_defs
 from loadgen.analysis.saturation import queue_word
 from loadgen.cli import block_lines
 from loadgen.cli.block_lines import fidelity_line
+from loadgen.report.conditions import load_shape
 from loadgen.report.repeats import repeats_table
 from loadgen.summary import Curve, SlaBlock, Summary
 
@@ -206,29 +207,6 @@ def _print_fidelity(con: Console, s: Summary) -> None:
         con.print(f"[yellow]why[/yellow]     {busy}", soft_wrap=True)
 
 
-def _load_shape(s: Summary) -> str:
-    """How the load was offered: a sweep's stages, a trace replay, or a closed or open loop."""
-    load = s["conditions"]["load"]
-    stages = s.get("stages") or []
-    traffic = s["conditions"].get("traffic")
-    trace = traffic.get("trace") if traffic else None
-    if stages:
-        return f"{len(stages)} stages: {', '.join(st['name'] for st in stages)}"
-    if trace is not None:
-        scale = trace.get("time_scale") or 1.0
-        span = trace.get("span_s") or 0.0
-        return (
-            f"trace replay {trace.get('path')}: {trace['requests']} requests over "
-            f"{span * scale:.1f} s (the trace's {span:.1f} s, time scale {scale:g})"
-        )
-    return (
-        f"closed loop, concurrency {load['concurrency']}"
-        if load.get("concurrency")
-        else f"open loop, {load['rate']} req/s {load['arrival']}"
-        + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else "")
-    )
-
-
 def _print_header(con: Console, s: Summary) -> None:
     """The run, whether it is complete, its target, its load and what ended it."""
     tgt = s["conditions"]["target"]
@@ -237,7 +215,7 @@ def _print_header(con: Console, s: Summary) -> None:
         + ("" if s.get("complete", True) else f"  [yellow]INCOMPLETE: {s.get('incomplete_reason')}[/yellow]")
     )
     con.print(f"target  {tgt['url']}  model={tgt['model']}  endpoint={tgt['endpoint']}", soft_wrap=True)
-    con.print(f"load    {_load_shape(s)}")
+    con.print(f"load    {load_shape(s)}")
     server = s["conditions"].get("server")
     preflight = server.get("preflight") if server else None
     note = preflight["note"] if preflight else None

@@ -271,6 +271,7 @@ def cmd_gate(a: argparse.Namespace) -> int:
         resamples=a.resamples,
         seed=a.seed,
         allow_different=a.allow_different,
+        strict_conditions=a.strict_conditions,
     )
     text = gate_report.markdown(res)
     print(text, end="")

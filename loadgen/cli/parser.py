@@ -179,6 +179,12 @@ def _gate(sub: Any) -> None:
         action="store_true",
         help="gate even when the workload, model or endpoint differ (they are still listed)",
     )
+    gt.add_argument(
+        "--strict-conditions",
+        action="store_true",
+        help="fail (exit 1) when compare would warn about either run: client-limited, a failed "
+        "fidelity check, workloads that differ, interrupted",
+    )
 
 
 def _profiles(sub: Any) -> None:

@@ -22,7 +22,7 @@ from loadgen.config.lengths import FixedLength, LengthDist
 from loadgen.config.media import AudioConfig, ImagesConfig
 from loadgen.config.mix import ModelMixField
 from loadgen.config.sla import SlaConfig
-from loadgen.config.stages import MAX_STAGES, TRACE, StageConfig, SweepConfig, shape_fields
+from loadgen.config.stages import MAX_STAGES, StageConfig, SweepConfig, recorded_load
 from loadgen.config.target import TargetConfig
 from loadgen.config.telemetry import TelemetryConfig
 from loadgen.config.tools import ResponseFormatConfig, ToolsField
@@ -255,22 +255,9 @@ class LoadConfig(StrictModel):
         return self
 
     def recorded(self, trace: bool = False) -> dict[str, Any]:
-        """This load as it ran, for ``conditions.load`` (and the profile's load there): a closed
-        loop says so, a trace replay says ``arrival: trace``, a run of stages or a sweep keeps
-        the top-level level out (its stages, each by ``stages.shape_fields``, say what ran)."""
-        out = self.model_dump(mode="json")
-        if self.stages or self.sweep is not None:
-            for key in ("concurrency", "rate", "arrival", "burstiness", "max_concurrency"):
-                out.pop(key, None)
-            out["stages"] = [shape_fields(s) for s in out["stages"]]
-            if out["sweep"] is not None:
-                out["sweep"] = shape_fields(out["sweep"])
-            return out
-        if trace:
-            out["arrival"] = TRACE
-            out.pop("burstiness", None)
-            return out
-        return shape_fields(out)
+        """This load as it ran, for ``conditions.load`` (and the profile's load there):
+        ``stages.recorded_load`` of its fields."""
+        return recorded_load(self.model_dump(mode="json"), trace)
 
     def _staged(self):
         # A staged run repeats whole (runner/repeats.py): every repeat runs every stage, and the

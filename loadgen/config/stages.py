@@ -153,6 +153,27 @@ TRACE = "trace"  # a stage's arrival when a trace's own times schedule it
 CLOSED_LOOP = "closed loop"  # a stage's arrival when its users send as their answers end
 
 
+def recorded_load(load: dict[str, Any], trace: bool = False) -> dict[str, Any]:
+    """A load section (``LoadConfig``'s fields, as data) as it ran: a closed loop says so, a
+    trace replay says ``arrival: trace``, a run of stages or a sweep keeps the top-level level
+    out (its stages, each by ``shape_fields``, say what ran). ``LoadConfig.recorded`` writes
+    conditions with it; ``analysis.condition_diff`` reads an earlier loadgen's conditions
+    through it, so a baseline recorded before this rule compares with a run recorded after."""
+    out = dict(load)
+    if out.get("stages") or out.get("sweep") is not None:
+        for key in ("concurrency", "rate", "arrival", "burstiness", "max_concurrency"):
+            out.pop(key, None)
+        out["stages"] = [shape_fields(s) for s in out.get("stages") or []]
+        if out.get("sweep") is not None:
+            out["sweep"] = shape_fields(out["sweep"])
+        return out
+    if trace:
+        out["arrival"] = TRACE
+        out.pop("burstiness", None)
+        return out
+    return shape_fields(out)
+
+
 def shape_fields(level: dict[str, Any]) -> dict[str, Any]:
     """A load level's settings as they ran: a closed loop (``concurrency``) says ``arrival:
     closed loop`` and has no burstiness or in-flight cap; an open loop's burstiness shows only

@@ -27,7 +27,7 @@ def conditions_section(summary: Summary) -> Section:
         ("target", f"{tgt.get('url')} ({tgt.get('endpoint')} endpoint)"),
         ("model", str(tgt.get("model"))),
         *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator")),
-        ("load", load_shape(cond.get("load") or {})),
+        ("load", load_shape(summary, see="; see Load stages")),
         ("requests", _requests(workload, cond.get("load") or {})),
         ("seed", str(cond.get("seed"))),
         ("labels", ", ".join(f"{k}={v}" for k, v in (cond.get("labels") or {}).items()) or "none"),
@@ -160,17 +160,35 @@ def metrics_labels_text(labels: Mapping[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def load_shape(load: dict) -> str:
-    sweep, stages = load.get("sweep"), load.get("stages")
+def load_shape(summary: Mapping[str, Any], see: str = "") -> str:
+    """How the load was offered, in one sentence, the console's ``load`` line and the report's:
+    a sweep (its knob, values and stage length) or stages (their names), a trace replay (its
+    requests over its scaled span), a closed loop or an open loop (its process, burstiness and
+    cap), with the warm-up; ``see`` follows a staged run's sentence (the report's pointer)."""
+    cond = summary.get("conditions") or {}
+    load, stages = cond.get("load") or {}, summary.get("stages") or []
+    traffic = cond.get("traffic") or {}
+    trace, sweep = traffic.get("trace"), load.get("sweep")
+    names = ": " + ", ".join(str(st.get("name")) for st in stages) if stages else ""
     if sweep:
         knob = "concurrency" if sweep.get("concurrency") is not None else "rate"
         length = ", ".join(
             f"{k} {sweep[k]}" for k in ("stage_duration_s", "stage_requests", "ramp_s") if sweep.get(k)
         )
-        return f"sweep of {knob} {sweep[knob]}" + (f" ({length})" if length else "") + "; see Load stages"
-    if stages:
-        return f"{len(stages)} stages; see Load stages"
-    warm = f"; {load.get('warmup_requests', 0)} warm-up requests (excluded)"
+        return f"sweep of {knob} {sweep[knob]}" + (f" ({length})" if length else "") + names + see
+    if load.get("stages") or stages:
+        return f"{len(load.get('stages') or stages)} stages{names}{see}"
+    warm = (
+        f"; {load.get('warmup_requests', 0)} warm-up requests (excluded)"
+        if load.get("warmup_requests")
+        else ""
+    )
+    if trace is not None:
+        scale, span = trace.get("time_scale") or 1.0, trace.get("span_s") or 0.0
+        return (
+            f"trace replay {trace.get('path')}: {trace.get('requests')} requests over "
+            f"{span * scale:.1f} s (the trace's {span:.1f} s, time scale {scale:g}){warm}"
+        )
     if load.get("concurrency"):
         return f"closed loop, concurrency {load['concurrency']}{warm}"
     cap = f", max {load['max_concurrency']} in flight" if load.get("max_concurrency") else ""

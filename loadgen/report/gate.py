@@ -46,7 +46,9 @@ def _cells(r: RuleResult) -> tuple[str, str, str]:
 def markdown(res: GateResult) -> str:
     """The gate's result as Markdown: the verdict, why the runs are not comparable (then nothing
     else), the warnings, the rules' table and the notes on its kinds of rules."""
-    icon = {"pass": "✅", "regression": "❌", "not comparable": "⚠️"}[res.verdict]
+    icon = {"pass": "✅", "regression": "❌", "failed on conditions": "❌", "not comparable": "⚠️"}[
+        res.verdict
+    ]
     lines = [f"## loadgen gate {icon} {res.verdict}: {res.candidate} vs baseline {res.baseline}", ""]
     if res.not_comparable:
         lines += [
@@ -63,6 +65,13 @@ def markdown(res: GateResult) -> str:
 def _warnings(res: GateResult) -> list[str]:
     """Gated although conditions differ; failed requests the latency figures leave out."""
     lines: list[str] = []
+    if res.warnings:
+        how = (
+            "these fail the gate (`--strict-conditions`)"
+            if res.strict
+            else "the gate does not fail on them; `--strict-conditions` would"
+        )
+        lines += [f"> **Warning ({how}):**", *(f"> - {w}" for w in res.warnings), ""]
     if res.allowed_differences:
         lines += [
             "> **Warning:** gated with `--allow-different` although these conditions differ: "
@@ -166,9 +175,9 @@ def junit_xml(res: GateResult) -> str:
     """JUnit XML in the common Jenkins/Ant form: testsuites > testsuite > testcase
     (> failure | error), so any CI system lists each rule as a test case."""
     cases = res.results
-    failures = sum(r.status == "fail" for r in cases)
+    failures = sum(r.status == "fail" for r in cases) + (1 if res.warned_strictly else 0)
     errors = sum(r.status == "error" for r in cases) + (1 if res.not_comparable else 0)
-    tests = len(cases) + (1 if res.not_comparable else 0)
+    tests = len(cases) + (1 if res.not_comparable else 0) + (1 if res.warnings else 0)
     counts = {"tests": str(tests), "failures": str(failures), "errors": str(errors)}
     suites = ET.Element("testsuites", {"name": "loadgen gate", **counts})
     suite = ET.SubElement(
@@ -193,6 +202,13 @@ def junit_xml(res: GateResult) -> str:
             case, "error", type="NotComparable", message="conditions differ: " + ", ".join(res.not_comparable)
         )
         err.text = "\n".join(res.not_comparable)
+    if res.warnings:  # what compare warns about: a failure under --strict-conditions, else said
+        case = ET.SubElement(suite, "testcase", name="runs' conditions", classname="loadgen.gate", time="0")
+        if res.strict:
+            el = ET.SubElement(case, "failure", type="Conditions", message="; ".join(res.warnings))
+            el.text = "\n".join(res.warnings)
+        else:
+            ET.SubElement(case, "system-out").text = "warnings:\n" + "\n".join(res.warnings)
     for r in cases:
         case = ET.SubElement(suite, "testcase", name=r.label, classname="loadgen.gate", time="0")
         if r.status == "fail":
@@ -227,6 +243,8 @@ def to_dict(res: GateResult) -> dict[str, Any]:
         "allowed_differences": list(res.allowed_differences),
         "condition_differences": list(res.condition_differences),
         "failures": list(res.failures),
+        "warnings": list(res.warnings),
+        "strict_conditions": res.strict,
         "rules": [
             {
                 "rule": r.rule.text(),

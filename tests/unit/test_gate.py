@@ -320,3 +320,52 @@ class TestCli:
             "compare.json",
             "compare.md",
         ]
+
+
+class TestWarningsAsCompareWarns:
+    """The gate carries compare's warnings about either run (analysis/run_warnings.py) in its
+    markdown, JUnit and JSON, and fails on them only with --strict-conditions."""
+
+    @staticmethod
+    def suspect(tmp_path: Path, name: str, **client: object) -> Path:
+        run = tmp_path / name
+        shutil.copytree(RUNS / "base-a", run)
+        summary = json.loads((run / "summary.json").read_text())
+        summary["client"].update(client)
+        (run / "summary.json").write_text(json.dumps(summary))
+        return run
+
+    def test_a_client_limited_baseline_is_said_and_fails_only_when_strict(self, tmp_path):
+        baseline = self.suspect(tmp_path, "limited", client_limited=True)
+        lenient = gate(RUNS / "base-b", baseline, RULES, resamples=200)
+        said = f"{lenient.baseline}: the client limited this run (client.client_limited)"
+        assert any(w.startswith(said) for w in lenient.warnings)
+        assert (lenient.exit_code, lenient.verdict) == (0, "pass")
+        text = gate_report.markdown(lenient)
+        assert said in text and "`--strict-conditions` would" in text
+        strict = gate(RUNS / "base-b", baseline, RULES, resamples=200, strict_conditions=True)
+        assert (strict.exit_code, strict.verdict) == (1, "failed on conditions")
+        junit = tmp_path / "junit.xml"
+        junit.write_text(gate_report.junit_xml(strict))
+        xmlschema.XMLSchema(XSD).validate(str(junit))
+        case = next(c for c in ET.parse(junit).iter("testcase") if c.get("name") == "runs' conditions")
+        failure = case.find("failure")
+        assert failure is not None and said in (failure.get("message") or "")
+        saved = gate_report.to_dict(strict)
+        assert saved["strict_conditions"] is True and saved["warnings"] == list(strict.warnings)
+
+    def test_a_failed_fidelity_check_is_said_with_the_busy_machine_as_its_cause(self):
+        from loadgen.analysis.run_warnings import run_warnings
+
+        busy = "the machine was busy: a runnable task waited for a CPU 56 % of the run"
+        suspect = {"client": {"busy_machine": busy}, "fidelity": {"verdict": "fail"}}
+        fine = {"client": {}, "fidelity": {"verdict": "pass"}}
+        said = run_warnings(["cand", "base"], [suspect, fine], [])
+        assert said == [
+            "cand: its measurement failed the simulator's ground-truth check (fidelity.verdict): "
+            f"its latencies carry the client's own error; {busy}"
+        ]
+
+    def test_runs_compare_would_not_warn_about_raise_no_warning(self):
+        res = gate(RUNS / "base-b", RUNS / "base-a", RULES, resamples=200, strict_conditions=True)
+        assert res.warnings == () and res.exit_code == 0
