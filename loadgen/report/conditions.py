@@ -26,7 +26,7 @@ def conditions_section(summary: Summary) -> Section:
         ),
         ("target", f"{tgt.get('url')} ({tgt.get('endpoint')} endpoint)"),
         ("model", str(tgt.get("model"))),
-        *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator")),
+        *server_rows(cond.get("server") or {}, tgt.get("builtin_simulator"), profile.get("sim")),
         ("load", load_shape(summary, see="; see Load stages")),
         ("requests", _requests(workload, cond.get("load") or {})),
         ("seed", str(cond.get("seed"))),
@@ -79,15 +79,26 @@ def prompt_lengths(cond: Mapping[str, Any]) -> str:
 _SOURCES_BEFORE_RECORDED = (("version", "/version"), ("models", "/v1/models"))
 
 
-def server_rows(server: Mapping[str, Any], sim: Any) -> list[tuple[str, str]]:
+def simulator_sentence(sim: Mapping[str, Any], asked: Mapping[str, Any] | None) -> str:
+    """The built-in simulator as a sentence: its preset, and only the settings the run set
+    (the profile's ``sim`` section, ``asked``); every other setting is the preset's own."""
+    config = sim.get("config") or {}
+    preset = config.get("preset") or (asked or {}).get("preset") or "the default preset"
+    chosen = {k: v for k, v in (asked or {}).items() if k != "preset" and v is not None}
+    said = ", ".join(f"{k} {_flat(v) if isinstance(v, (dict, list)) else v}" for k, v in chosen.items())
+    return f"built-in simulator, preset {preset}" + (f"; set: {said}" if said else "; the preset's settings")
+
+
+def server_rows(
+    server: Mapping[str, Any], sim: Any, asked: Mapping[str, Any] | None = None
+) -> list[tuple[str, str]]:
     """What the server told us about itself: response headers, then one row per answer its
     protocol's probe kept (``server["sources"]``: each answer's key and the path it was heard
     at, saved with the run), then its /metrics labels. The saved run alone says how it is
     rendered: the live protocol registry is never asked."""
     rows = []
     if sim:
-        shown = {k: v for k, v in sim.items() if k not in ("calibration", "answers")}
-        rows.append(("backend", "built-in simulator: " + _flat(shown)))
+        rows.append(("backend", simulator_sentence(sim, asked)))
         cal = sim.get("calibration")
         if cal:  # how far the calibration table vouches for this preset (loadgen/sim/calibration.py)
             rows.append(("simulator calibration", f"{cal['summary']} (the table: {cal['table']})"))

@@ -144,7 +144,7 @@ class TestQualityRun:
         assert sim["calibration"]["status"] == "calibrated"
         assert next(r["id"] for r in sim["calibration"]["rows"]) == "trt-h100-llama31-8b-fp8-128-2048"
         lines = (res.run_dir / "report.md").read_text().splitlines()
-        at = next(i for i, ln in enumerate(lines) if ln.startswith("| backend | built-in simulator: "))
+        at = next(i for i, ln in enumerate(lines) if ln.startswith("| backend | built-in simulator, preset "))
         row = lines[at + 1]
         assert row.startswith(
             "| simulator calibration | calibrated: 3 row(s) of the calibration table "

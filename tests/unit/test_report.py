@@ -388,3 +388,18 @@ def _chromium(tmp: Path, *args: str) -> tuple[str, str]:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout, done.stderr
+
+
+def test_the_backend_row_names_the_preset_and_only_what_the_run_set():
+    """The built-in simulator's row is a sentence: its preset and the settings the profile's
+    sim section gave, never a key=None dump of every setting left to the preset."""
+    from loadgen.report.conditions import simulator_sentence
+
+    config = {"preset": "llama3-8b-fp16@h100", "kv_precision": None, "time_scale": 0.5, "max_num_seqs": 256}
+    asked = {"preset": "llama3-8b-fp16@h100", "time_scale": 0.5, "prefix_caching": False}
+    said = simulator_sentence({"config": config}, asked)
+    assert said == "built-in simulator, preset llama3-8b-fp16@h100; set: time_scale 0.5, prefix_caching False"
+    assert simulator_sentence({"config": config}, {}) == (
+        "built-in simulator, preset llama3-8b-fp16@h100; the preset's settings"
+    )
+    assert "None" not in said
