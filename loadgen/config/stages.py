@@ -163,8 +163,9 @@ def recorded_load(load: dict[str, Any], trace: bool = False) -> dict[str, Any]:
     if out.get("stages") or out.get("sweep") is not None:
         for key in ("concurrency", "rate", "arrival", "burstiness", "max_concurrency"):
             out.pop(key, None)
-        out["stages"] = [shape_fields(s) for s in out.get("stages") or []]
-        if out.get("sweep") is not None:
+        # A file read back may hold another tool's stages (names, not settings): kept as they are.
+        out["stages"] = [shape_fields(s) if isinstance(s, dict) else s for s in out.get("stages") or []]
+        if isinstance(out.get("sweep"), dict):
             out["sweep"] = shape_fields(out["sweep"])
         return out
     if trace:

@@ -5,6 +5,7 @@ its definitions stated; a damaged file of each layout is exit code 2 and one lin
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -107,9 +108,37 @@ def test_a_damaged_file_is_one_line_and_exit_2(sim_run, tmp_path, capsys, source
 
 
 def test_an_unknown_json_file_is_one_line_and_exit_2(sim_run, tmp_path, capsys):
+    """A .json that is not JSON says where it stops parsing; JSON of no known tool says what it
+    could have been; either is one line and exit 2."""
     shutil.copy(PEERS / "README.md", tmp_path / "notes.json")
     code, _, err = compare_cli(
         capsys, str(sim_run), str(tmp_path / "notes.json"), "-o", str(tmp_path / "cmp")
     )
     assert code == 2
+    assert (
+        "notes.json: invalid JSON at byte 0 (line 1, column 1)" in err and len(err.strip().splitlines()) == 1
+    )
+    (tmp_path / "other.json").write_text('{"results": []}')
+    code, _, err = compare_cli(capsys, str(sim_run), str(tmp_path / "other.json"), "-o", str(tmp_path / "c2"))
+    assert code == 2
     assert "neither a loadgen run" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("", "the file is empty, so it holds no result"),
+        ('{"benchmarks": [{"metrics": ', "invalid JSON at byte 28 (line 1, column 29)"),
+        ('{"a": 1}\n{"b": \n', "invalid JSON on line 2 of its JSON lines, at column"),
+    ],
+    ids=["empty", "cut short", "a broken JSON line"],
+)
+def test_a_broken_peer_file_is_named_as_broken(tmp_path, text, said):
+    """An empty, truncated or corrupt result file is an error naming what is wrong and where."""
+    from loadgen.analysis.compare_peers import read_source
+    from loadgen.errors import ResultError
+
+    path = tmp_path / "benchmarks.json"
+    path.write_text(text)
+    with pytest.raises(ResultError, match=re.escape(said)):
+        read_source(path)

@@ -21,8 +21,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import orjson
-
 from loadgen.analysis.peer_results import aiperf, guidellm, inference_perf, vllm
 from loadgen.analysis.peer_results.common import read_json, run_name
 from loadgen.errors import ResultError
@@ -78,15 +76,10 @@ def _file(path: Path) -> Path | None:
 
 
 def _parse(path: Path) -> Any:
-    """The file's JSON; a file of JSON lines (vLLM's ``--append-result``) as a list of them."""
-    try:
-        return read_json(path)
-    except ResultError:
-        lines = [ln for ln in path.read_bytes().splitlines() if ln.strip()]
-        try:
-            return [orjson.loads(ln) for ln in lines] if len(lines) > 1 else None
-        except orjson.JSONDecodeError:
-            return None
+    """The file's JSON; a file of JSON lines (vLLM's ``--append-result``) as a list of them. A
+    .json/.jsonl file that does not parse is a ``ResultError`` saying where it stops parsing:
+    "neither a loadgen run nor a result file" would hide that the file is broken."""
+    return read_json(path, lines=True)
 
 
 def _identify(path: str | Path) -> tuple[str, Path, Any] | None:

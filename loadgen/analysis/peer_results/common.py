@@ -27,14 +27,44 @@ STATS: tuple[str, ...] = ("mean", "std", "min", "p50", "p90", "p95", "p99", "p99
 MS_PER_UNIT: dict[str, float] = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3, "seconds": 1e3}
 
 
-def read_json(path: Path) -> Any:
-    """The JSON in ``path``; a file that is not JSON is a ``ResultError`` naming it."""
+def read_json(path: Path, lines: bool = False) -> Any:
+    """The JSON in ``path`` (with ``lines``, a file of several JSON lines as a list of them:
+    vLLM's ``--append-result``); a file that is empty, cut short or not JSON is a
+    ``ResultError`` naming it and where it stops parsing (byte, line and column)."""
     try:
-        return orjson.loads(path.read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise ResultError(f"{path}: not JSON ({exc})") from None
+        raw = path.read_bytes()
     except OSError as exc:
         raise ResultError(f"{path}: cannot be read ({exc.strerror})") from None
+    if not raw.strip():
+        raise ResultError(f"{path}: the file is empty, so it holds no result")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        whole = exc
+    rows = [ln for ln in raw.splitlines() if ln.strip()]
+    if lines and len(rows) > 1 and _parses(rows[0]):  # JSON lines, not a broken JSON document
+        out = []
+        for number, row in enumerate(rows, 1):
+            try:
+                out.append(orjson.loads(row))
+            except orjson.JSONDecodeError as exc:
+                raise ResultError(
+                    f"{path}: invalid JSON on line {number} of its JSON lines, "
+                    f"at column {exc.colno}: {exc.msg}"
+                ) from None
+        return out
+    raise ResultError(
+        f"{path}: invalid JSON at byte {whole.pos} (line {whole.lineno}, column {whole.colno}): {whole.msg}"
+        + (" (the file is cut short)" if whole.pos >= len(raw.rstrip()) else "")
+    ) from None
+
+
+def _parses(row: bytes) -> bool:
+    try:
+        orjson.loads(row)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def missing(path: Path, tool: str, field: str) -> ResultError:
