@@ -23,7 +23,8 @@ EXIT_CODES = {
     EXIT_NOTHING_SERVED: "nothing was served: the run (every stage of a sweep, every stage of a capacity "
     "search) finished with no ok request, whatever `--fail-on-sla` says; the last line gives the error "
     "classes and the server's own message",
-    EXIT_INTERRUPTED: "stopped by Ctrl-C or SIGTERM; every finished record is kept and summarised",
+    EXIT_INTERRUPTED: "stopped by Ctrl-C or SIGTERM; every finished record is kept and summarised (stopped "
+    "while the server was still being probed or preflighted, before any load: nothing was measured)",
     EXIT_BROKEN_PIPE: "the reader of loadgen's output left early (`loadgen ... | head`)",
 }
 
