@@ -94,6 +94,9 @@ async def _unless_stopped(work: Awaitable[T], stop: asyncio.Event | None, when: 
     task, stopped = asyncio.ensure_future(work), asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait((task, stopped), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the caller was cancelled: so is the work, not left behind
+        task.cancel()
+        raise
     finally:
         stopped.cancel()
     if not task.done():
