@@ -251,10 +251,7 @@ def resolve_stages(load: Any, workload: Any) -> list[Stage]:
     """The stages a profile runs: its ``load.stages``, its ``load.sweep`` expanded, or its one
     load level (``load.concurrency`` / ``load.rate`` for ``workload``'s duration or count); each
     with ``load.until``, when set."""
-    stages = [
-        s if s.concurrency is None else dataclasses.replace(s, arrival=CLOSED_LOOP)
-        for s in _stages(load, workload)
-    ]
+    stages = _stages(load, workload)
     until = getattr(load, "until", None)
     return [dataclasses.replace(s, until=until) for s in stages] if until else stages
 
