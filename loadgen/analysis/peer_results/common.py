@@ -42,29 +42,24 @@ def read_json(path: Path, lines: bool = False) -> Any:
     except orjson.JSONDecodeError as exc:
         whole = exc
     rows = [ln for ln in raw.splitlines() if ln.strip()]
-    if lines and len(rows) > 1 and _parses(rows[0]):  # JSON lines, not a broken JSON document
+    if lines and len(rows) > 1:
         out = []
         for number, row in enumerate(rows, 1):
             try:
                 out.append(orjson.loads(row))
             except orjson.JSONDecodeError as exc:
+                if number == 1:  # not JSON lines: a broken JSON document, said as one below
+                    break
                 raise ResultError(
                     f"{path}: invalid JSON on line {number} of its JSON lines, "
                     f"at column {exc.colno}: {exc.msg}"
                 ) from None
-        return out
+        else:
+            return out
     raise ResultError(
         f"{path}: invalid JSON at byte {whole.pos} (line {whole.lineno}, column {whole.colno}): {whole.msg}"
         + (" (the file is cut short)" if whole.pos >= len(raw.rstrip()) else "")
     ) from None
-
-
-def _parses(row: bytes) -> bool:
-    try:
-        orjson.loads(row)
-    except orjson.JSONDecodeError:
-        return False
-    return True
 
 
 def missing(path: Path, tool: str, field: str) -> ResultError:
