@@ -86,8 +86,14 @@ def test_the_example_workflow_passes_against_its_committed_baseline(tmp_path):
     assert outputs["run.run-dir"] == f"{tmp_path}/reports/candidate"
     assert (tmp_path / "reports" / "candidate" / "summary.json").exists()
     assert "loadgen gate ✅ pass" in summary and f"{len(rules)} of {len(rules)} rules passed" in summary
-    cases = ET.parse(tmp_path / "gate.xml").getroot().iter("testcase")
-    assert [c.find("failure") for c in cases] == [None] * len(rules)
+    cases = list(ET.parse(tmp_path / "gate.xml").getroot().iter("testcase"))
+    ruled = [c for c in cases if c.get("name") != "runs' conditions"]
+    assert [c.find("failure") for c in ruled] == [None] * len(rules)
+    # A busy CI host can make compare warn (a busy machine, a client-limited run): one more
+    # case, said and passing, since the workflow does not ask for --strict-conditions.
+    for said in (c for c in cases if c not in ruled):
+        assert said.find("failure") is None and said.findtext("system-out", "").startswith("warnings:")
+    assert len(cases) - len(ruled) <= 1
 
 
 @pytest.mark.slow

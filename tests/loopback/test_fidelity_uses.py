@@ -209,6 +209,8 @@ class TestGate:
         assert f"| ❌ FAIL | `p99 fidelity.chunk_lag_ms max 1e-06` | {fmt(fail.baseline)} |" in md
         assert f"- `count fidelity.first_token_lag_ms min {N}`: {count.message}" in md.splitlines()
         cases = ET.fromstring(gate_report.junit_xml(res)).find("testsuite").findall("testcase")
+        # a busy host's warning, said as its own passing case, is not a rule's
+        cases = [c for c in cases if c.get("name") != "runs' conditions"]
         assert [c.get("name") for c in cases] == [
             "p99 fidelity.chunk_lag_ms max 1e-06",
             f"count fidelity.first_token_lag_ms min {N}",
