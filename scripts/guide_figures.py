@@ -1,0 +1,339 @@
+"""The figures the guides and the README quote from shipped commands, produced by running them.
+
+A page that says "144 measured requests" where its command measures 160 is wrong in a way no
+reader can see, and nothing stops it drifting each time a default moves. So each quoted figure
+is registered here once: the page, the words that lead to it, the command that produces it
+(run once however many figures it feeds), how the figure is read from that run, and how far a
+rerun may move it (a count not at all; a time or an energy with the machine's jitter). Then
+
+    python scripts/guide_figures.py            # run the commands, print each figure's check
+    python scripts/guide_figures.py --write    # and put the fresh figures on the pages
+
+exits 1 when a page's figure is outside its tolerance of the run's, or when a quote's words are
+no longer on its page (the page changed under it: register it anew). The slow test
+``tests/slow/test_guide_figures.py`` runs the check, so a guide cannot drift from what its
+command prints. Every command runs against the built-in simulator on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMBER = r"(-?\d[\d,]*(?:\.\d+)?)"
+
+
+@dataclass(frozen=True)
+class Command:
+    """A shipped command, as the page shows it, and what of its output the figures read."""
+
+    name: str
+    argv: tuple[str, ...]  # after `loadgen`; the script adds --out and --ui none to runs
+    run: bool = True  # a `loadgen run` (a run folder to read); False: its stdout only
+
+
+@dataclass(frozen=True)
+class Quote:
+    """One figure on one page: ``lead`` is a regular expression for the words just before it
+    (one match on the page), ``value`` reads it from the command's output, ``rel`` / ``abs``
+    bound how far the page may be from it, ``fmt`` writes it as the page does."""
+
+    page: str
+    lead: str
+    command: str
+    value: Callable[[Output], float]
+    fmt: str
+    rel: float = 0.0
+    abs: float = 0.0
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a command left: its summary.json and cost.json (a run), its printed lines."""
+
+    summary: dict[str, Any]
+    cost: dict[str, Any]
+    stdout: str
+
+    def at(self, *path: str | int) -> Any:
+        node: Any = self.summary
+        for key in path:
+            node = node[key]
+        return node
+
+
+@dataclass(frozen=True)
+class Check:
+    quote: Quote
+    line: int  # 1-based line on the page; 0 when the lead was not found
+    page_value: float | None
+    run_value: float
+    ok: bool
+    why: str
+
+
+QS = "quickstart-energy"
+SPEC = "quickstart-speculative"
+SWEEP_H100 = "experiments-sweep-h100"
+FIT_H100 = "sim-fit-experiments-sweep"
+
+# The commands as their pages show them (`loadgen` dropped), each run once.
+COMMANDS = (
+    Command(
+        QS,
+        tuple(
+            "run profiles/quickstart.yaml --set telemetry.price_per_kwh=0.15 "
+            "--label gpu_hour_cost=2.5".split()
+        ),
+    ),
+    Command(
+        SPEC,
+        tuple(
+            "run profiles/quickstart.yaml --set target.continuous_usage_stats=true "
+            "--set sim.num_speculative_tokens=3 --set sim.spec_acceptance=0.6".split()
+        ),
+    ),
+    Command(
+        SWEEP_H100,
+        tuple(
+            "run quickstart --sim llama3-8b-fp16@h100 --sweep concurrency=1..64:x2 "
+            "--stage-duration 4s".split()
+        ),
+    ),
+    # `sim fit` of the sweep's folder: {name} is the folder of the run of that name above, {out}
+    # the script's scratch folder (nothing is written into the checkout)
+    Command(
+        FIT_H100,
+        (
+            "sim",
+            "fit",
+            "{" + SWEEP_H100 + "}",
+            "--preset",
+            "llama3-8b-fp16@h100",
+            "--preset-file",
+            "{out}/fitted.yaml",
+        ),
+        run=False,
+    ),
+)
+
+
+def _fitted(name: str) -> Callable[[Output], float]:
+    """A fitted parameter from `sim fit`'s printed table (``  name   value  ...``)."""
+
+    def read(o: Output) -> float:
+        m = re.search(rf"^\s*{name}\s+{NUMBER}", o.stdout, re.M)
+        if m is None:
+            raise ValueError(f"`sim fit` printed no {name}")
+        return float(m[1])
+
+    return read
+
+
+def _read(spec: str) -> Callable[[Output], float]:
+    """``a.b.0.c`` into summary.json, ``cost:a.b`` into cost.json, ``fit:name`` from `sim fit`'s
+    table; ``*100`` or ``/1e9`` after it scales (a fraction as a percentage, bytes as GB)."""
+    path, _, scale = spec.partition(" ")
+    factor = 1.0 if not scale else (float(scale[1:]) if scale[0] == "*" else 1 / float(scale[1:]))
+    if path.startswith("fit:"):
+        fitted = _fitted(path.removeprefix("fit:"))
+        return lambda o: fitted(o) * factor
+    source, _, dotted = path.rpartition(":")
+    keys = [int(k) if k.isdigit() else k for k in dotted.split(".")]
+
+    def read(o: Output) -> float:
+        node: Any = o.cost if source == "cost" else o.summary
+        for key in keys:
+            node = node[key]
+        return float(node) * factor
+
+    return read
+
+
+def _quotes(page: str, rows: Sequence[tuple[str, str, str, str, str]]) -> tuple[Quote, ...]:
+    """A page's quotes from rows of (lead, command, what to read, format, tolerance): the
+    tolerance ``exact``, ``3%`` of the run's figure, or ``±1`` in the figure's unit."""
+    out = []
+    for lead, command, spec, fmt, tol in rows:
+        rel = float(tol[:-1]) / 100 if tol.endswith("%") else 0.0
+        absolute = float(tol[1:]) if tol.startswith("±") else 0.0
+        out.append(Quote(page, lead, command, _read(spec), fmt, rel, absolute))
+    return tuple(out)
+
+
+ENERGY, GPU0 = "telemetry.energy.", "telemetry.gpus.0."
+_ROW = r"\| 0 NVIDIA H100-SXM5-80GB \| "  # the report's GPU table, a cell at a time
+_SERVER = "speculative.server."
+
+QUOTES = (
+    _quotes(
+        "docs/guides/telemetry.md",
+        (
+            # the quickstart with energy: the console's line, the report's two tables, the cost
+            (r"one simulated H100, ", QS, "conditions.load.concurrency", "{:.0f}", "exact"),
+            (r"\d+ users, ", QS, "counts.ok", "{:.0f}", "exact"),
+            (r"measured\s+requests over ", QS, "window.seconds", "{:.1f}", "5%"),
+            (r"energy      ", QS, ENERGY + "j_per_output_token", "{:.3f}", "3%"),
+            (r"J/output token   ", QS, ENERGY + "output_tokens_per_j", "{:.2f}", "3%"),
+            (r"output tok/J   ", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
+            (_ROW, QS, GPU0 + "utilization_mean *100", "{:.1f}", "±1"),
+            (_ROW + r"[\d.]+% \| ", QS, GPU0 + "memory_used_mean_bytes /1e9", "{:.2f}", "2%"),
+            (_ROW + r"[\d.]+% \| [\d.]+ \| ", QS, GPU0 + "memory_used_peak_bytes /1e9", "{:.2f}", "2%"),
+            (_ROW + r"[\d.]+% \| [\d.]+ \| [\d.]+ \| ", QS, GPU0 + "power_mean_w", "{:.0f}", "5%"),
+            (_ROW + r"[\d.]+% \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ", QS, GPU0 + "energy_j", "{:,.0f}", "5%"),
+            (r"\| joules per output token \| ", QS, ENERGY + "j_per_output_token", "{:.3f}", "3%"),
+            (
+                r"\| joules per token \(input \+ output\) \| ",
+                QS,
+                ENERGY + "j_per_total_token",
+                "{:.3f}",
+                "3%",
+            ),
+            (r"\| output tokens per joule \| ", QS, ENERGY + "output_tokens_per_j", "{:.2f}", "3%"),
+            (r"\| mean GPU power \| ", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
+            (r"at \$0\.15/kWh \| \$", QS, ENERGY + "usd_per_million_output_tokens", "{:.5f}", "3%"),
+            (r"beside \$", QS, "cost:usd_per_million_output_tokens", "{:.4f}", "3%"),
+            (r"mean of the power readings \(", QS, GPU0 + "power_mean_w", "{:.0f}", "5%"),
+            (r"energy\s+counter's mean \(", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
+            # speculative decoding on the quickstart: the server's counters and the stream's events
+            (r"acceptance 0\.6 run of the quickstart's ", SPEC, "counts.ok", "{:.0f}", "exact"),
+            (r"requests at concurrency ", SPEC, "conditions.load.concurrency", "{:.0f}", "exact"),
+            (r"requests at concurrency \d+: ", SPEC, _SERVER + "acceptance_rate", "{:.3f}", "5%"),
+            (r"draft\s+tokens accepted, ", SPEC, _SERVER + "mean_acceptance_length", "{:.2f}", "3%"),
+            (r"per\s+position ", SPEC, _SERVER + "per_position.0", "{:.2f}", "±0.03"),
+            (r"per\s+position [\d.]+, ", SPEC, _SERVER + "per_position.1", "{:.2f}", "±0.03"),
+            (r"per\s+position [\d.]+, [\d.]+, ", SPEC, _SERVER + "per_position.2", "{:.2f}", "±0.03"),
+            (r"and the\s+stream's \(", SPEC, "speculative.stream.tokens_per_event", "{:.2f}", "3%"),
+            (r"tokens an event, ", SPEC, "speculative.stream.multi_token_events *100", "{:.0f}", "±4"),
+        ),
+    )
+    + (
+        Quote(
+            "docs/guides/telemetry.md",
+            r"the electricity is about ",
+            QS,
+            lambda o: (
+                100
+                * o.at("telemetry", "energy", "usd_per_million_output_tokens")
+                / o.cost["usd_per_million_output_tokens"]
+            ),
+            "{:.0f}",
+            abs=0.6,
+        ),
+    )
+    + _quotes(
+        "README.md",
+        (
+            # `sim fit` of the experiments guide's own sweep (4-s real-time stages: the fitted
+            # bandwidth moved from 0.801 to 0.784 between two runs here)
+            (r"guide's own sweep\s+\(c = 1 to 64\) ", FIT_H100, "fit:bandwidth_efficiency", "{:.3f}", "4%"),
+            (
+                r"guide's own sweep\s+\(c = 1 to 64\) [\d.]+ and ",
+                FIT_H100,
+                "fit:flops_efficiency",
+                "{:.3f}",
+                "4%",
+            ),
+        ),
+    )
+)
+
+
+def run_commands(commands: Sequence[Command], out: Path, log: Callable[[str], None]) -> dict[str, Output]:
+    """Each command once, in order (a later one may name an earlier run's folder as ``{name}``)."""
+    outputs: dict[str, Output] = {}
+    folders: dict[str, str] = {"out": str(out)}
+    for c in commands:
+        argv = [a.format(**folders) for a in c.argv]
+        extra = ["--out", str(out / c.name), "--ui", "none"] if c.run else []
+        log(f"$ loadgen {' '.join(argv)}")
+        done = subprocess.run(
+            [sys.executable, "-m", "loadgen", *argv, *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode != 0:
+            raise SystemExit(f"`loadgen {' '.join(argv)}` exited {done.returncode}:\n{done.stderr[-3000:]}")
+        summary: dict[str, Any] = {}
+        cost: dict[str, Any] = {}
+        if c.run:
+            (run_dir,) = (out / c.name).iterdir()
+            folders[c.name] = str(run_dir)
+            summary = json.loads((run_dir / "summary.json").read_text())
+            if (run_dir / "cost.json").exists():
+                cost = json.loads((run_dir / "cost.json").read_text())
+        outputs[c.name] = Output(summary, cost, done.stdout)
+    return outputs
+
+
+def check(quotes: Sequence[Quote], outputs: dict[str, Output], pages: dict[str, str]) -> list[Check]:
+    """Each quote against its command's output: the figure on the page after its lead."""
+    checks = []
+    for q in quotes:
+        text = pages[q.page]
+        run_value = float(q.value(outputs[q.command]))
+        found = list(re.finditer(q.lead + NUMBER, text))
+        if len(found) != 1:
+            why = (
+                "its lead is not on the page" if not found else f"its lead is on the page {len(found)} times"
+            )
+            checks.append(Check(q, 0, None, run_value, False, why))
+            continue
+        m = found[0]
+        line = text.count("\n", 0, m.start(1)) + 1
+        page_value = float(m[1].replace(",", ""))
+        bound = max(q.abs, q.rel * abs(run_value))
+        printed = float(q.fmt.format(run_value).replace(",", ""))
+        ok = abs(page_value - run_value) <= bound or page_value == printed
+        why = "" if ok else f"the run's {q.fmt.format(run_value)} is beyond ±{bound:.4g} of the page's"
+        checks.append(Check(q, line, page_value, run_value, ok, why))
+    return checks
+
+
+def write(quotes: Sequence[Quote], outputs: dict[str, Output], pages: dict[str, str]) -> dict[str, str]:
+    """The pages with every quoted figure replaced by the run's, written as the page writes it."""
+    new = dict(pages)
+    for q in quotes:
+        figure = q.fmt.format(float(q.value(outputs[q.command])))
+        m = re.search(q.lead + NUMBER, new[q.page])
+        if m is not None:  # a lead not on its page: the check says so
+            new[q.page] = new[q.page][: m.start(1)] + figure + new[q.page][m.end(1) :]
+    return new
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", action="store_true", help="put the runs' figures on the pages")
+    args = ap.parse_args(argv)
+    pages = {q.page: (ROOT / q.page).read_text() for q in QUOTES}
+    with tempfile.TemporaryDirectory(prefix="guide-figures-") as tmp:
+        outputs = run_commands(COMMANDS, Path(tmp), lambda s: print(s, file=sys.stderr))
+    if args.write:
+        for page, text in write(QUOTES, outputs, pages).items():
+            if text != pages[page]:
+                (ROOT / page).write_text(text)
+        pages = {q.page: (ROOT / q.page).read_text() for q in QUOTES}
+    checks = check(QUOTES, outputs, pages)
+    for c in checks:
+        mark = "ok  " if c.ok else "FAIL"
+        page = "—" if c.page_value is None else f"{c.page_value:g}"
+        run = c.quote.fmt.format(c.run_value)
+        print(f"{mark} {c.quote.page}:{c.line}  page {page}  run {run}  {c.why}".rstrip())
+    bad = sum(not c.ok for c in checks)
+    print(f"{len(checks) - bad} of {len(checks)} quoted figures agree with their commands")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
