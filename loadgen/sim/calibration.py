@@ -5,8 +5,9 @@
 the simulator's prediction for it and the band the prediction must stay in. ``predict`` computes a
 row's prediction again from the simulator's own engine in virtual time, so a change to the
 physics or the scheduler that moves a row shows up in ``tests/sim/test_calibration.py``;
-``status`` says which rows cover a run's GPU and model, so every simulator run can say how far to
-trust it. docs/simulator.md ("Calibration") renders the same table with its sources.
+``status`` says which rows cover a run (its model, precision, GPU and engine: ``Twin``), so every
+simulator run can say how far to trust it. docs/simulator.md ("Calibration") renders the same
+table with its sources.
 
 A row is served as its source ran it: ``requests`` requests of ``input_tokens`` prompt tokens
 and exactly ``output_tokens`` answer tokens, at most ``concurrency`` in flight (a new one is
@@ -24,7 +25,6 @@ from typing import Any
 import yaml
 
 from .config import SimConfig
-from .presets import parse_preset
 from .virtual_time import serve_closed_loop
 
 # What a row can check: mean TTFT and TPOT (ms), output tokens per second over the whole run,
@@ -88,17 +88,55 @@ def predict(row: Row) -> float:
     return value
 
 
-def _covers(row: Row, model: str, gpu: str) -> bool:
-    p = parse_preset(row.preset)
-    return p.model.key == model and p.gpu.key == gpu
+# How a simulated engine takes KV blocks and schedules prefills: what sets one engine's scheduler
+# apart from another's in the simulator (a row's ``sim:`` states its engine's), as against the
+# limits (max_num_seqs, the step budget) a run tunes.
+ENGINE_FIELDS = ("kv_allocation", "scheduling")
+
+
+@dataclass(frozen=True)
+class Twin:
+    """What a row must share with a run to vouch for it: the model, the weight and KV-cache
+    precision, the GPU, and the engine's scheduler (``ENGINE_FIELDS``). The simulator is no one
+    engine: it stands for the engine whose scheduler its settings reproduce, so a row measured on
+    FP8 TensorRT-LLM says nothing of an FP16 run, nor of a run that preempts where it reserved."""
+
+    model: str
+    precision: str
+    kv_precision: str
+    gpu: str
+    scheduler: tuple[str, ...]
+
+    @classmethod
+    def of(cls, config: SimConfig) -> Twin:
+        p = config.parsed
+        kv = config.kv_precision or p.kv_precision or p.precision
+        return cls(
+            p.model.key, p.precision, kv, p.gpu.key, tuple(str(getattr(config, f)) for f in ENGINE_FIELDS)
+        )
+
+    def words(self) -> str:
+        """``llama3-8b fp8 on h100`` (with ``KV fp8`` when it is not the weights')."""
+        kv = "" if self.kv_precision == self.precision else f" (KV {self.kv_precision})"
+        return f"{self.model} {self.precision}{kv} on {self.gpu}"
+
+    def scheduler_words(self) -> str:
+        return ", ".join(f"{f} {v}" for f, v in zip(ENGINE_FIELDS, self.scheduler))
+
+
+def covering_rows(config: SimConfig) -> list[Row]:
+    """The rows of ``config``'s own model, precision, GPU and engine (``Twin``), in table order."""
+    twin = Twin.of(config)
+    return [r for r in rows() if Twin.of(r.config()) == twin]
 
 
 def status(config: SimConfig) -> dict[str, Any]:
-    """How far the table vouches for ``config``: the rows that cover its GPU and model (any
-    precision), each with its error, or "uncalibrated" when none does. Rows were predicted with
-    the default efficiencies; a config that overrides them is told so."""
-    model, gpu = config.parsed.model.key, config.parsed.gpu.key
-    covering = [r for r in rows() if _covers(r, model, gpu)]
+    """How far the table vouches for ``config``: the rows of its own twin (``Twin``: model,
+    precision, GPU, engine), each with its error, or "uncalibrated" when none is, naming the rows
+    of the same model and GPU that are not its own, so a reader sees why. Rows were predicted
+    with the default efficiencies; a config that overrides them is told so."""
+    twin = Twin.of(config)
+    covering = covering_rows(config)
     overridden = [
         f"{f}={getattr(config, f)}"
         for f in _EFFICIENCY_FIELDS
@@ -106,10 +144,21 @@ def status(config: SimConfig) -> dict[str, Any]:
     ]
     state = "calibrated" if covering and not overridden else "uncalibrated"
     if covering:
+        engines = "/".join(sorted({r.engine for r in covering}))
         errors = ", ".join(f"{r.id} {r.error_pct:+.1f} %" for r in covering)
-        summary = f"{state}: {len(covering)} row(s) of the calibration table cover {model} on {gpu}: {errors}"
+        summary = (
+            f"{state}: {len(covering)} row(s) of the calibration table cover {twin.words()} as "
+            f"{engines} ran it ({twin.scheduler_words()}): {errors}"
+        )
     else:
-        summary = f"{state}: no row of the calibration table covers {model} on {gpu}"
+        summary = f"{state}: no row of the calibration table covers {twin.words()} ({twin.scheduler_words()})"
+        near = [(r, Twin.of(r.config())) for r in rows()]
+        near = [(r, t) for r, t in near if (t.model, t.gpu) == (twin.model, twin.gpu)]
+        if near:
+            twins = sorted({f"{r.engine} {t.words()} ({t.scheduler_words()})" for r, t in near})
+            summary += (
+                f"; {len(near)} row(s) of {twin.model} on {twin.gpu} are another twin's: {'; '.join(twins)}"
+            )
     if overridden:
         summary += (
             f"; this run sets {', '.join(overridden)}, so the rows (predicted with the defaults) do not apply"

@@ -65,21 +65,68 @@ def test_closed_loop_single_stream_is_the_physics():
     assert run.output_tokens_per_s == pytest.approx(3 / ((run.ttft_ms + 2 * run.tpot_ms) / 1e3))
 
 
-def test_status_names_the_rows_that_cover_the_gpu_and_model():
-    """llama3-8b on an H100: the three trtllm-bench H100 rows (FP8), whatever the run's precision,
+H100_FP8_ROWS = [
+    "trt-h100-llama31-8b-fp8-128-2048",
+    "trt-h100-llama31-8b-fp8-1000-1000",
+    "trt-h100-llama31-8b-fp8-2048-128",
+]
+
+
+def test_status_names_the_rows_of_the_runs_own_model_precision_gpu_and_engine():
+    """llama3-8b FP8 on an H100, KV reserved as TensorRT-LLM's rows ran it: those three rows,
     each with its error."""
-    got = status(SimConfig.from_dict({"preset": "llama3-8b-fp16@h100"}))
+    got = status(SimConfig.from_dict({"preset": "llama3-8b-fp8@h100"}))
     assert got["status"] == "calibrated"
-    assert [r["id"] for r in got["rows"]] == [
-        "trt-h100-llama31-8b-fp8-128-2048",
-        "trt-h100-llama31-8b-fp8-1000-1000",
-        "trt-h100-llama31-8b-fp8-2048-128",
-    ]
-    first = next(r for r in rows() if r.id == "trt-h100-llama31-8b-fp8-128-2048")
+    assert [r["id"] for r in got["rows"]] == H100_FP8_ROWS
+    first = next(r for r in rows() if r.id == H100_FP8_ROWS[0])
     assert got["rows"][0]["error_pct"] == round(first.error_pct, 1)
-    assert got["summary"].startswith(
-        "calibrated: 3 row(s) of the calibration table cover llama3-8b on h100: "
+    assert got["summary"] == (
+        "calibrated: 3 row(s) of the calibration table cover llama3-8b fp8 on h100 as tensorrt-llm ran "
+        "it (kv_allocation reserve, scheduling chunked): trt-h100-llama31-8b-fp8-128-2048 +13.4 %, "
+        "trt-h100-llama31-8b-fp8-1000-1000 +7.8 %, trt-h100-llama31-8b-fp8-2048-128 -1.2 %"
     )
+
+
+def test_an_fp16_run_is_not_calibrated_by_fp8_rows():
+    """llama3-8b FP16 on an H100: the table's H100 rows are FP8, so none is its own; the summary
+    names them as another twin's."""
+    got = status(SimConfig.from_dict({"preset": "llama3-8b-fp16@h100"}))
+    assert (got["status"], got["rows"]) == ("uncalibrated", [])
+    assert got["summary"] == (
+        "uncalibrated: no row of the calibration table covers llama3-8b fp16 on h100 (kv_allocation "
+        "reserve, scheduling chunked); 3 row(s) of llama3-8b on h100 are another twin's: tensorrt-llm "
+        "llama3-8b fp8 on h100 (kv_allocation reserve, scheduling chunked)"
+    )
+    fp8_kv = status(SimConfig.from_dict({"preset": "llama3-8b-fp16@h100", "kv_precision": "fp8"}))
+    assert fp8_kv["status"] == "uncalibrated"  # FP8 KV alone does not make FP8 weights
+
+
+def test_a_run_of_another_engines_scheduler_is_not_calibrated_by_its_rows():
+    """Llama-3.1-8B BF16 on an A100 40GB: vLLM's rows (KV blocks on demand) vouch for a run that
+    takes them on demand, not for one that reserves them as the simulator does by default."""
+    reserve = status(SimConfig.from_dict({"preset": "llama3-8b-bf16@a100-40gb"}))
+    assert (reserve["status"], reserve["rows"]) == ("uncalibrated", [])
+    assert reserve["summary"].endswith(
+        "; 2 row(s) of llama3-8b on a100-40gb are another twin's: vllm llama3-8b bf16 on a100-40gb "
+        "(kv_allocation on_demand, scheduling chunked)"
+    )
+    own = status(SimConfig.from_dict({"preset": "llama3-8b-bf16@a100-40gb", "kv_allocation": "on_demand"}))
+    assert own["status"] == "calibrated"
+    assert [r["id"] for r in own["rows"]] == [
+        "vllm-a100-40gb-llama31-8b-c1-tpot",
+        "vllm-a100-40gb-llama31-8b-c8-gain",
+    ]
+    assert {r["engine"] for r in own["rows"]} == {"vllm"}
+    fp16 = status(SimConfig.from_dict({"preset": "llama3-8b-fp16@a100-40gb", "kv_allocation": "on_demand"}))
+    assert fp16["status"] == "uncalibrated"  # BF16 rows are not FP16's
+
+
+def test_every_row_covers_its_own_preset():
+    """Each row's own twin (its preset with its sim: settings) is covered by it: no row is
+    unreachable by the rule."""
+    for r in rows():
+        got = status(r.config())
+        assert r.id in [x["id"] for x in got["rows"]], r.id
 
 
 def test_status_uncalibrated_without_a_row_or_with_other_efficiencies():
@@ -88,7 +135,8 @@ def test_status_uncalibrated_without_a_row_or_with_other_efficiencies():
     none = status(SimConfig.from_dict({"preset": "mistral-7b-fp8@l4"}))
     assert none == {
         "status": "uncalibrated",
-        "summary": "uncalibrated: no row of the calibration table covers mistral-7b on l4",
+        "summary": "uncalibrated: no row of the calibration table covers mistral-7b fp8 on l4 "
+        "(kv_allocation reserve, scheduling chunked)",
         "table": "docs/simulator.md#calibration",
         "rows": [],
     }

@@ -148,8 +148,8 @@ class TestQualityRun:
         row = lines[at + 1]
         assert row.startswith(
             "| simulator calibration | calibrated: 3 row(s) of the calibration table "
-            "cover llama3-8b on h100: "
-            "trt-h100-llama31-8b-fp8-128-2048 +13.4 %"
+            "cover llama3-8b fp8 on h100 as tensorrt-llm ran it (kv_allocation reserve, scheduling "
+            "chunked): trt-h100-llama31-8b-fp8-128-2048 +13.4 %"
         )
         assert row.endswith("(the table: docs/simulator.md#calibration) |")
 
