@@ -15,10 +15,10 @@ from typing import Any
 
 import orjson
 
-from loadgen.analysis.condition_diff import condition_diff
 from loadgen.analysis.repeats import TOO_FEW, bounded
 from loadgen.analysis.saved_answers import agreements, answers_kept
-from loadgen.report.blocks import Alert, Image, Section, Table, Text
+from loadgen.report.blocks import Alert, Block, Image, Section, Table, Text
+from loadgen.report.experiment_conditions import calibration_table, differing_rows
 from loadgen.report.experiment_plots import (
     curve_images,
     mean_points,
@@ -35,7 +35,6 @@ __all__ = ["EXPERIMENT", "write_experiment_report"]
 EXPERIMENT = "experiment.json"
 # Servers loadgen started listen on ports it picked: their URLs differ by that alone.
 ASSIGNED_PORTS = ("sim", "serve")
-PORT_FIELDS = ("target.url",)
 
 
 def _num(v: object, digits: int = 1) -> str:
@@ -135,6 +134,22 @@ def _agreement(folder: Path, runs: Mapping[str, list[Any]], first: str | None) -
     ]
 
 
+def _conditions(
+    labels: list[str], conditions: list[Any], ports_assigned: bool, short: dict[str, str]
+) -> list[Block]:
+    """The conditions the configurations' first repeats differ in, one readable value each."""
+    rows = differing_rows(conditions, ports_assigned=ports_assigned) if len(conditions) > 1 else []
+    if not rows:
+        return [Text("none")]
+    return [
+        Table(("condition", *(short[label] for label in labels)), tuple(rows)),
+        Text(
+            "A length distribution reads mean / p50 / p99; fields that differ only in a timestamp, "
+            "an id or a port loadgen picked are left out; each configuration's first repeat."
+        ),
+    ]
+
+
 def build(folder: Path) -> tuple[str, list[Section], dict[str, bytes]]:
     state = orjson.loads((folder / EXPERIMENT).read_bytes())
     ranking = state.get("ranking") or {}
@@ -158,29 +173,22 @@ def build(folder: Path) -> tuple[str, list[Section], dict[str, bytes]]:
     ]
     if failed:
         head.insert(0, Alert("warning", f"{len(failed)} cell(s) did not finish: " + ", ".join(failed)))
-    firsts = [rs[0][1] for rs in runs.values() if rs]
-    diff = condition_diff([s.get("conditions") or {} for s in firsts]) if len(firsts) > 1 else []
-    if all(c["kind"] in ASSIGNED_PORTS for c in state["configs"]):
-        diff = [d for d in diff if d.field not in PORT_FIELDS]
+    ran = [label for label, rs in runs.items() if rs]
+    firsts = [runs[label][0][1].get("conditions") or {} for label in ran]
+    assigned = all(c["kind"] in ASSIGNED_PORTS for c in state["configs"])
     top = ranking["rows"][0]["label"] if ranking.get("rows") else None
     sections = [
         Section("Ranking", tuple(head)),
         Section("Pareto", (images[0],)),
         Section("Curves", tuple(images[1:])),
         Section("Output agreement", tuple(_agreement(folder, runs, top))),
-        Section(
-            "Conditions that differ",
-            (
-                Table(
-                    ("condition", *[n for n, rs in runs.items() if rs]),
-                    tuple((d.field, *map(str, d.values)) for d in diff),
-                )
-                if diff
-                else Text("none"),
-            ),
-        ),
+        Section("Conditions that differ", tuple(_conditions(ran, firsts, assigned, short))),
         Section("Cells", (_cells_table(state),)),
     ]
+    calibration = calibration_table(ran, firsts)
+    if calibration is not None:
+        pointer = Text("Each row with its source and conditions: docs/simulator.md#calibration.")
+        sections.insert(-1, Section("Simulator calibration", (calibration, pointer)))
     return f"Experiment {state['name']} ({state['id']})", sections, {i.file: i.png for i in images}
 
 
