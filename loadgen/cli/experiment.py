@@ -49,6 +49,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
+    from loadgen.experiment import estimate
     from loadgen.experiment import run as exp_run
     from loadgen.experiment.spec import load_experiment, resolve_experiment
 
@@ -63,10 +64,13 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         source = resolve_experiment(a.file)
         exp = load_experiment(source)
         if a.dry_run:
-            return _dry_run(exp, source)
+            return _dry_run(exp, source, None, estimate.earlier_run(Path(a.out), source))
         state = exp_run.start(exp, source, Path(a.out), a.experiment_id)
-    if a.dry_run:
-        return _dry_run(exp, source, set(state.todo()))
+    if a.dry_run:  # what ran of this experiment is the measurement of what is left
+        earlier = estimate.measured(state.data, state.folder) or estimate.earlier_run(
+            state.folder.parent, source
+        )
+        return _dry_run(exp, source, set(state.todo()), earlier)
     print(f"experiment {state.folder}", file=sys.stderr, flush=True)
 
     async def main() -> exp_run.ExperimentResult:
@@ -97,12 +101,13 @@ def cmd_experiment(a: argparse.Namespace) -> int:
     return EXIT_SLA_FAIL if result.failed else EXIT_OK
 
 
-def _dry_run(exp: Any, source: Path, todo: set[str] | None = None) -> int:
+def _dry_run(exp: Any, source: Path, todo: set[str] | None, earlier: Any) -> int:
+    from loadgen.experiment import estimate
     from loadgen.experiment import run as exp_run
 
-    lines = exp_run.plan(exp, source)
+    lines = exp_run.plan(exp, source, earlier)
     lines = [x for x in lines if todo is None or x.cell.id in todo]
-    total = sum(x.expected_s for x in lines)
+    total = sum(x.expected_s for x in lines) + estimate.finish_seconds(earlier)
     sla = ", ".join(f"{k} < {v:g}" for k, v in exp.sla.items())
     print(
         f"experiment {exp.name}: {exp.load.method} per cell, SLA {sla} at {exp.attainment:.0%} attainment, "
@@ -112,9 +117,28 @@ def _dry_run(exp: Any, source: Path, todo: set[str] | None = None) -> int:
         f"{len(lines)} cells, expected {total / 60:.1f} min (interleaved: round r of every configuration "
         "before round r+1, each round shuffled)"
     )
+    print(f"  {estimate_basis(lines, earlier)}")
     for x in lines:
-        print(f"{x.order:4d}. {x.cell.config.label:<48} repeat {x.cell.repeat}  ~{x.expected_s:.0f} s")
+        mark = " (measured)" if x.measured else ""
+        print(f"{x.order:4d}. {x.cell.config.label:<48} repeat {x.cell.repeat}  ~{x.expected_s:.0f} s{mark}")
     return EXIT_OK
+
+
+def estimate_basis(lines: list[Any], earlier: Any) -> str:
+    """Where the dry run's figure comes from, in a line: the cells an earlier run of the same file
+    measured, and the model's terms for the others."""
+    from loadgen.experiment import estimate
+
+    model = (
+        f"the cells' stages, each +{estimate.STAGE_TAIL_S:g} s to drain, +{estimate.CELL_S:g} s a cell"
+        f" (+{estimate.SERVER_START_S:g} s a serve: server's start), +{estimate.FINISH_S:g} s for the report"
+    )
+    measured = sum(1 for x in lines if x.measured)
+    if earlier is None:
+        return f"estimated from {model}; no earlier run of this file to measure from"
+    if measured == len(lines):
+        return f"measured: {earlier.folder} ran this file ({earlier.cells} cells done)"
+    return f"measured for {measured} of {len(lines)} cells ({earlier.folder}); the others from {model}"
 
 
 def ranking_text(state: ExperimentFile) -> str:

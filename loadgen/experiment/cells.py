@@ -18,13 +18,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from loadgen.config import Profile
 from loadgen.errors import ConfigError
 from loadgen.experiment.spec import Backend, Experiment, fill, typed
 
-__all__ = ["Cell", "Config", "cells", "configs", "expected_seconds", "slug"]
-
-SERVER_START_S = 30.0  # what the dry run assumes a `serve:` server takes to become ready
+__all__ = ["Cell", "Config", "cells", "configs", "slug"]
 
 
 @dataclass(frozen=True)
@@ -124,21 +121,3 @@ def cells(exp: Experiment) -> list[Cell]:
         random.Random(f"{exp.seed}:{r}").shuffle(shuffled)
         order += [Cell(c, r) for c in shuffled]
     return order
-
-
-def expected_seconds(exp: Experiment, profile: Profile, cell: Cell) -> float:
-    """What the dry run expects one cell to take: its stages' lengths plus a drain each, a
-    capacity search's budget (or its stage count), a server's start."""
-    load = exp.load
-    start = SERVER_START_S if cell.config.backend.serve else 2.0
-    if load.capacity is not None:
-        c = load.capacity
-        return start + (c.budget_s or c.max_stages * (c.stage_duration_s + c.warmup_s + 3.0))
-    if load.stages is not None:
-        lengths = [float(s.get("duration_s") or profile.workload.duration_s or 30.0) for s in load.stages]
-        return start + sum(x + 3.0 for x in lengths)
-    sweep = profile.load.sweep
-    if sweep is None:  # one stage: the profile's own load
-        return start + float(profile.workload.duration_s or 30.0) + 3.0
-    per = float(sweep.stage_duration_s or profile.workload.duration_s or 30.0) + sweep.ramp_s + 3.0
-    return start + per * len(sweep.values())

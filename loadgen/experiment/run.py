@@ -24,6 +24,7 @@ from typing import Any
 from loadgen.analysis.ranking import ConfigRuns, rank
 from loadgen.errors import ConfigError, LoadgenError
 from loadgen.experiment import cells as cells_mod
+from loadgen.experiment import estimate
 from loadgen.experiment.cell import CellInterrupted, profile_for, run_cell
 from loadgen.experiment.spec import Experiment, load_experiment
 from loadgen.experiment.state import DONE, FAILED, PENDING, RUNNING, State, digest, now
@@ -55,11 +56,13 @@ class PlanLine:
     order: int
     cell: cells_mod.Cell
     expected_s: float
+    measured: bool  # expected_s is an earlier run's measured time of this configuration's cells
 
 
-def plan(exp: Experiment, source: Path) -> list[PlanLine]:
-    """The cells in the order they run, each with the time it is expected to take (the dry run);
-    builds every cell's profile once, so a bad workload fails here, before any server starts."""
+def plan(exp: Experiment, source: Path, earlier: estimate.Measured | None = None) -> list[PlanLine]:
+    """The cells in the order they run, each with the time it is expected to take (the dry run;
+    ``earlier``: an earlier run's measured times, ``estimate.earlier_run``); builds every cell's
+    profile once, so a bad workload fails here, before any server starts."""
     out = []
     for i, cell in enumerate(cells_mod.cells(exp), 1):
         try:
@@ -74,7 +77,8 @@ def plan(exp: Experiment, source: Path) -> list[PlanLine]:
                 str(source),
                 "experiment",
             ) from None
-        out.append(PlanLine(i, cell, cells_mod.expected_seconds(exp, profile, cell)))
+        seconds = estimate.cell_seconds(exp, profile, cell, earlier)
+        out.append(PlanLine(i, cell, seconds, earlier is not None and cell.config.id in earlier.cell_s))
     return out
 
 

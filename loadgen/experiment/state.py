@@ -40,7 +40,8 @@ def digest(path: Path) -> str:
 
 
 def now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    """UTC to the millisecond: a cell's start and end are what the next dry run's estimate reads."""
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
 class State:

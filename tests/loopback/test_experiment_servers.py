@@ -226,11 +226,15 @@ backends:
     done = cli("experiment", str(write(tmp_path, body)), "--dry-run", "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[1].startswith("4 cells, expected 1.2 min")  # 4 x (2 + 2 x (5 + 0 + 3)) s = 72 s
-    cells = [line.split(". ", 1)[1] for line in lines[2:]]
+    assert lines[1].startswith("4 cells, expected 0.9 min")  # 4 x (0.6 + 2 x (5 + 0.9)) + 3 s = 52.6 s
+    assert lines[2] == (
+        "  estimated from the cells' stages, each +0.9 s to drain, +0.6 s a cell (+30 s a serve: "
+        "server's start), +3 s for the report; no earlier run of this file to measure from"
+    )
+    cells = [line.split(". ", 1)[1] for line in lines[3:]]
     assert sorted(cells[:2]) == [
-        "a gpu=a100" + " " * 39 + "repeat 1  ~18 s",
-        "a gpu=h100" + " " * 39 + "repeat 1  ~18 s",
+        "a gpu=a100" + " " * 39 + "repeat 1  ~12 s",
+        "a gpu=h100" + " " * 39 + "repeat 1  ~12 s",
     ]
     assert all("repeat 2" in c for c in cells[2:])
     assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
