@@ -129,3 +129,21 @@ def test_the_finish_is_measured_from_the_last_cell_to_the_last_write(tmp_path):
     assert got is not None
     assert (got.cell_s, got.cells, got.finish_s) == ({"a": 12.0}, 1, 1.5)
     assert estimate.finish_seconds(got) == 1.5
+
+
+def test_the_levers_estimate_is_what_its_file_and_guide_quote_and_near_the_measured_run():
+    """experiments/levers.yaml and docs/guides/experiments.md quote the measured run (298 s on 2
+    cores) and the dry run's figure; the estimate, from the stages alone, is that figure and
+    within 25 % of the run."""
+    root = Path(__file__).resolve().parents[2]
+    src = root / "experiments" / "levers.yaml"
+    lines = run.plan(load_experiment(src), src)
+    total = sum(x.expected_s for x in lines) + estimate.finish_seconds(None)
+    assert total == pytest.approx(24 * (0.6 + 3 * (3 + 0.9)) + 3.0)
+    header = src.read_text()
+    guide = (root / "docs" / "guides" / "experiments.md").read_text()
+    assert "# 298 s (5.0 min), measured on 2 cores" in header
+    assert f"--dry-run  # the plan; it expects {total / 60:.1f} min" in header
+    assert "(298 s on 2 cores)" in guide and f"the expected time ({total / 60:.1f} min)" in guide
+    assert "it ran in 298 s (4 min 58 s" in guide and f"the dry run said {total / 60:.1f} min" in guide
+    assert abs(total - 298) / 298 <= 0.25
