@@ -23,6 +23,8 @@ from loadgen.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_S
 from loadgen.clock import run_loop
 
 if TYPE_CHECKING:
+    from loadgen.experiment.estimate import Measured
+    from loadgen.experiment.run import PlanLine
     from loadgen.summary.experiment import ExperimentFile
 
 
@@ -101,7 +103,7 @@ def cmd_experiment(a: argparse.Namespace) -> int:
     return EXIT_SLA_FAIL if result.failed else EXIT_OK
 
 
-def _dry_run(exp: Any, source: Path, todo: set[str] | None, earlier: Any) -> int:
+def _dry_run(exp: Any, source: Path, todo: set[str] | None, earlier: Measured | None) -> int:
     from loadgen.experiment import estimate
     from loadgen.experiment import run as exp_run
 
@@ -124,7 +126,7 @@ def _dry_run(exp: Any, source: Path, todo: set[str] | None, earlier: Any) -> int
     return EXIT_OK
 
 
-def estimate_basis(lines: list[Any], earlier: Any) -> str:
+def estimate_basis(lines: list[PlanLine], earlier: Measured | None) -> str:
     """Where the dry run's figure comes from, in a line: the cells an earlier run of the same file
     measured, and the model's terms for the others."""
     from loadgen.experiment import estimate
@@ -172,4 +174,4 @@ def ranking_text(state: ExperimentFile) -> str:
     return "\n".join(out)
 
 
-__all__ = ["EXIT_BAD_INPUT", "add_parser", "cmd_experiment", "ranking_text"]
+__all__ = ["EXIT_BAD_INPUT", "add_parser", "cmd_experiment", "estimate_basis", "ranking_text"]

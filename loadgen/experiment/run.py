@@ -32,7 +32,7 @@ from loadgen.result import RunResult, load_summary
 from loadgen.runner import repeats
 from loadgen.summary.experiment import ExperimentFile
 
-__all__ = ["ExperimentInterrupted", "ExperimentResult", "plan", "resume", "run", "start"]
+__all__ = ["ExperimentInterrupted", "ExperimentResult", "PlanLine", "plan", "resume", "run", "start"]
 
 Status = Callable[[str], None]
 
