@@ -15,7 +15,7 @@ from typing import Any
 
 from loadgen import metric_defs
 from loadgen.analysis.compare import FIDELITY_VERDICT_ROW, Comparison
-from loadgen.analysis.compare_peers import NOT_RECORDED
+from loadgen.analysis.compare_peers import NOT_RECORDED, PER_STAGE
 from loadgen.analysis.sla import failures_said
 from loadgen.report import compare_curves, repeats
 from loadgen.report.plots import legend
@@ -54,6 +54,15 @@ def _cell(text: str) -> str:
 
 def _tokens(value: float) -> str:
     return f"{value:.1f}".removesuffix(".0")
+
+
+def _value_cell(value: Any, row: str, points: int) -> str:
+    """A table cell; a percentile a peer file of several load points does not pool reads
+    ``PER_STAGE`` rather than a dash that would say the tool never measured it."""
+    stat = row.partition(" ")[2]
+    if points > 1 and stat.startswith("p") and fmt(value) == "—":
+        return PER_STAGE
+    return fmt(value)
 
 
 def agreement_line(a: dict[str, Any]) -> str:
@@ -175,10 +184,11 @@ def markdown(cmp: Comparison) -> str:
         "| " + " | ".join(map(_cell, head)) + " |",
         "|" + "---|" * len(head),
     ]
+    points = {n: p.points if p else 1 for n, p in zip(names, cmp.peer_of())}
     for row in cmp.table.index:
         cells = [
             row,
-            *(fmt(cmp.table.at[row, n]) for n in names),
+            *(_value_cell(cmp.table.at[row, n], row, points[n]) for n in names),
             *(fmt_rel(cmp.relative.at[row, n]) for n in names[1:]),
         ]
         lines.append("| " + " | ".join(cells) + " |")

@@ -75,7 +75,8 @@ class TestVllm:
         assert (c["sent"], c["ok"], c["failed"], c["error_rate"]) == (200, 198, 2, 0.01)
         assert s["window"]["seconds"] == 41.23771
         assert s["conditions"]["target"] == {"endpoint": "chat", "model": "tiny-llama"}
-        assert s["conditions"]["load"] == {"concurrency": 8, "arrival": "all at once"}
+        # --request-rate inf behind --max-concurrency 8, each request timed from its slot: a closed loop
+        assert s["conditions"]["load"] == {"concurrency": 8, "arrival": "closed loop"}
         assert any("ITL" in d and "first token" in d for d in r.definitions)
 
     def test_appended_results_are_stages(self, tmp_path):
@@ -135,7 +136,7 @@ class TestAiperf:
         assert lookup(s, "request_throughput_rps") == 5.834
         assert (s["counts"]["sent"], s["counts"]["ok"], s["counts"]["failed"]) == (354, 350, 4)
         assert s["window"]["seconds"] == 59.993
-        assert s["conditions"]["load"] == {"concurrency": 16}
+        assert s["conditions"]["load"] == {"concurrency": 16, "arrival": "closed loop"}
         assert s["conditions"]["target"]["model"] == "Qwen/Qwen3-0.6B"
 
     def test_latencies_in_seconds_are_converted(self, tmp_path):

@@ -22,11 +22,11 @@ from types import ModuleType
 from typing import Any
 
 from loadgen.analysis.peer_results import aiperf, guidellm, inference_perf, vllm
-from loadgen.analysis.peer_results.common import read_json, run_name
+from loadgen.analysis.peer_results.common import UNRECORDED, read_json, run_name
 from loadgen.errors import ResultError
 from loadgen.summary import Summary
 
-__all__ = ["TOOLS", "PeerResult", "detect", "load_peer_result", "read_peer_result"]
+__all__ = ["TOOLS", "UNRECORDED", "PeerResult", "detect", "load_peer_result", "read_peer_result"]
 
 # Tried in this order: GuideLLM's and inference-perf's layouts are unmistakable; AIPerf's tagged
 # metrics before vLLM's flat keys (AIPerf also has a "request_throughput").
@@ -48,7 +48,9 @@ class PeerResult:
     ``summary`` is shaped like loadgen's summary.json with the metrics the tool reports (the
     others absent or null), a file of several load points having ``stages`` and ``curve`` as a
     loadgen multi-stage run has; ``definitions`` are sentences saying where the tool's
-    definitions differ from loadgen's (docs/metrics.md)."""
+    definitions differ from loadgen's (docs/metrics.md). ``version`` is the tool's version as its
+    file records it, None where the file records none (vLLM, inference-perf); the id the tool
+    gave the run is the summary's ``run_id`` (``UNRECORDED`` without one)."""
 
     tool: str
     path: Path
@@ -59,8 +61,16 @@ class PeerResult:
 
     @property
     def source(self) -> str:
-        """How compare names where the numbers came from: ``"GuideLLM 0.4.0 (results file)"``."""
-        return f"{self.tool}{' ' + self.version if self.version else ''} (results file)"
+        """How compare names where the numbers came from: ``"GuideLLM 0.8.1 (results file)"``,
+        ``"inference-perf, version not recorded (results file)"``."""
+        return (
+            f"{self.tool}{' ' + self.version if self.version else ', version ' + UNRECORDED} (results file)"
+        )
+
+    @property
+    def points(self) -> int:
+        """How many load points the file holds (its stages; 1 for a single run)."""
+        return len(self.summary.get("stages") or ()) or 1
 
 
 def _file(path: Path) -> Path | None:
@@ -105,7 +115,8 @@ def read_peer_result(path: str | Path) -> PeerResult | None:
         return None
     tool, file, data = found
     mod = TOOLS[tool]
-    name = run_name(file, GENERIC_STEMS)
+    name = vllm.run_label(data) if tool == vllm.TOOL else None
+    name = name or run_name(file, GENERIC_STEMS)
     summary, version = mod.load(data, file, name)
     return PeerResult(tool, file, name, summary, mod.DEFINITIONS, None if version is None else str(version))
 

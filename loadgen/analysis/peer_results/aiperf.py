@@ -1,12 +1,14 @@
-"""AIPerf's ``profile_export_aiperf.json`` (aiperf/exporters/json_exporter.py,
-``JsonExportData``; the layout GenAI-Perf's export had, kept by AIPerf 0.1 to 0.12).
+"""AIPerf's ``profile_export_aiperf.json`` (aiperf/exporters/json_exporter.py; read against the
+files AIPerf 0.13.0 writes, ``schema_version`` "1.4", and the layout of 0.12 and before).
 
 One object per run: each metric under its tag (``time_to_first_token``, ``inter_token_latency``,
-``inter_chunk_latency``, ``request_latency``, ``request_throughput``, ``output_token_throughput``,
-``request_count``, ``error_request_count``, ``benchmark_duration``, ...) as ``{unit, avg, min,
-max, std, p1, p5, p10, p25, p50, p75, p90, p95, p99}`` in its display unit, and the run's
-``input_config`` (the user's configuration: endpoint, loadgen, input). A metric AIPerf could not
-compute (no streaming, no errors) is left out of the file.
+``inter_chunk_latency``, ``request_latency``, ``request_throughput``, ``request_count``, ...)
+as ``{unit, avg, min, max, std, p1 ... p99, count}`` in its display unit, ``aiperf_version``,
+``benchmark_id`` and the run's ``input_config``: 0.13 writes ``models.items[].name`` and
+``phases[]`` (``type`` concurrency / poisson / gamma / constant, ``concurrency``, ``rate``),
+0.12 wrote ``endpoint.model_names`` and ``loadgen``. A metric AIPerf could not compute (no
+streaming, no errors) is left out of the file. Which tag fills which row: ``LATENCIES``,
+``SCALARS`` and docs/peers.md.
 """
 
 from __future__ import annotations
@@ -28,6 +30,31 @@ LATENCIES: dict[str, str] = {
     "itl_ms": "inter_chunk_latency",
     "e2e_ms": "request_latency",
 }
+# loadgen scalar <- AIPerf tag (its ``avg``). effective_concurrency (0.13) is the time-weighted
+# number of requests in flight, loadgen's mean_concurrency.
+SCALARS: dict[str, str] = {
+    "request_throughput_rps": "request_throughput",
+    "output_tokens_per_s": "output_token_throughput",
+    "input_tokens_per_s": "input_token_throughput",
+    "total_tokens_per_s": "total_token_throughput",
+    "mean_concurrency": "effective_concurrency",
+}
+# loadgen realised length <- AIPerf tags: the server's usage counts (0.13), else its sequence
+# lengths when it was told to use the server's count (``use_server_token_count``).
+LENGTHS: dict[str, tuple[str, str]] = {
+    "server_prompt_tokens": ("usage_prompt_tokens", "input_sequence_length"),
+    "server_output_tokens": ("usage_completion_tokens", "output_sequence_length"),
+}
+STAT_KEYS: dict[str, str] = {
+    "mean": "avg",
+    "std": "std",
+    "min": "min",
+    "max": "max",
+    "p50": "p50",
+    "p90": "p90",
+    "p95": "p95",
+    "p99": "p99",
+}
 IDENTIFYING = ("request_latency", "request_throughput", "time_to_first_token", "request_count")
 DEFINITIONS: tuple[str, ...] = (
     "AIPerf: its ITL (`inter_token_latency`) is (E2E - TTFT) / (output tokens - 1), the TPOT "
@@ -38,9 +65,10 @@ DEFINITIONS: tuple[str, ...] = (
     "AIPerf: TTFT counts reasoning tokens, as loadgen's does; its TTFO (first non-reasoning "
     "token) is not shown.",
     "AIPerf: output tokens are counted by its client-side tokenizer unless told to use the "
-    "server's count; loadgen prefers the server's `usage`.",
+    "server's count (`--use-server-token-count`); loadgen prefers the server's `usage`, and its "
+    "realised lengths are read from AIPerf's `usage_*` tags only.",
     "AIPerf: throughput is over `benchmark_duration`, the first request's send to the last "
-    "response; it reports no p99.9.",
+    "response; mean_concurrency is its `effective_concurrency`; it reports no p99.9.",
 )
 
 
@@ -51,82 +79,107 @@ def recognises(data: Any) -> bool:
     return bool(tagged) or isinstance(data.get("input_config"), Mapping)
 
 
-def _value(data: Mapping[str, Any], tag: str) -> float | None:
+def _value(f: common.Fields, data: Mapping[str, Any], tag: str) -> float | None:
     """A scalar metric: its ``avg`` (or a bare number, as some exports write counts)."""
-    node = data.get(tag)
-    return common.number(node.get("avg") if isinstance(node, Mapping) else node)
+    if isinstance(data.get(tag), Mapping):
+        return f.number(data, f"{tag}.avg")
+    return f.number(data, tag)
 
 
-def _dist(data: Mapping[str, Any], tag: str, path: Path) -> dict[str, Any] | None:
-    node = data.get(tag)
-    if not isinstance(node, Mapping):
-        return None
-    unit = str(node.get("unit", "ms"))
+def _unit(f: common.Fields, node: Mapping[str, Any], tag: str, default: str) -> float:
+    unit = f.text(node, "unit", f"{tag}.") or default
     if unit not in common.MS_PER_UNIT:
-        raise common.missing(path, TOOL, f"{tag}.unit (a time unit, got {unit!r})")
-    stats = {"mean": node.get("avg"), "std": node.get("std"), "min": node.get("min"), "max": node.get("max")}
-    stats.update({p: node.get(p) for p in ("p50", "p90", "p95", "p99")})
-    return common.distribution(stats, common.MS_PER_UNIT[unit])
+        raise f.error(f"{tag}.unit", f"is not a time unit (got {unit!r})")
+    return common.MS_PER_UNIT[unit]
+
+
+def _dist(f: common.Fields, data: Mapping[str, Any], tag: str, ok: float) -> dict[str, Any] | None:
+    node = f.mapping(data, tag)
+    if node is None:
+        return None
+    stats = f.stats(data, tag, STAT_KEYS) or {}
+    count = f.number(node, "count", f"{tag}.")
+    if count is None and tag in (LATENCIES["ttft_ms"], LATENCIES["e2e_ms"]):
+        count = ok  # 0.12 wrote no count: one sample per ok request
+    return common.distribution(stats, _unit(f, node, tag, "ms"), count)
+
+
+def _lengths(f: common.Fields, data: Mapping[str, Any], cfg: Any) -> dict[str, Any]:
+    server_count = common.get(cfg, "endpoint.use_server_token_count") is True
+    out: dict[str, Any] = {}
+    for key, (usage, sequence) in LENGTHS.items():
+        tag = usage if f.mapping(data, usage) is not None else sequence if server_count else None
+        stats = f.stats(data, tag, STAT_KEYS) if tag else None
+        if stats is not None and stats["mean"] is not None:
+            out[key] = {
+                "count": f.number(data, f"{tag}.count"),
+                **{k: v for k, v in stats.items() if v is not None},
+            }
+    return out
+
+
+def _load(f: common.Fields, cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The profiling phase's load (0.13 ``phases``), or 0.12's ``loadgen`` section."""
+    phases = f.items(cfg, "phases", "input_config.") or []
+    for i, phase in enumerate(phases):
+        where = f"input_config.phases.{i}."
+        if f.text(phase, "kind", where) not in (None, "profiling"):
+            continue
+        kind = f.text(phase, "type", where)
+        concurrency = f.number(phase, "concurrency", where)
+        if kind == "concurrency" and concurrency is not None:
+            return {"concurrency": int(concurrency), "arrival": "closed loop"}
+        return {"rate": f.number(phase, "rate", where), "arrival": kind, "max_concurrency": concurrency}
+    concurrency = f.number(cfg, "loadgen.concurrency", "input_config.")
+    rate = f.number(cfg, "loadgen.request_rate", "input_config.")
+    if rate is None and concurrency is not None:
+        return {"concurrency": int(concurrency), "arrival": "closed loop"}
+    return {"concurrency": concurrency, "rate": rate}
 
 
 def load(data: Any, path: Path, name: str) -> tuple[Summary, str | None]:
-    ok = _value(data, "request_count")
+    f = common.Fields(path, TOOL)
+    ok = _value(f, data, "request_count")
     if ok is None:
-        raise common.missing(path, TOOL, "request_count")
-    if not isinstance(data.get("request_latency"), Mapping):
-        raise common.missing(path, TOOL, "request_latency")
-    failed = _value(data, "error_request_count")
-    if failed is None and isinstance(data.get("error_summary"), list):
+        raise f.missing("request_count")
+    f.need_map(data, "request_latency")
+    failed = _value(f, data, "error_request_count")
+    errors = f.items(data, "error_summary")
+    if failed is None and errors is not None:
         # error_request_count is only exported when some request failed
-        failed = float(sum(common.number(e.get("count")) or 0 for e in data["error_summary"]))
-    dists = {metric: _dist(data, tag, path) for metric, tag in LATENCIES.items()}
-    for metric in ("ttft_ms", "e2e_ms"):
-        if dists[metric] is not None:
-            dists[metric] = {**dists[metric], "count": int(ok)}  # type: ignore[dict-item]
-    duration = data.get("benchmark_duration")
+        failed = sum(f.number(e, "count", f"error_summary.{i}.") or 0 for i, e in enumerate(errors))
+    sent = _value(f, data, "completed_request_count")  # successes + errors (0.13)
+    dists = {metric: _dist(f, data, tag, ok) for metric, tag in LATENCIES.items()}
+    duration = f.mapping(data, "benchmark_duration")
     seconds = None
-    if isinstance(duration, Mapping) and common.number(duration.get("avg")) is not None:
-        seconds = float(duration["avg"]) * common.MS_PER_UNIT.get(str(duration.get("unit", "sec")), 1e3) / 1e3
-    scalars = {
-        "request_throughput_rps": _value(data, "request_throughput"),
-        "output_tokens_per_s": _value(data, "output_token_throughput"),
-    }
+    if duration is not None and (avg := f.number(duration, "avg", "benchmark_duration.")) is not None:
+        seconds = avg * _unit(f, duration, "benchmark_duration", "sec") / 1e3
+    scalars = {metric: _value(f, data, tag) for metric, tag in SCALARS.items()}
     block = common.measured(
-        common.counts(None if failed is None else ok + failed, ok, failed),
+        common.counts(sent if sent is not None else None if failed is None else ok + failed, ok, failed),
         seconds,
         dists,
         scalars,
-        _value(data, "goodput"),
+        _value(f, data, "goodput"),
     )
-    cfg = data.get("input_config") or {}
-    urls = common.get(cfg, "endpoint.urls")
+    cfg = f.mapping(data, "input_config") or {}
+    urls = f.items(cfg, "endpoint.urls", "input_config.")
     conditions = {
         "target": {
-            "url": common.get(cfg, "endpoint.url") or (urls[0] if isinstance(urls, list) and urls else None),
-            "endpoint": common.get(cfg, "endpoint.type"),
-            "model": common.get(cfg, "endpoint.model_names.0"),
+            "url": f.text(cfg, "endpoint.url", "input_config.") or (str(urls[0]) if urls else None),
+            "endpoint": f.text(cfg, "endpoint.type", "input_config."),
+            "model": f.text(cfg, "models.items.0.name", "input_config.")
+            or f.text(cfg, "endpoint.model_names.0", "input_config."),
         },
-        "load": {
-            "concurrency": common.get(cfg, "loadgen.concurrency"),
-            "rate": common.get(cfg, "loadgen.request_rate"),
-        },
-        "lengths": {
-            "realised": {
-                "server_prompt_tokens": _mean(data, "input_sequence_length", ok),
-                "server_output_tokens": _mean(data, "output_sequence_length", ok),
-            }
-        },
+        "load": _load(f, cfg),
+        "lengths": {"realised": _lengths(f, data, cfg)},
     }
     summary = common.summary(
         name=name,
         block=block,
         conditions=conditions,
-        started_at=common.iso(data.get("start_time")),
-        ended_at=common.iso(data.get("end_time")),
+        started_at=common.iso(f.text(data, "start_time")),
+        ended_at=common.iso(f.text(data, "end_time")),
+        run_id=f.text(data, "benchmark_id"),
     )
-    return summary, data.get("aiperf_version")
-
-
-def _mean(data: Mapping[str, Any], tag: str, ok: float) -> dict[str, Any] | None:
-    mean = _value(data, tag)
-    return None if mean is None else {"count": int(ok), "mean": mean}
+    return summary, f.text(data, "aiperf_version")

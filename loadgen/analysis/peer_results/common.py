@@ -1,17 +1,23 @@
-"""The pieces every peer tool's reader shares: reading a file so that a damaged one is a
-``ResultError`` naming the file and the field, and building the blocks of a loadgen summary
+"""The pieces every peer tool's reader shares: reading a file strictly, so that a damaged one is
+a ``ResultError`` naming the file and the field, and building the blocks of a loadgen summary
 (``loadgen.summary``) out of the numbers a tool reports.
 
 Why a summary and not a type of its own: ``compare``'s table, its condition diff and its curves
 already read summaries (``metric_defs.lookup``, ``analysis.curve``); a peer result shaped like
 one goes through the same code. What a tool does not report stays absent or null, so a table
 cell shows a dash rather than a number the tool never measured.
+
+Why strict (``Fields``): every figure loadgen reads is a count, a rate, a length or a latency,
+never negative. A field that is present but of the wrong type (``"fast"``, a list) or negative
+is an error naming its path, not a silent dash and never a figure shown as read ("ok -5"):
+the file is not what its tool wrote, and the user should know which field to look at.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
@@ -25,6 +31,14 @@ from loadgen.summary import StageSummary, Summary
 # The stats of a loadgen distribution a tool may fill (``metric_defs.STATS`` without count).
 STATS: tuple[str, ...] = ("mean", "std", "min", "p50", "p90", "p95", "p99", "p99_9", "max")
 MS_PER_UNIT: dict[str, float] = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3, "sec": 1e3, "seconds": 1e3}
+# The rates of a load point (``metrics.*``), each pooled over several points by its window.
+RATES: tuple[str, ...] = (
+    "request_throughput_rps",
+    "input_tokens_per_s",
+    "output_tokens_per_s",
+    "total_tokens_per_s",
+)
+UNRECORDED = "not recorded"
 
 
 def read_json(path: Path, lines: bool = False) -> Any:
@@ -62,50 +76,115 @@ def read_json(path: Path, lines: bool = False) -> Any:
     ) from None
 
 
-def missing(path: Path, tool: str, field: str) -> ResultError:
-    return ResultError(f"{path}: not a readable {tool} result: field {field} is missing or not a number")
-
-
 def get(node: Any, dotted: str) -> Any:
-    """The value at ``dotted`` ("a.b.0.c") under ``node``, None wherever it is absent."""
-    for key in dotted.split("."):
-        if isinstance(node, Mapping):
-            node = node.get(key)
-        elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
-            node = node[int(key)]
-        else:
-            return None
-    return node
-
-
-def number(value: Any) -> float | None:
-    """A finite number, or None (a bool, a string, NaN or a missing value is not one)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """The value at ``dotted`` ("a.b.0.c") under ``node``, None wherever it is absent. A key
+    that itself holds a dot (inference-perf's "p99.9", vLLM's "p99.9_ttft_ms") is found whole."""
+    if isinstance(node, Mapping) and dotted in node:
+        return node[dotted]
+    key, _, rest = dotted.partition(".")
+    if isinstance(node, Mapping):
+        child = node.get(key)
+    elif isinstance(node, list) and key.isdigit() and int(key) < len(node):
+        child = node[int(key)]
+    else:
         return None
-    return float(value) if math.isfinite(value) else None
+    return get(child, rest) if rest and child is not None else child
 
 
-def need(node: Any, dotted: str, path: Path, tool: str, prefix: str = "") -> float:
-    """The number at ``dotted``, or a ``ResultError`` naming ``prefix + dotted``."""
-    value = number(get(node, dotted))
-    if value is None:
-        raise missing(path, tool, prefix + dotted)
-    return value
+def _shown(value: Any) -> str:
+    """A wrong value as an error message quotes it: short, and its kind when it is a container."""
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
-def need_map(node: Any, dotted: str, path: Path, tool: str, prefix: str = "") -> Mapping[str, Any]:
-    value = get(node, dotted)
-    if not isinstance(value, Mapping):
-        raise ResultError(f"{path}: not a readable {tool} result: field {prefix + dotted} is missing")
-    return value
+@dataclass(frozen=True)
+class Fields:
+    """Reads the fields of one tool's file, each checked on the way in (STYLE: validate once):
+    absent or null is None (the tool did not report it), a number must be a finite number and
+    not negative, a mapping a mapping, a label a string. ``prefix`` is the dotted path of the
+    node read from, so an error names the field as it sits in the file
+    (``benchmarks.2.metrics.request_totals.successful``)."""
+
+    path: Path
+    tool: str
+
+    def error(self, field: str, problem: str) -> ResultError:
+        return ResultError(f"{self.path}: not a readable {self.tool} result: field {field} {problem}")
+
+    def missing(self, field: str) -> ResultError:
+        return self.error(field, "is missing")
+
+    def number(self, node: Any, dotted: str, prefix: str = "") -> float | None:
+        """The number at ``dotted``: None when absent or null, else a finite, non-negative one."""
+        value = get(node, dotted)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise self.error(prefix + dotted, f"is not a number (got {_shown(value)})")
+        if value < 0:
+            raise self.error(prefix + dotted, f"is negative ({value:g}): no count, rate or latency is")
+        return float(value)
+
+    def need(self, node: Any, dotted: str, prefix: str = "") -> float:
+        value = self.number(node, dotted, prefix)
+        if value is None:
+            raise self.missing(prefix + dotted)
+        return value
+
+    def mapping(self, node: Any, dotted: str, prefix: str = "") -> Mapping[str, Any] | None:
+        value = get(node, dotted)
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise self.error(prefix + dotted, f"is not an object (got {_shown(value)})")
+        return value
+
+    def need_map(self, node: Any, dotted: str, prefix: str = "") -> Mapping[str, Any]:
+        value = self.mapping(node, dotted, prefix)
+        if value is None:
+            raise self.missing(prefix + dotted)
+        return value
+
+    def items(self, node: Any, dotted: str, prefix: str = "") -> Sequence[Any] | None:
+        value = get(node, dotted)
+        if value is None:
+            return None
+        if not isinstance(value, list):
+            raise self.error(prefix + dotted, f"is not a list (got {_shown(value)})")
+        return value
+
+    def text(self, node: Any, dotted: str, prefix: str = "") -> str | None:
+        """A label (a version, a model, a URL): a string, or a number written as one."""
+        value = get(node, dotted)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise self.error(prefix + dotted, f"is not a string (got {_shown(value)})")
+        return str(value)
+
+    def stats(
+        self, node: Any, dotted: str, keys: Mapping[str, str], prefix: str = ""
+    ) -> dict[str, Any] | None:
+        """{loadgen stat: value} of the distribution at ``dotted`` whose stats sit under the
+        tool's ``keys`` (``{"p50": "median"}``; a dotted key reaches into ``percentiles``);
+        None when the distribution is absent."""
+        dist = self.mapping(node, dotted, prefix)
+        if dist is None:
+            return None
+        where = f"{prefix}{dotted}."
+        return {mine: self.number(dist, theirs, where) for mine, theirs in keys.items()}
 
 
 def distribution(stats: Mapping[str, Any], scale: float = 1.0, count: float | None = None) -> dict[str, Any]:
-    """A loadgen distribution (ms) from ``{loadgen stat: the tool's value}``, each value times
+    """A loadgen distribution (ms) from ``{loadgen stat: the value read}``, each value times
     ``scale`` (1000 for seconds); a stat the tool does not report is null."""
     out: dict[str, Any] = {"count": None if count is None else int(count)}
     for stat in STATS:
-        v = number(stats.get(stat))
+        v = stats.get(stat)
         out[stat] = None if v is None else v * scale
     return out
 
@@ -134,7 +213,7 @@ def measured(
 ) -> dict[str, Any]:
     """The counts, window, metrics and sla blocks of one load point (or of a whole file)."""
     metrics: dict[str, Any] = {k: v for k, v in distributions.items() if v is not None}
-    for key in ("request_throughput_rps", "input_tokens_per_s", "output_tokens_per_s", "total_tokens_per_s"):
+    for key in RATES:
         metrics[key] = scalars.get(key)
     metrics["mean_concurrency"] = scalars.get("mean_concurrency")
     metrics["goodput"] = {
@@ -162,8 +241,9 @@ def iso(value: Any) -> str | None:
     """A wall-clock label: an ISO string as given, or Unix seconds as ISO 8601 UTC."""
     if isinstance(value, str):
         return value
-    v = number(value)
-    return None if v is None else datetime.fromtimestamp(v, tz=timezone.utc).isoformat()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return datetime.fromtimestamp(value, tz=timezone.utc).isoformat()
 
 
 def summary(
@@ -174,12 +254,14 @@ def summary(
     stages: Iterable[StageSummary] = (),
     started_at: str | None = None,
     ended_at: str | None = None,
+    run_id: str | None = None,
 ) -> Summary:
     """A summary.json-shaped dict: ``block`` (``measured``) for the whole file, and with two or
-    more ``stages`` those stages and their curve, as a loadgen multi-stage run has them."""
+    more ``stages`` those stages and their curve, as a loadgen multi-stage run has them.
+    ``run_id`` is the id the tool recorded for its run (``UNRECORDED`` without one)."""
     out: dict[str, Any] = {
         "schema_version": 1,
-        "run_id": name,
+        "run_id": run_id or UNRECORDED,
         "interrupted": False,
         "conditions": prune(conditions),
         **block,
@@ -202,9 +284,23 @@ def prune(node: Any) -> Any:
     return {k: v for k, v in out.items() if v != {}}
 
 
-def pooled(stages: list[dict[str, Any]]) -> dict[str, Any]:
-    """The whole file's counts over several load points (sums are exact) and its window (their
-    sum); no distribution: percentiles measured at different loads do not pool."""
+def pooled_mean(parts: Sequence[tuple[float | None, float | None]]) -> float | None:
+    """The mean over several load points from each point's (mean, number of samples): exact,
+    as a mean is a sum over a count; None when any point lacks either."""
+    if not parts or any(m is None or n is None for m, n in parts):
+        return None
+    total = sum(cast(float, n) for _, n in parts)
+    return sum(cast(float, m) * cast(float, n) for m, n in parts) / total if total else None
+
+
+def pooled(
+    stages: list[dict[str, Any]], means: Mapping[str, Sequence[float | None]] | None = None
+) -> dict[str, Any]:
+    """The whole file's block over several load points: counts (sums are exact), the window
+    (the sum of the points' windows), each rate as its amount over that window (a point's rate
+    times its window is its amount; the mean concurrency likewise), and the means of ``means``
+    ({metric: each point's number of samples}, where the file gives it). No percentile: those
+    measured at different loads do not pool, so they stay per stage (compare says so)."""
     c = [s["counts"] for s in stages]
 
     def total(key: str) -> float | None:
@@ -212,14 +308,25 @@ def pooled(stages: list[dict[str, Any]]) -> dict[str, Any]:
         return None if any(v is None for v in values) else float(sum(values))
 
     seconds = [s["window"]["seconds"] for s in stages]
+    window = None if any(v is None for v in seconds) else float(sum(seconds))
+    scalars: dict[str, float | None] = {}
+    for key in (*RATES, "mean_concurrency"):  # a time average pools over time as a rate does
+        rates = [s["metrics"].get(key) for s in stages]
+        known = window and all(r is not None for r in rates)
+        scalars[key] = pooled_mean(list(zip(rates, seconds))) if known else None
+    dists: dict[str, dict[str, Any] | None] = {}
+    for metric, samples in (means or {}).items():
+        mean = pooled_mean(
+            [((s["metrics"].get(metric) or {}).get("mean"), n) for s, n in zip(stages, samples)]
+        )
+        n_total = None if any(n is None for n in samples) else sum(cast(float, n) for n in samples)
+        dists[metric] = None if mean is None else distribution({"mean": mean}, count=n_total)
     return measured(
-        counts(total("sent"), total("ok"), total("failed"), total("cancelled") or 0),
-        None if any(v is None for v in seconds) else float(sum(seconds)),
-        {},
-        {},
+        counts(total("sent"), total("ok"), total("failed"), total("cancelled") or 0), window, dists, scalars
     )
 
 
 def run_name(path: Path, generic: Iterable[str]) -> str:
-    """The file's stem, or its folder's name when the stem is the tool's fixed file name."""
+    """The file's stem, or its folder's name when the stem is the tool's fixed file name (where
+    the tools name a run: AIPerf's artifact folder, inference-perf's storage path)."""
     return path.parent.name if path.stem in set(generic) and path.parent.name else path.stem

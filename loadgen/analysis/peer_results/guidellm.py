@@ -1,18 +1,25 @@
 """GuideLLM's ``benchmarks.json`` (``GenerativeBenchmarksReport``, guidellm
-src/guidellm/benchmark/schemas/report.py; report ``metadata.version`` 2).
+src/guidellm/benchmark/schemas/report.py; report ``metadata.version`` 2, read against the files
+GuideLLM 0.8.1 writes).
 
 ``benchmarks[]`` holds one benchmark per load point (a sweep: synchronous, throughput, then
-constant rates between them); each has ``config.strategy`` (``type_``, ``rate``, ``streams``),
-``duration`` (s), ``start_time`` (Unix s) and ``metrics``, whose distributions are split by
-status (``successful``, ``errored``, ``incomplete``, ``total``), each with ``mean``, ``median``,
-``std_dev``, ``min``, ``max``, ``count`` and ``percentiles`` (``p50`` ... ``p99``, ``p999``).
-Each benchmark is a stage of the comparison; only ``successful`` figures are read, as loadgen's
-latencies are over ok requests.
+constant rates between them); each has ``config.strategy`` (``type_``, ``rate``, ``streams``,
+``max_concurrency``), ``config.run_id``, ``config.backend`` (``target``, ``model``),
+``duration`` (s), ``start_time`` / ``end_time`` (Unix s) and ``metrics``, whose distributions
+are split by status (``successful``, ``errored``, ``incomplete``, ``total``), each with
+``mean``, ``median``, ``std_dev``, ``min``, ``max``, ``count``, ``total_sum`` and
+``percentiles`` (``p50`` ... ``p99``, ``p999``). Only ``successful`` figures are read, as
+loadgen's latencies are over ok requests.
+
+Each benchmark is a stage of the comparison. The whole file (a sweep's pooled row) has what
+pools exactly: the counts, the sum of the windows, every rate over that sum, and each latency's
+mean (``total_sum`` / ``count`` over all benchmarks); its percentiles stay per stage, since
+percentiles measured at different loads do not pool.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +35,28 @@ LATENCIES: dict[str, tuple[str, float]] = {
     "tpot_ms": ("inter_token_latency_ms", 1.0),
     "e2e_ms": ("request_latency", 1000.0),
 }
-RATES: dict[str, str] = {
+# loadgen scalar <- GuideLLM metric (its ``successful.mean``: ok requests over the window).
+SCALARS: dict[str, str] = {
     "request_throughput_rps": "requests_per_second",
     "output_tokens_per_s": "output_tokens_per_second",
     "input_tokens_per_s": "prompt_tokens_per_second",
     "total_tokens_per_s": "tokens_per_second",
+    "mean_concurrency": "request_concurrency",
+}
+LENGTHS: dict[str, str] = {
+    "server_prompt_tokens": "prompt_token_count",
+    "server_output_tokens": "output_token_count",
+}
+STAT_KEYS: dict[str, str] = {
+    "mean": "mean",
+    "std": "std_dev",
+    "min": "min",
+    "max": "max",
+    "p50": "percentiles.p50",
+    "p90": "percentiles.p90",
+    "p95": "percentiles.p95",
+    "p99": "percentiles.p99",
+    "p99_9": "percentiles.p999",
 }
 DEFINITIONS: tuple[str, ...] = (
     "GuideLLM: its ITL (`inter_token_latency_ms`) is (last token - first token) / (output tokens "
@@ -44,8 +68,11 @@ DEFINITIONS: tuple[str, ...] = (
     "GuideLLM: TTFT is stamped at the first token iteration, reasoning deltas included (as "
     "loadgen's); its time to first output token (reasoning excluded) is not shown.",
     "GuideLLM: percentiles are the nearest sample at or above the rank (no interpolation), "
-    "timestamps come from `time.time()`, and its rates are time-weighted means over the "
-    "benchmark's measured window (warm-up and cool-down excluded).",
+    "timestamps come from `time.time()`, and its rates are over the benchmark's measured window "
+    "(warm-up and cool-down excluded).",
+    "GuideLLM: a file of several benchmarks has each as a stage; its whole-file row pools what "
+    "pools exactly (counts, rates over the summed windows, latency means) and leaves the "
+    "percentiles per stage.",
 )
 
 
@@ -55,100 +82,130 @@ def recognises(data: Any) -> bool:
     )
 
 
-def _stats(d: Mapping[str, Any]) -> dict[str, Any]:
-    pct: Mapping[str, Any] = d["percentiles"] if isinstance(d.get("percentiles"), Mapping) else {}
-    return {
-        "mean": d.get("mean"),
-        "std": d.get("std_dev"),
-        "min": d.get("min"),
-        "max": d.get("max"),
-        "p50": pct.get("p50", d.get("median")),
-        "p90": pct.get("p90"),
-        "p95": pct.get("p95"),
-        "p99": pct.get("p99"),
-        "p99_9": pct.get("p999"),
-    }
+def _successful(f: common.Fields, m: Mapping[str, Any], name: str, where: str) -> Mapping[str, Any] | None:
+    f.mapping(m, name, where)
+    return f.mapping(m, f"{name}.successful", where)
 
 
-def _block(b: Mapping[str, Any], path: Path, where: str) -> dict[str, Any]:
-    m = common.need_map(b, "metrics", path, TOOL, where)
-    totals = common.need_map(m, "request_totals", path, TOOL, where + "metrics.")
-    ok = common.need(totals, "successful", path, TOOL, where + "metrics.request_totals.")
-    failed = common.number(totals.get("errored"))
-    incomplete = common.number(totals.get("incomplete")) or 0
-    sent = common.number(totals.get("total"))
+def _mean(f: common.Fields, m: Mapping[str, Any], name: str, where: str) -> float | None:
+    node = _successful(f, m, name, where)
+    return None if node is None else f.number(node, "mean", f"{where}{name}.successful.")
+
+
+def _block(
+    f: common.Fields, b: Mapping[str, Any], where: str
+) -> tuple[dict[str, Any], dict[str, float | None]]:
+    """(the benchmark's block, {latency metric: its number of samples}) for pooling."""
+    m = f.need_map(b, "metrics", where)
+    at = where + "metrics."
+    totals = f.need_map(m, "request_totals", at)
+    ok = f.need(totals, "successful", at + "request_totals.")
+    failed = f.number(totals, "errored", at + "request_totals.")
+    incomplete = f.number(totals, "incomplete", at + "request_totals.") or 0
+    sent = f.number(totals, "total", at + "request_totals.")
     dists: dict[str, dict[str, Any] | None] = {}
+    samples: dict[str, float | None] = {}
     for metric, (name, scale) in LATENCIES.items():
-        node = common.get(m, f"{name}.successful")
+        node = _successful(f, m, name, at)
+        count = None if node is None else f.number(node, "count", f"{at}{name}.successful.")
+        stats = f.stats(m, f"{name}.successful", STAT_KEYS, at) if count else None
+        if stats is not None and stats["p50"] is None:
+            stats["p50"] = f.number(node, "median", f"{at}{name}.successful.")
+        # ITL samples are tokens, not requests: its count is no row of loadgen's
         dists[metric] = (
-            common.distribution(_stats(node), scale, common.number(node.get("count")))
-            if isinstance(node, Mapping) and node.get("count")
-            else None
+            None
+            if stats is None
+            else common.distribution(stats, scale, count if metric != "tpot_ms" else None)
         )
-    scalars: dict[str, float | None] = {
-        k: common.number(common.get(m, f"{v}.successful.mean")) for k, v in RATES.items()
-    }
-    scalars["mean_concurrency"] = common.number(common.get(m, "request_concurrency.successful.mean"))
-    seconds = common.number(b.get("duration"))
+        samples[metric] = count
+    scalars = {k: _mean(f, m, v, at) for k, v in SCALARS.items()}
+    seconds = f.number(b, "duration", where)
     if seconds is None:
-        start, end = common.number(b.get("start_time")), common.number(b.get("end_time"))
+        start, end = f.number(b, "start_time", where), f.number(b, "end_time", where)
         seconds = end - start if start is not None and end is not None else None
-    return common.measured(common.counts(sent, ok, failed, incomplete), seconds, dists, scalars)
+    block = common.measured(
+        common.counts(sent, ok, failed, incomplete),
+        seconds,
+        dists,
+        scalars,
+        _mean(f, m, "request_goodput", at),
+    )
+    return block, samples
 
 
-def _load(b: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+def _load(f: common.Fields, b: Mapping[str, Any], where: str) -> tuple[str, dict[str, Any]]:
     """(stage name, loadgen-shaped load) of a benchmark's scheduling strategy."""
-    s = common.get(b, "config.strategy") or {}
-    kind = str(s.get("type_") or s.get("type") or "unknown")
-    rate, streams, cap = (common.number(s.get(k)) for k in ("rate", "streams", "max_concurrency"))
+    s = f.mapping(b, "config.strategy", where) or {}
+    at = where + "config.strategy."
+    kind = f.text(s, "type_", at) or f.text(s, "type", at) or "unknown"
+    rate, streams, cap = (f.number(s, k, at) for k in ("rate", "streams", "max_concurrency"))
     if kind == "synchronous":
-        return kind, {"concurrency": 1, "rate": None, "arrival": "closed loop"}
+        return kind, {"concurrency": 1, "arrival": "closed loop"}
     if kind == "concurrent" and streams is not None:
-        return f"c={int(streams)}", {"concurrency": int(streams), "rate": None, "arrival": "closed loop"}
+        return f"c={int(streams)}", {"concurrency": int(streams), "arrival": "closed loop"}
     if rate is not None:
-        load = {"concurrency": None, "rate": rate, "arrival": kind, "max_concurrency": cap}
-        return f"{kind}@{rate:g}", load
-    return kind, {"concurrency": None if cap is None else int(cap), "rate": None, "arrival": kind}
+        return f"{kind}@{rate:.4g}", {"rate": rate, "arrival": kind, "max_concurrency": cap}
+    return kind, {"max_concurrency": None if cap is None else int(cap), "arrival": kind}
+
+
+def _lengths(f: common.Fields, benchmarks: Sequence[Any]) -> dict[str, Any]:
+    """The realised lengths: one benchmark's whole distribution; over several, the pooled mean
+    (exact from each one's total_sum and count) and no percentile."""
+    out: dict[str, Any] = {}
+    for key, name in LENGTHS.items():
+        parts = []
+        for i, b in enumerate(benchmarks):
+            stats = f.stats(b, f"metrics.{name}.successful", STAT_KEYS, f"benchmarks.{i}.")
+            parts.append((stats, f.number(b, f"metrics.{name}.successful.count", f"benchmarks.{i}.")))
+        if any(stats is None or stats["mean"] is None for stats, _ in parts):
+            continue
+        if len(parts) == 1:
+            stats, n = parts[0]
+            out[key] = {"count": n, **{k: v for k, v in (stats or {}).items() if v is not None}}
+        else:
+            mean = common.pooled_mean([((s or {}).get("mean"), n) for s, n in parts])
+            counts = [n for _, n in parts]
+            out[key] = None if mean is None else {"count": sum(n or 0 for n in counts), "mean": mean}
+    return out
 
 
 def load(data: Any, path: Path, name: str) -> tuple[Summary, str | None]:
-    benchmarks = data["benchmarks"]
+    f = common.Fields(path, TOOL)
+    benchmarks = f.items(data, "benchmarks") or []
     if not benchmarks:
-        raise common.missing(path, TOOL, "benchmarks.0")
-    blocks, stages = [], []
+        raise f.missing("benchmarks.0")
+    blocks, samples, stages = [], [], []
     for i, b in enumerate(benchmarks):
         if not isinstance(b, Mapping):
-            raise common.missing(path, TOOL, f"benchmarks.{i}")
-        block = _block(b, path, f"benchmarks.{i}.")
-        stage_name, stage_load = _load(b)
+            raise f.error(f"benchmarks.{i}", "is not an object")
+        block, n = _block(f, b, f"benchmarks.{i}.")
+        stage_name, stage_load = _load(f, b, f"benchmarks.{i}.")
         blocks.append(block)
+        samples.append(n)
         stages.append(common.stage(i, stage_name, stage_load, block, TOOL))
     first = benchmarks[0]
-    backend = common.get(first, "config.backend") or {}
+    backend = f.mapping(first, "config.backend", "benchmarks.0.") or {}
     conditions = {
-        "target": {"url": backend.get("target"), "model": backend.get("model")},
-        "load": _load(first)[1] if len(benchmarks) == 1 else {"sweep": [s["name"] for s in stages]},
-        "lengths": {
-            "realised": {
-                "server_prompt_tokens": _mean(first, "prompt_token_count"),
-                "server_output_tokens": _mean(first, "output_token_count"),
-            }
+        "target": {
+            "url": f.text(backend, "target", "benchmarks.0.config.backend."),
+            "model": f.text(backend, "model", "benchmarks.0.config.backend."),
         },
+        "load": _load(f, first, "benchmarks.0.")[1]
+        if len(benchmarks) == 1
+        else {"stages": [s["name"] for s in stages]},
+        "lengths": {"realised": _lengths(f, benchmarks)},
     }
-    block = blocks[0] if len(blocks) == 1 else common.pooled(blocks)
+    if len(blocks) == 1:
+        block = blocks[0]
+    else:
+        block = common.pooled(blocks, {m: [n[m] for n in samples] for m in LATENCIES})
     summary = common.summary(
         name=name,
         block=block,
         conditions=conditions,
         stages=stages,
-        started_at=common.iso(first.get("start_time")),
-        ended_at=common.iso(benchmarks[-1].get("end_time")),
+        started_at=common.iso(f.number(first, "start_time", "benchmarks.0.")),
+        ended_at=common.iso(f.number(benchmarks[-1], "end_time", f"benchmarks.{len(benchmarks) - 1}.")),
+        run_id=f.text(first, "config.run_id", "benchmarks.0."),
     )
-    return summary, common.get(data, "metadata.guidellm_version")
-
-
-def _mean(b: Mapping[str, Any], name: str) -> dict[str, Any] | None:
-    node = common.get(b, f"metrics.{name}.successful")
-    if not isinstance(node, Mapping) or common.number(node.get("mean")) is None:
-        return None
-    return {"count": node.get("count"), "mean": node["mean"]}
+    return summary, f.text(data, "metadata.guidellm_version")
