@@ -106,7 +106,9 @@ def _calibration_cell(cal: Mapping[str, Any] | None) -> tuple[Any, str]:
 
 def differing_rows(conditions: Sequence[Mapping[str, Any]], *, ports_assigned: bool) -> list[tuple[str, ...]]:
     """The table's rows, (field, one readable value per run), for the fields whose readable
-    values differ; the calibration block as one row of its status and row count."""
+    values differ; the calibration block as one row of its status and row count. Fields with the
+    same values in every run (a matrix value as label, profile setting and the simulator's
+    config) share one row, their names joined, so each difference is read once."""
     out: list[tuple[str, ...]] = []
     calibration_done = False
     for d in condition_diff(conditions):
@@ -122,7 +124,10 @@ def differing_rows(conditions: Sequence[Mapping[str, Any]], *, ports_assigned: b
         shown = [readable(v, d.field, ports_assigned) for v in d.values]
         if len(set(shown)) > 1:
             out.append((d.field, *shown))
-    return out
+    merged: dict[tuple[str, ...], list[str]] = {}
+    for field, *values in out:
+        merged.setdefault(tuple(values), []).append(field)
+    return [(", ".join(fields), *values) for values, fields in merged.items()]
 
 
 def calibration_table(labels: Sequence[str], conditions: Sequence[Mapping[str, Any]]) -> Table | None:

@@ -53,6 +53,16 @@ class TestLeftOut:
             ("target.builtin_simulator.config.preset", "llama3-8b-fp16@h100", "llama3-8b-fp8@h100")
         ]
 
+    def test_fields_with_the_same_values_share_a_row(self):
+        """A matrix value is a label, a profile setting and the simulator's config: one row."""
+        a, b = conditions(1, 1), conditions(1, 1)
+        for c, seqs in ((a, 16), (b, 64)):
+            c["labels"] = {"max_num_seqs": str(seqs)}
+            c["target"]["builtin_simulator"]["config"]["max_num_seqs"] = seqs
+        assert differing_rows([a, b], ports_assigned=True) == [
+            ("labels.max_num_seqs, target.builtin_simulator.config.max_num_seqs", "16", "64")
+        ]
+
 
 class TestReadable:
     def test_a_distribution_is_mean_p50_p99(self):
