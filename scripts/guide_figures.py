@@ -23,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,11 +59,13 @@ class Quote:
 
 @dataclass(frozen=True)
 class Output:
-    """What a command left: its summary.json and cost.json (a run), its printed lines."""
+    """What a command left: its summary.json and cost.json (a run), its printed lines, and
+    how long it took from start to exit (what a reader waits)."""
 
     summary: dict[str, Any]
     cost: dict[str, Any]
     stdout: str
+    wall_s: float = 0.0
 
     def at(self, *path: str | int) -> Any:
         node: Any = self.summary
@@ -85,6 +88,9 @@ QS = "quickstart-energy"
 SPEC = "quickstart-speculative"
 SWEEP_H100 = "experiments-sweep-h100"
 FIT_H100 = "sim-fit-experiments-sweep"
+PREFIX, NO_PREFIX_CACHE = "chat-shared-prefix", "chat-shared-prefix-uncached"
+MULTITURN, REPLAY = "multiturn", "replay-mooncake"
+_PREFIX = "run profiles/chat.yaml --set workload.prefix.shared_tokens=2000 --set workload.prefix.groups=8"
 
 # The commands as their pages show them (`loadgen` dropped), each run once.
 COMMANDS = (
@@ -109,6 +115,10 @@ COMMANDS = (
             "--stage-duration 4s".split()
         ),
     ),
+    Command(PREFIX, tuple(_PREFIX.split())),
+    Command(NO_PREFIX_CACHE, (*_PREFIX.split(), "--set", "sim.prefix_caching=false")),
+    Command(MULTITURN, ("run", "profiles/multiturn.yaml")),
+    Command(REPLAY, ("run", "profiles/replay.yaml")),
     # `sim fit` of the sweep's folder: {name} is the folder of the run of that name above, {out}
     # the script's scratch folder (nothing is written into the checkout)
     Command(
@@ -141,9 +151,12 @@ def _fitted(name: str) -> Callable[[Output], float]:
 
 def _read(spec: str) -> Callable[[Output], float]:
     """``a.b.0.c`` into summary.json, ``cost:a.b`` into cost.json, ``fit:name`` from `sim fit`'s
-    table; ``*100`` or ``/1e9`` after it scales (a fraction as a percentage, bytes as GB)."""
+    table, ``wall:`` the command's time to exit; ``*100`` or ``/1e9`` after it scales (a
+    fraction as a percentage, bytes as GB)."""
     path, _, scale = spec.partition(" ")
     factor = 1.0 if not scale else (float(scale[1:]) if scale[0] == "*" else 1 / float(scale[1:]))
+    if path == "wall:":
+        return lambda o: o.wall_s
     if path.startswith("fit:"):
         fitted = _fitted(path.removeprefix("fit:"))
         return lambda o: fitted(o) * factor
@@ -157,6 +170,11 @@ def _read(spec: str) -> Callable[[Output], float]:
         return float(node) * factor
 
     return read
+
+
+def _turns(o: Output) -> list[float]:
+    """Turns 2 to 5's TTFT p50s of a sessions run."""
+    return [t["ttft_ms"]["p50"] for t in o.summary["sessions"]["by_turn"][1:5]]
 
 
 def _quotes(page: str, rows: Sequence[tuple[str, str, str, str, str]]) -> tuple[Quote, ...]:
@@ -174,77 +192,85 @@ ENERGY, GPU0 = "telemetry.energy.", "telemetry.gpus.0."
 _ROW = r"\| 0 NVIDIA H100-SXM5-80GB \| "  # the report's GPU table, a cell at a time
 _SERVER = "speculative.server."
 
+
+def _electricity_share(o: Output) -> float:
+    """The energy's cost as a percentage of the GPU-hour's, per million output tokens."""
+    return (
+        100
+        * o.at("telemetry", "energy", "usd_per_million_output_tokens")
+        / o.cost["usd_per_million_output_tokens"]
+    )
+
+
+_TELEMETRY = (
+    # the quickstart with energy: the console's line, the report's two tables, the cost
+    (r"one simulated H100, ", QS, "conditions.load.concurrency", "{:.0f}", "exact"),
+    (r"\d+ users, ", QS, "counts.ok", "{:.0f}", "exact"),
+    (r"measured\s+requests over ", QS, "window.seconds", "{:.1f}", "5%"),
+    (r"energy      ", QS, ENERGY + "j_per_output_token", "{:.3f}", "3%"),
+    (r"J/output token   ", QS, ENERGY + "output_tokens_per_j", "{:.2f}", "3%"),
+    (r"output tok/J   ", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
+    (_ROW, QS, GPU0 + "utilization_mean *100", "{:.1f}", "±1"),
+    (_ROW + r"[\d.]+% \| ", QS, GPU0 + "memory_used_mean_bytes /1e9", "{:.2f}", "2%"),
+    (_ROW + r"[\d.]+% \| [\d.]+ \| ", QS, GPU0 + "memory_used_peak_bytes /1e9", "{:.2f}", "2%"),
+    (_ROW + r"[\d.]+% \| [\d.]+ \| [\d.]+ \| ", QS, GPU0 + "power_mean_w", "{:.0f}", "5%"),
+    (_ROW + r"[\d.]+% \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ", QS, GPU0 + "energy_j", "{:,.0f}", "5%"),
+    (r"\| joules per output token \| ", QS, ENERGY + "j_per_output_token", "{:.3f}", "3%"),
+    (r"\| joules per token \(input \+ output\) \| ", QS, ENERGY + "j_per_total_token", "{:.3f}", "3%"),
+    (r"\| output tokens per joule \| ", QS, ENERGY + "output_tokens_per_j", "{:.2f}", "3%"),
+    (r"\| mean GPU power \| ", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
+    (r"at \$0\.15/kWh \| \$", QS, ENERGY + "usd_per_million_output_tokens", "{:.5f}", "3%"),
+    (r"beside \$", QS, "cost:usd_per_million_output_tokens", "{:.4f}", "3%"),
+    (r"mean of the power readings \(", QS, GPU0 + "power_mean_w", "{:.0f}", "5%"),
+    (r"energy\s+counter's mean \(", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
+    # speculative decoding on the quickstart: the server's counters and the stream's events
+    (r"acceptance 0\.6 run of the quickstart's ", SPEC, "counts.ok", "{:.0f}", "exact"),
+    (r"requests at concurrency ", SPEC, "conditions.load.concurrency", "{:.0f}", "exact"),
+    (r"requests at concurrency \d+: ", SPEC, _SERVER + "acceptance_rate", "{:.3f}", "5%"),
+    (r"draft\s+tokens accepted, ", SPEC, _SERVER + "mean_acceptance_length", "{:.2f}", "3%"),
+    (r"per\s+position ", SPEC, _SERVER + "per_position.0", "{:.2f}", "±0.03"),
+    (r"per\s+position [\d.]+, ", SPEC, _SERVER + "per_position.1", "{:.2f}", "±0.03"),
+    (r"per\s+position [\d.]+, [\d.]+, ", SPEC, _SERVER + "per_position.2", "{:.2f}", "±0.03"),
+    (r"and the\s+stream's \(", SPEC, "speculative.stream.tokens_per_event", "{:.2f}", "3%"),
+    (r"tokens an event, ", SPEC, "speculative.stream.multi_token_events *100", "{:.0f}", "±4"),
+)
+_PREFIXES = (
+    (r"command\s+above gives TTFT p50 ", PREFIX, "metrics.ttft_ms.p50", "{:.1f}", "8%"),
+    (r"with its prefix cache and ", NO_PREFIX_CACHE, "metrics.ttft_ms.p50", "{:.1f}", "5%"),
+    (r"\(`server.prefix_cache`: ", PREFIX, "server.prefix_cache.hit_rate *100", "{:.1f}", "±2"),
+    (r"turn 1 p50 ", MULTITURN, "sessions.by_turn.0.ttft_ms.p50", "{:.1f}", "15%"),
+    (r"turn 1 p50 [\d.]+ ms \(p90 ", MULTITURN, "sessions.by_turn.0.ttft_ms.p90", "{:.1f}", "15%"),
+)
+_TRAFFIC = (
+    (
+        r"first 30 s\) designs ",
+        REPLAY,
+        "conditions.traffic.trace.designed_prefix_reuse *100",
+        "{:.1f}",
+        "±0.1",
+    ),
+    (r"`/metrics` hit rate on it is ", REPLAY, "server.prefix_cache.hit_rate *100", "{:.1f}", "±1"),
+)
+# `sim fit` of the experiments guide's own sweep (4-s real-time stages: the fitted bandwidth
+# moved from 0.801 to 0.784 between two runs here)
+_FIT = r"guide's own sweep\s+\(c = 1 to 64\) "
+_README = (
+    (_FIT, FIT_H100, "fit:bandwidth_efficiency", "{:.3f}", "4%"),
+    (_FIT + r"[\d.]+ and ", FIT_H100, "fit:flops_efficiency", "{:.3f}", "4%"),
+)
+_SESSIONS = "docs/guides/prefixes-sessions.md"
+
 QUOTES = (
-    _quotes(
-        "docs/guides/telemetry.md",
-        (
-            # the quickstart with energy: the console's line, the report's two tables, the cost
-            (r"one simulated H100, ", QS, "conditions.load.concurrency", "{:.0f}", "exact"),
-            (r"\d+ users, ", QS, "counts.ok", "{:.0f}", "exact"),
-            (r"measured\s+requests over ", QS, "window.seconds", "{:.1f}", "5%"),
-            (r"energy      ", QS, ENERGY + "j_per_output_token", "{:.3f}", "3%"),
-            (r"J/output token   ", QS, ENERGY + "output_tokens_per_j", "{:.2f}", "3%"),
-            (r"output tok/J   ", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
-            (_ROW, QS, GPU0 + "utilization_mean *100", "{:.1f}", "±1"),
-            (_ROW + r"[\d.]+% \| ", QS, GPU0 + "memory_used_mean_bytes /1e9", "{:.2f}", "2%"),
-            (_ROW + r"[\d.]+% \| [\d.]+ \| ", QS, GPU0 + "memory_used_peak_bytes /1e9", "{:.2f}", "2%"),
-            (_ROW + r"[\d.]+% \| [\d.]+ \| [\d.]+ \| ", QS, GPU0 + "power_mean_w", "{:.0f}", "5%"),
-            (_ROW + r"[\d.]+% \| [\d.]+ \| [\d.]+ \| [\d.]+ \| ", QS, GPU0 + "energy_j", "{:,.0f}", "5%"),
-            (r"\| joules per output token \| ", QS, ENERGY + "j_per_output_token", "{:.3f}", "3%"),
-            (
-                r"\| joules per token \(input \+ output\) \| ",
-                QS,
-                ENERGY + "j_per_total_token",
-                "{:.3f}",
-                "3%",
-            ),
-            (r"\| output tokens per joule \| ", QS, ENERGY + "output_tokens_per_j", "{:.2f}", "3%"),
-            (r"\| mean GPU power \| ", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
-            (r"at \$0\.15/kWh \| \$", QS, ENERGY + "usd_per_million_output_tokens", "{:.5f}", "3%"),
-            (r"beside \$", QS, "cost:usd_per_million_output_tokens", "{:.4f}", "3%"),
-            (r"mean of the power readings \(", QS, GPU0 + "power_mean_w", "{:.0f}", "5%"),
-            (r"energy\s+counter's mean \(", QS, ENERGY + "mean_watts", "{:.0f}", "3%"),
-            # speculative decoding on the quickstart: the server's counters and the stream's events
-            (r"acceptance 0\.6 run of the quickstart's ", SPEC, "counts.ok", "{:.0f}", "exact"),
-            (r"requests at concurrency ", SPEC, "conditions.load.concurrency", "{:.0f}", "exact"),
-            (r"requests at concurrency \d+: ", SPEC, _SERVER + "acceptance_rate", "{:.3f}", "5%"),
-            (r"draft\s+tokens accepted, ", SPEC, _SERVER + "mean_acceptance_length", "{:.2f}", "3%"),
-            (r"per\s+position ", SPEC, _SERVER + "per_position.0", "{:.2f}", "±0.03"),
-            (r"per\s+position [\d.]+, ", SPEC, _SERVER + "per_position.1", "{:.2f}", "±0.03"),
-            (r"per\s+position [\d.]+, [\d.]+, ", SPEC, _SERVER + "per_position.2", "{:.2f}", "±0.03"),
-            (r"and the\s+stream's \(", SPEC, "speculative.stream.tokens_per_event", "{:.2f}", "3%"),
-            (r"tokens an event, ", SPEC, "speculative.stream.multi_token_events *100", "{:.0f}", "±4"),
-        ),
-    )
-    + (
-        Quote(
-            "docs/guides/telemetry.md",
-            r"the electricity is about ",
-            QS,
-            lambda o: (
-                100
-                * o.at("telemetry", "energy", "usd_per_million_output_tokens")
-                / o.cost["usd_per_million_output_tokens"]
-            ),
-            "{:.0f}",
-            abs=0.6,
-        ),
-    )
-    + _quotes(
-        "README.md",
-        (
-            # `sim fit` of the experiments guide's own sweep (4-s real-time stages: the fitted
-            # bandwidth moved from 0.801 to 0.784 between two runs here)
-            (r"guide's own sweep\s+\(c = 1 to 64\) ", FIT_H100, "fit:bandwidth_efficiency", "{:.3f}", "4%"),
-            (
-                r"guide's own sweep\s+\(c = 1 to 64\) [\d.]+ and ",
-                FIT_H100,
-                "fit:flops_efficiency",
-                "{:.3f}",
-                "4%",
-            ),
-        ),
-    )
+    *_quotes("docs/guides/telemetry.md", _TELEMETRY),
+    Quote(
+        "docs/guides/telemetry.md", r"the electricity is about ", QS, _electricity_share, "{:.0f}", abs=0.6
+    ),
+    *_quotes("docs/guides/profiles.md", ((r"16 chat users, ~", QS, "wall:", "{:.0f}", "35%"),)),
+    *_quotes(_SESSIONS, _PREFIXES),
+    Quote(_SESSIONS, r"turns 2-5 p50 ", MULTITURN, lambda o: min(_turns(o)), "{:.1f}", rel=0.15),
+    Quote(_SESSIONS, r"turns 2-5 p50 [\d.]+ to ", MULTITURN, lambda o: max(_turns(o)), "{:.1f}", rel=0.15),
+    *_quotes("docs/guides/traffic.md", _TRAFFIC),
+    *_quotes("README.md", _README),
 )
 
 
@@ -256,6 +282,7 @@ def run_commands(commands: Sequence[Command], out: Path, log: Callable[[str], No
         argv = [a.format(**folders) for a in c.argv]
         extra = ["--out", str(out / c.name), "--ui", "none"] if c.run else []
         log(f"$ loadgen {' '.join(argv)}")
+        started = time.monotonic()
         done = subprocess.run(
             [sys.executable, "-m", "loadgen", *argv, *extra],
             cwd=ROOT,
@@ -273,7 +300,7 @@ def run_commands(commands: Sequence[Command], out: Path, log: Callable[[str], No
             summary = json.loads((run_dir / "summary.json").read_text())
             if (run_dir / "cost.json").exists():
                 cost = json.loads((run_dir / "cost.json").read_text())
-        outputs[c.name] = Output(summary, cost, done.stdout)
+        outputs[c.name] = Output(summary, cost, done.stdout, time.monotonic() - started)
     return outputs
 
 
