@@ -111,7 +111,13 @@ def _load(f: common.Fields, d: dict[str, Any], where: str) -> dict[str, Any]:
         return {"arrival": "all at once"}
     burst = f.number(d, "burstiness", where)
     arrival = "poisson" if burst in (None, 1.0) else "gamma"
-    return {"rate": rate, "arrival": arrival, "burstiness": burst, "max_concurrency": cap}
+    # burstiness shapes gamma arrivals only; the cap bounds requests in flight
+    return {
+        "rate": rate,
+        "arrival": arrival,
+        "burstiness": burst if arrival == "gamma" else None,
+        "max_concurrency": None if cap is None else int(cap),
+    }
 
 
 def _stage_name(load: dict[str, Any]) -> str:
