@@ -153,6 +153,9 @@ class RequestRecord:
     token_source: str = "chunks"  # "usage" | "continuous_usage" | "tokenizer" | "chunks"
     prompt_tokens_source: str = "target"  # "usage" | "target"
     worker: int = 0
+    # The replica it went to (its index in target.urls; the summary's replicas block names
+    # each one's URL, credentials redacted); None for a run against one URL.
+    replica: int | None = None
     stage: int = 0  # the load stage it belonged to (0 for a single-stage run)
     session_id: int | None = None  # multi-turn: the conversation, and the request's turn in it
     turn: int | None = None

@@ -13,6 +13,7 @@ from typing import Any
 
 from loadgen.analysis import traffic
 from loadgen.report import speculative
+from loadgen.report.replicas import tail_sentences
 from loadgen.summary import Fidelity, Summary
 
 
@@ -55,6 +56,22 @@ def models_lines(summary: Summary) -> list[str]:
             + ("-" if ttft is None else f"{ttft:.1f} ms")
         )
     return lines
+
+
+def replicas_lines(summary: Summary) -> list[str]:
+    """One line per replica (share, failures by class, TPOT p50), then who held the tail."""
+    block = summary["replicas"]
+    lines = []
+    for r in block["by_replica"]:
+        tpot = r["tpot_ms"]["p50"]
+        errors = ", ".join(f"{k} {v}" for k, v in sorted(r["errors_by_class"].items()))
+        lines.append(
+            f"replica {r['replica']} {r['url']}  sent {r['sent']}  ok {r['ok']}  failed {r['failed']}"
+            + (f" ({errors})" if errors else "")
+            + "  TPOT p50 "
+            + ("-" if tpot is None else f"{tpot:.1f} ms")
+        )
+    return lines + tail_sentences(block)
 
 
 def media_lines(summary: Summary) -> list[str]:

@@ -397,6 +397,7 @@ LINES: dict[str, Callable[[Summary], list[str]]] = {
     "quality": block_lines.quality_lines,
     "sessions": block_lines.sessions_lines,
     "models": block_lines.models_lines,
+    "replicas": block_lines.replicas_lines,
     "media": block_lines.media_lines,
     "speculative": block_lines.speculative_lines,
     "server": block_lines.server_lines,

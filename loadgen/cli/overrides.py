@@ -11,7 +11,6 @@ from loadgen.errors import ConfigError
 
 # CLI flag -> dotted profile path. Flags are shortcuts; --set reaches every other field.
 FLAG_PATHS = {
-    "url": "target.url",
     "model": "target.model",
     "endpoint": "target.endpoint",
     "api_key_env": "target.api_key_env",
@@ -65,12 +64,16 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
     if getattr(a, "trace", None) is not None:  # a trace's own times schedule the run
         out.setdefault("load.concurrency", None)
         out.setdefault("load.rate", None)
+    urls = getattr(a, "url", None)
+    if urls:  # one --url replaces the profile's replicas; several are the replicas
+        many = len(urls) > 1
+        out.update({"target.url": None if many else urls[0], "target.urls": urls if many else None})
     if getattr(a, "no_preflight", None):
         out["target.preflight"] = False
     if getattr(a, "keep_answers", None):
         out["output.answers.keep"] = True
     if a.sim is not None:
-        out["target.url"] = None
+        out["target.url"] = out["target.urls"] = None
         out["sim.preset"] = a.sim
     if a.sweep is not None:
         knob, sep, values = a.sweep.partition("=")

@@ -33,7 +33,12 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 def _run_target(run: argparse.ArgumentParser) -> None:
     """Where the load goes: the server (or the simulator), protocol, transport, model."""
     g = run.add_argument_group("target")
-    g.add_argument("--url", help="server base URL, e.g. http://127.0.0.1:8000 (omit: built-in simulator)")
+    g.add_argument(
+        "--url",
+        action="append",
+        help="server base URL, e.g. http://127.0.0.1:8000 (omit: built-in simulator); give it "
+        "more than once to spread the load over replicas (target.urls, --set target.balance=...)",
+    )
     g.add_argument(
         "--model",
         help="model name to request (default: the first model /v1/models lists; "

@@ -46,6 +46,21 @@ class TargetConfig(StrictModel):
 
     # The server's base URL (http:// or https://); none: the built-in simulator serves the run.
     url: str | None = None
+    # Several replicas of one server (--url given more than once): the load is spread over them
+    # by ``balance``, each record names its replica, the summary's ``replicas`` block gives
+    # each one's figures (docs/guides/replicas.md). ``url`` becomes the first of them.
+    urls: tuple[str, ...] | None = None
+    # How each request picks its replica (runner/replicas.py): round_robin (in turn),
+    # least_in_flight (the one with the fewest requests in flight, ties in turn) or
+    # session_affinity (a multi-turn session's turns stay on its first turn's replica and its
+    # prefix cache; single requests in turn).
+    balance: Literal["round_robin", "least_in_flight", "session_affinity"] = "round_robin"
+    # A replica that failed this many requests in a row with a connect error is out of rotation
+    # for eject_s, then gets one trial request (target.urls only).
+    eject_after: int = Field(3, ge=1, le=1000)
+    # How long an ejected replica stays out before its trial; doubled at each failed trial, at
+    # most 8x.
+    eject_s: float = Field(1.0, gt=0, le=3600)
     # The wire protocol: a name in loadgen.backends.registry (chat, completions: OpenAI-compatible;
     # triton_generate: Triton's generate extension; sglang_generate: SGLang's /generate; ...).
     endpoint: str = "chat"
@@ -121,6 +136,47 @@ class TargetConfig(StrictModel):
     @classmethod
     def _http_url(cls, v: str | None) -> str | None:
         return None if v is None else check_url(v)
+
+    @field_validator("urls", mode="before")
+    @classmethod
+    def _one_or_more_urls(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("urls")
+    @classmethod
+    def _replica_urls(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if not v:
+            return None
+        urls = tuple(check_url(u) for u in v)
+        if len(set(urls)) != len(urls):
+            raise ValueError("a URL is listed twice; each replica once")
+        return urls
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_is_first_replica(cls, data: Any) -> Any:
+        # Everything that reads target.url (the simulator when it is null, the conditions, the
+        # server's /metrics) sees the first replica; urls alone says which replicas there are.
+        if isinstance(data, dict) and data.get("urls"):
+            urls = [data["urls"]] if isinstance(data["urls"], str) else list(data["urls"])
+            url = data.get("url")
+            if url is not None and url != urls[0]:
+                raise field_msg("url", "give the replicas as target.urls alone (url is then its first)")
+            data = {**data, "url": urls[0]}
+        return data
+
+    @model_validator(mode="after")
+    def _replicas_fit_the_protocol(self):
+        schemes = registry.backend(self.endpoint).URL_SCHEMES
+        for u in self.urls or ():
+            if urlsplit(u).scheme not in schemes:
+                raise field_msg("urls", f"{u[:60]!r} is not a URL for target.endpoint {self.endpoint}")
+        return self
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """Every URL the load goes to: ``urls``, or ``url`` alone (empty: the simulator)."""
+        return self.urls or ((self.url,) if self.url else ())
 
     @field_validator("headers")
     @classmethod

@@ -149,7 +149,7 @@ async def _run_once(
                     "while the server was reset",
                 )
             except BaseException:
-                await prepared.transport.aclose()
+                await prepared.aclose()
                 raise
             status(f"reset: {', '.join(profile.target.reset_path)} answered")
         status(f"running {profile.name}: {redact_url(target.url)} {prepared.model}")

@@ -25,10 +25,12 @@ from loadgen.analysis import curve, fidelity, metrics, saturation, sla, traffic
 from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
 from loadgen.analysis.precision import precision_block
+from loadgen.analysis.replicas import replicas as replicas_block
 from loadgen.analysis.saturation import waiting_samples
 from loadgen.analysis.table import RecordTable
 from loadgen.backends import registry
 from loadgen.config import Profile
+from loadgen.redact import redact_url
 from loadgen.result import GROUND_TRUTH
 from loadgen.runner.execute import Executed
 from loadgen.runner.plan import StageOutcome
@@ -44,6 +46,7 @@ from loadgen.summary import (
     Metrics,
     Models,
     Quality,
+    Replicas,
     ServerView,
     Sessions,
     Speculative,
@@ -178,6 +181,15 @@ def _models(m: MeasuredRun, _built: Built) -> Models | None:
     return models_block(m.table, mix.names, mix.choice, m.window["seconds"], m.profile.sla)
 
 
+def _replicas(m: MeasuredRun, _built: Built) -> Replicas | None:
+    """target.urls: each replica's figures (None for one URL)."""
+    t = m.profile.target
+    if len(t.replica_urls) < 2:
+        return None
+    urls = [redact_url(u) or "" for u in t.replica_urls]
+    return replicas_block(m.table, urls, t.balance, m.window["seconds"])
+
+
 def _media(m: MeasuredRun, _built: Built) -> Media | None:
     return media_block(m.table, m.window["seconds"])
 
@@ -221,6 +233,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("precision", _precision, stage=True),
     Block("sessions", _sessions),
     Block("models", _models),
+    Block("replicas", _replicas),
     Block("media", _media),
     Block("fidelity", _fidelity),
     Block("server", _server),

@@ -113,7 +113,7 @@ async def execute(
             await scraper.aclose()
         if gpus is not None:
             await gpus.aclose()
-        await p.transport.aclose()
+        await p.aclose()
     figures = fleet.figures((result.ended_ns - result.started_ns) / 1e9)
     planned = len(outcomes) if plan is not None else len(p.stages)
     return Executed(

@@ -67,7 +67,7 @@ class InProcess:
         p = self._p
         res = await drive(
             p.specs,
-            p.backend,
+            p.sender,
             shape,
             limits,
             on_record=self._keep,

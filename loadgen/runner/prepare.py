@@ -30,9 +30,11 @@ from loadgen.config.stages import Stage, resolve_stages
 from loadgen.errors import RunError
 from loadgen.redact import Scrubber
 from loadgen.result import GROUND_TRUTH
-from loadgen.runner.driver import SpecSource
+from loadgen.runner.driver import Backend, SpecSource
 from loadgen.runner.plan import pool_size
 from loadgen.runner.preflight import Preflight, preflight
+from loadgen.runner.replicas import Balanced, open_replicas
+from loadgen.runner.replicas import balanced as balanced_over
 from loadgen.server import fit
 from loadgen.server.context import fit_context
 from loadgen.summary import ClientSelfcheck
@@ -54,6 +56,13 @@ class Target:
     # The built-in simulator's HTTP address (its /dcgm/metrics), also when the run reaches it
     # over gRPC; None for a run against a URL.
     sim_http_url: str | None = None
+    # target.urls: every replica's transport options, the first's being ``opts`` (empty: one URL).
+    replicas: tuple[TransportOptions, ...] = ()
+
+    @property
+    def replica_urls(self) -> tuple[str, ...]:
+        """Every replica's URL without its credentials (``url`` alone for one URL)."""
+        return tuple(o.base_url for o in self.replicas) or (self.url,)
 
 
 @dataclass(slots=True)
@@ -73,6 +82,21 @@ class Prepared:
     total: int | None  # requests the run will send, when known in advance
     # The saved self-check beside this run's load (runner.selfcheck_store.judge): real targets only.
     selfcheck: ClientSelfcheck | None
+    # target.urls: what the driver sends through (``backend`` is then its first replica's).
+    balanced: Balanced | None = None
+
+    @property
+    def sender(self) -> Backend:
+        """What the driver sends every request through: the balancer, or the one backend."""
+        return self.balanced if self.balanced is not None else self.backend
+
+    async def aclose(self) -> None:
+        """Close the run's transports (every replica's)."""
+        try:
+            if self.balanced is not None:
+                await self.balanced.aclose()
+        finally:
+            await self.transport.aclose()
 
 
 def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[str, Any] | None) -> Target:
@@ -87,27 +111,43 @@ def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[s
         **backend.HEADERS,
         **t.headers,
     }
-    url, userinfo = _split_credentials(url)
-    if api_key and userinfo:
-        raise RunError("target.url carries user:password and target.api_key_env is set too; use one of them")
     if api_key:
         headers.update(backend.auth_headers(api_key))
-    elif userinfo:
-        headers["Authorization"] = "Basic " + base64.b64encode(userinfo.encode()).decode()
     load = profile.load
-    opts = TransportOptions(
-        base_url=url.rstrip("/"),
-        headers=headers,
-        # Closed loop or capped open loop: exactly as many connections as requests in flight.
-        # Uncapped open loop: no cap, or the pool would silently queue (coordinated omission).
-        max_connections=pool_size(resolve_stages(load, profile.workload)),
-        connect_timeout_s=t.connect_timeout_s,
-        read_timeout_s=t.read_timeout_s,
-        ca_bundle=t.ca_bundle,
-        verify_tls=t.verify_tls,
-    )
-    scrubber = Scrubber(headers, extra=[api_key or "", userinfo or ""], secret_names=t.secret_headers)
-    return Target(url, opts, scrubber, sim_info)
+    # Closed loop or capped open loop: exactly as many connections as requests in flight (on
+    # each replica: any one may hold them all). Uncapped open loop: no cap, or the pool would
+    # silently queue (coordinated omission).
+    cap = pool_size(resolve_stages(load, profile.workload))
+    urls = t.replica_urls if len(t.replica_urls) > 1 else (url,)
+    opts_list, secrets_seen = [], [api_key or ""]
+    for each in urls:
+        bare, userinfo = _split_credentials(each)
+        if api_key and userinfo:
+            raise RunError(
+                "target.url carries user:password and target.api_key_env is set too; use one of them"
+            )
+        own = dict(headers)
+        if userinfo:
+            token = base64.b64encode(userinfo.encode()).decode()
+            own["Authorization"] = "Basic " + token
+            # Every form a server might echo: the header, its token, user:password, the password.
+            secrets_seen += [own["Authorization"], token, userinfo, userinfo.partition(":")[2]]
+        opts_list.append(
+            TransportOptions(
+                base_url=bare.rstrip("/"),
+                headers=own,
+                max_connections=cap,
+                connect_timeout_s=t.connect_timeout_s,
+                read_timeout_s=t.read_timeout_s,
+                ca_bundle=t.ca_bundle,
+                verify_tls=t.verify_tls,
+            )
+        )
+    first = opts_list[0]
+    scrubber = Scrubber(first.headers, extra=secrets_seen, secret_names=t.secret_headers)
+    bare_url = _split_credentials(url)[0]
+    replicas = tuple(opts_list) if len(opts_list) > 1 else ()
+    return Target(bare_url, first, scrubber, sim_info, replicas=replicas)
 
 
 async def prepare(
@@ -125,6 +165,7 @@ async def prepare(
         transport = backend_cls.open_transport(t.transport, target.opts)
     except ProbeError as exc:
         raise RunError(target.scrubber.scrub(str(exc))) from None
+    others: list[Transport] = []  # the further replicas' transports (target.urls)
     try:
         workload = Workload(profile.workload, t.endpoint, t.prompt_format, profile.workload.prompt.tokenizer)
         live = Live()
@@ -134,6 +175,9 @@ async def prepare(
             await backend.ready()
         except ProbeError as exc:
             raise RunError(target.scrubber.scrub(str(exc))) from None
+        others = await open_replicas(
+            backend_cls, t.transport, target.replicas[1:], probe.model, target.scrubber.scrub
+        )
         stages = resolve_stages(load, profile.workload)
         total = planned_total(stages)
         schedule = build_schedule(load, profile.workload) if profile.workload.trace else None
@@ -149,7 +193,21 @@ async def prepare(
         profile, backend, server["preflight"] = await _preflight(
             profile, target, transport, probe, backend, workload, specs, status
         )
+        balanced = None
+        if others:
+            t = profile.target  # ignore_eos as the preflight resolved it
+            counter = token_counter(workload)
+            balanced = balanced_over(
+                t.balance,
+                backend,
+                others,
+                lambda tr: backend_cls.for_target(t, probe.model, tr, live, counter),
+                (t.eject_after, t.eject_s),
+            )
+            await balanced.ready()
     except BaseException:
+        for other in others:
+            await other.aclose()
         await transport.aclose()
         raise
     return Prepared(
@@ -167,6 +225,7 @@ async def prepare(
         stages,
         total,
         selfcheck,
+        balanced,
     )
 
 

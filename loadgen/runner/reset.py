@@ -43,13 +43,15 @@ class _Answer:
 
 
 async def reset_server(transport_name: str, target: Target, hooks: tuple[str, ...]) -> None:
-    """Each hook, in turn, with the run's headers; ``RunError`` unless every one answers 2xx."""
-    transport = make_transport(transport_name, target.opts)
-    try:
-        for hook in hooks:
-            await _one(transport, target, hook)
-    finally:
-        await transport.aclose()
+    """Each hook, in turn, with the run's headers, on every replica (target.urls); ``RunError``
+    unless every one answers 2xx."""
+    for opts in target.replicas or (target.opts,):
+        transport = make_transport(transport_name, opts)
+        try:
+            for hook in hooks:
+                await _one(transport, target, hook)
+        finally:
+            await transport.aclose()
 
 
 async def _one(transport: Transport, target: Target, hook: str) -> None:

@@ -39,8 +39,9 @@ from loadgen.config import Profile
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner import frames
 from loadgen.runner.answers import answer_policy
-from loadgen.runner.driver import DriveResult, Limits, drive
+from loadgen.runner.driver import Backend, DriveResult, Limits, drive
 from loadgen.runner.prepare import Target, token_counter
+from loadgen.runner.replicas import Balanced, balanced
 from loadgen.runner.shapes import LoadShape
 from loadgen.server.tokenize import FittedSpecs
 from loadgen.workload import Workload
@@ -111,8 +112,34 @@ class Worker:
         self.backend = backend_cls.for_target(
             p.target, job.model, self.transport, self.live, token_counter(workload)
         )
+        self.sender: Backend = self.backend
+        self.balanced: Balanced | None = None
+        if target.replicas:  # target.urls: this worker balances its own share over them
+            t, counter = p.target, token_counter(workload)
+            cap = job.max_connections
+            others = [
+                backend_cls.open_transport(t.transport, dataclasses.replace(o, max_connections=cap))
+                for o in target.replicas[1:]
+            ]
+            self.sender = self.balanced = balanced(
+                t.balance,
+                self.backend,
+                others,
+                lambda tr: backend_cls.for_target(t, job.model, tr, self.live, counter),
+                (t.eject_after, t.eject_s),
+            )
         self.specs = FittedSpecs(workload, {})
         self._scrub = target.scrubber.scrub_record
+
+    async def ready(self) -> None:
+        await (self.balanced or self.backend).ready()
+
+    async def aclose(self) -> None:
+        try:
+            if self.balanced is not None:
+                await self.balanced.aclose()
+        finally:
+            await self.transport.aclose()
         self.stop: asyncio.Event | None = None
 
     def _record(self, rec: RequestRecord) -> None:
@@ -143,7 +170,7 @@ class Worker:
         try:
             res = await drive(
                 self.specs,
-                self.backend,
+                self.sender,
                 order.shape,
                 order.limits,
                 on_record=self._record,
@@ -194,7 +221,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
         elif kind == frames.JOB:
             try:
                 worker = Worker(frames.unpickle(payload), send)
-                await worker.backend.ready()
+                await worker.ready()
             except Exception as exc:  # noqa: BLE001 - the parent says why this worker cannot start
                 send(frames.pickled(frames.FAILED, f"{type(exc).__name__}: {exc}"))
                 return
@@ -209,7 +236,7 @@ async def serve(reader: asyncio.StreamReader, send: Callable[[bytes], None]) -> 
         stage.cancel()
         await asyncio.gather(stage, return_exceptions=True)
     if worker is not None:
-        await worker.transport.aclose()
+        await worker.aclose()
 
 
 async def _main(out_fd: int) -> None:

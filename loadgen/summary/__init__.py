@@ -22,6 +22,7 @@ from loadgen.summary.measures import Counts, EndedBy, Metrics, MetricsGoodput, S
 from loadgen.summary.media import Media
 from loadgen.summary.models import Models
 from loadgen.summary.repeats import RepeatFigure, RepeatRun, Repeats
+from loadgen.summary.replicas import ReplicaLatency, ReplicaRow, Replicas, ReplicaTail
 from loadgen.summary.server import GaugeStats, ServerView, Speculative
 from loadgen.summary.stages import Capacity, CapacityStages, Curve, PrecisionBlock, StageSummary
 from loadgen.summary.telemetry import (
@@ -77,6 +78,7 @@ class Summary(TypedDict, total=True):
     quality: NotRequired[Quality]
     sessions: NotRequired[Sessions]
     models: NotRequired[Models]
+    replicas: NotRequired[Replicas]
     media: NotRequired[Media]
     speculative: NotRequired[Speculative]
     precision: NotRequired[PrecisionBlock]
@@ -111,6 +113,10 @@ __all__ = [
     "RepeatFigure",
     "RepeatRun",
     "Repeats",
+    "ReplicaLatency",
+    "ReplicaRow",
+    "ReplicaTail",
+    "Replicas",
     "ServerHistogram",
     "ServerView",
     "Sessions",
