@@ -47,6 +47,8 @@ def redact_profile(resolved: dict[str, Any]) -> dict[str, Any]:
     target = dict(out.get("target") or {})
     if "url" in target:
         target["url"] = redact_url(target["url"])
+    if target.get("urls"):  # several replicas: each may carry its own login
+        target["urls"] = [redact_url(u) for u in target["urls"]]
     if target.get("headers"):
         target["headers"] = redact_headers(target["headers"])
     if target.get("extra_body"):

@@ -44,7 +44,8 @@ def tail_sentences(block: Replicas) -> list[str]:
         share = t["share_of_requests"]
         of_all = "" if share is None else f" while it served {share:.0%} of the requests"
         out.append(
-            f"Replica {t['replica']} held {t['share_of_tail']:.0%} of the {t['beyond']} requests "
+            f"Replica {t['replica']} held {t['share_of_tail']:.0%} of the {t['beyond']} "
+            f"request{'s' if t['beyond'] != 1 else ''} "
             f"beyond the pooled p99 {_NAMES.get(t['metric'], t['metric'])} "
             f"({t['pooled_p99']:.1f} ms){of_all}."
         )

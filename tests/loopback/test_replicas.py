@@ -5,6 +5,7 @@ only its own requests."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -196,3 +197,25 @@ def test_worker_processes_each_balance_their_share(pair, tmp_path):
     res = run(prof)
     assert [r["sent"] for r in _rows(res)] == [20, 20]
     assert {(r.worker, r.replica) for r in res.records} == {(0, 0), (0, 1), (1, 0), (1, 1)}
+
+
+@pytest.mark.slow
+def test_each_replicas_credentials_reach_no_file(pair, tmp_path):
+    """Two replicas with a login each in their URLs: each is sent as its own Basic header, and
+    neither password (nor its base64) is in any file of the run; the block names them redacted."""
+    fast, slow, _ = pair
+    urls = [
+        u.replace("http://", f"http://{who}@")
+        for u, who in ((fast.url, "al:pw-one-1234"), (slow.url, "bo:pw-two-5678"))
+    ]
+    res = run(profile(tmp_path, None, target__urls=urls, workload__num_requests=4))
+    assert [r["url"].split("@")[0] for r in _rows(res)] == ["http://***", "http://***"]
+    secrets = [
+        "pw-one-1234",
+        "pw-two-5678",
+        *(base64.b64encode(w.encode()).decode() for w in ("al:pw-one-1234", "bo:pw-two-5678")),
+    ]
+    for f in res.run_dir.rglob("*"):
+        if f.is_file():
+            text = f.read_bytes().decode(errors="replace")
+            assert not [s for s in secrets if s in text], f

@@ -45,7 +45,8 @@ class TestErrors:
     def test_unknown_key(self, tmp_path):
         """A typo names its dotted path, suggests the near key and lists the valid ones."""
         assert problems(tmp_path, MINIMAL + "target: {urll: x}\n") == [
-            "target.urll: unknown key; did you mean 'url'? valid keys here: url, endpoint, "
+            "target.urll: unknown key; did you mean 'url'? valid keys here: url, urls, balance, eject_after, "
+            "eject_s, endpoint, "
             "model, api_key_env, headers, extra_body, ignore_eos, require_done, preflight, include_usage, "
             "continuous_usage_stats, prompt_format, context_overflow, transport, timeout_s, "
             "connect_timeout_s, read_timeout_s, ca_bundle, verify_tls, secret_headers, reset_path"

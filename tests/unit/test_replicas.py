@@ -113,3 +113,20 @@ class TestReplicasBlock:
 
     def test_a_run_against_one_url_has_no_block(self):
         assert replicas(RecordTable.from_records([ok_record()]), ["http://a"], "round_robin", 1.0) is None
+
+
+class TestFlags:
+    def test_url_twice_is_the_replicas_and_once_replaces_them(self):
+        """--url given twice sets target.urls (target.url its first); given once, it replaces a
+        profile's replicas."""
+        from loadgen.cli.parser import build_parser, overrides
+        from loadgen.config import load_profile
+
+        parse = build_parser().parse_args
+        base = {"workload.num_requests": 4, "load.concurrency": 1}
+        two = overrides(parse(["run", "--url", "http://a:1", "--url", "http://b:2"]))
+        t = load_profile(None, overrides={**base, **two}).target
+        assert (t.url, t.urls) == ("http://a:1", ("http://a:1", "http://b:2"))
+        one = overrides(parse(["run", "--url", "http://c:3"]))
+        t = load_profile(None, overrides={**base, "target.urls": ["http://a:1", "http://b:2"], **one}).target
+        assert (t.url, t.urls, t.replica_urls) == ("http://c:3", None, ("http://c:3",))

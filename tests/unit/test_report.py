@@ -57,6 +57,7 @@ CSV_COLUMNS = [
     "token_source",
     "prompt_tokens_source",
     "worker",
+    "replica",
     "stage",
     "session_id",
     "turn",
