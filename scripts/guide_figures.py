@@ -38,8 +38,8 @@ class Command:
     """A shipped command, as the page shows it, and what of its output the figures read."""
 
     name: str
-    argv: tuple[str, ...]  # after `loadgen`; the script adds --out and --ui none to runs
-    run: bool = True  # a `loadgen run` (a run folder to read); False: its stdout only
+    argv: tuple[str, ...]  # after `loadgen`; the script adds where its output goes
+    reads: str = "run"  # a run's folder (summary.json), an "experiment"'s, or "stdout" only
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ class Quote:
     fmt: str
     rel: float = 0.0
     abs: float = 0.0
+    trail: str = ""  # a regular expression for the words right after it, where the lead is not enough
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ SWEEP_H100 = "experiments-sweep-h100"
 FIT_H100 = "sim-fit-experiments-sweep"
 PREFIX, NO_PREFIX_CACHE = "chat-shared-prefix", "chat-shared-prefix-uncached"
 MULTITURN, REPLAY = "multiturn", "replay-mooncake"
+LEVERS, LEVERS_DRY = "levers-experiment", "levers-dry-run"  # the experiment: about 5 minutes
 _PREFIX = "run profiles/chat.yaml --set workload.prefix.shared_tokens=2000 --set workload.prefix.groups=8"
 
 # The commands as their pages show them (`loadgen` dropped), each run once.
@@ -132,8 +134,10 @@ COMMANDS = (
             "--preset-file",
             "{out}/fitted.yaml",
         ),
-        run=False,
+        reads="stdout",
     ),
+    Command(LEVERS, ("experiment", "experiments/levers.yaml"), reads="experiment"),
+    Command(LEVERS_DRY, ("experiment", "experiments/levers.yaml", "--dry-run"), reads="stdout"),
 )
 
 
@@ -259,6 +263,69 @@ _README = (
     (_FIT + r"[\d.]+ and ", FIT_H100, "fit:flops_efficiency", "{:.3f}", "4%"),
 )
 _SESSIONS = "docs/guides/prefixes-sessions.md"
+_EXPERIMENTS = "docs/guides/experiments.md"
+# The levers ranking as the page prints it: each configuration's capacity and cost where its
+# label is, and its rank to one place (neighbours the ranking cannot tell apart may swap).
+LEVER_LABELS = tuple(
+    f"sim gpu={gpu} precision={precision} max_num_seqs={cap}"
+    for gpu in ("h100", "a100")
+    for precision in ("fp8", "fp16")
+    for cap in (64, 16)
+)
+
+
+def _lever(label: str, read: Callable[[dict[str, Any]], float]) -> Callable[[Output], float]:
+    def value(o: Output) -> float:
+        (row,) = [r for r in o.summary["ranking"]["rows"] if r["label"] == label]
+        return read(row)
+
+    return value
+
+
+def _dry_run_minutes(o: Output) -> float:
+    m = re.search(r"expected ([\d.]+) min", o.stdout)
+    if m is None:
+        raise ValueError("the dry run printed no expected time")
+    return float(m[1])
+
+
+def _levers() -> tuple[Quote, ...]:
+    out = [
+        Quote(_EXPERIMENTS, r"loadgen experiment levers  \(", LEVERS, lambda o: o.wall_s, "{:.0f}", rel=0.35),
+        Quote(_EXPERIMENTS, r"the expected time \(", LEVERS_DRY, _dry_run_minutes, "{:.1f}", abs=0.05),
+    ]
+    for label in LEVER_LABELS:
+        at = re.escape(label) + r"\s+capacity "
+        cost = at + r"[\d.]+ req/s \(95% CI [\d.]+-[\d.]+\)\s+\$"
+        out += [
+            Quote(
+                _EXPERIMENTS,
+                r"(?m)^ {6}",
+                LEVERS,
+                _lever(label, lambda r: r["rank"]),
+                "{:.0f}",
+                abs=1,
+                trail=r"\. " + re.escape(label) + " ",
+            ),
+            Quote(
+                _EXPERIMENTS,
+                at,
+                LEVERS,
+                _lever(label, lambda r: r["figures"]["capacity_rps"]["mean"]),
+                "{:.1f}",
+                rel=0.12,
+            ),
+            Quote(
+                _EXPERIMENTS,
+                cost,
+                LEVERS,
+                _lever(label, lambda r: r["figures"]["usd_per_million_output_tokens"]["mean"]),
+                "{:.2f}",
+                rel=0.12,
+            ),
+        ]
+    return tuple(out)
+
 
 QUOTES = (
     *_quotes("docs/guides/telemetry.md", _TELEMETRY),
@@ -271,6 +338,7 @@ QUOTES = (
     Quote(_SESSIONS, r"turns 2-5 p50 [\d.]+ to ", MULTITURN, lambda o: max(_turns(o)), "{:.1f}", rel=0.15),
     *_quotes("docs/guides/traffic.md", _TRAFFIC),
     *_quotes("README.md", _README),
+    *_levers(),
 )
 
 
@@ -280,11 +348,15 @@ def run_commands(commands: Sequence[Command], out: Path, log: Callable[[str], No
     folders: dict[str, str] = {"out": str(out)}
     for c in commands:
         argv = [a.format(**folders) for a in c.argv]
-        extra = ["--out", str(out / c.name), "--ui", "none"] if c.run else []
+        extra = {
+            "run": ["--out", str(out / c.name), "--ui", "none"],
+            "experiment": ["--out", str(out / c.name)],
+        }
+        extra_args = extra.get(c.reads, [])
         log(f"$ loadgen {' '.join(argv)}")
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "loadgen", *argv, *extra],
+            [sys.executable, "-m", "loadgen", *argv, *extra_args],
             cwd=ROOT,
             capture_output=True,
             text=True,
@@ -294,14 +366,18 @@ def run_commands(commands: Sequence[Command], out: Path, log: Callable[[str], No
             raise SystemExit(f"`loadgen {' '.join(argv)}` exited {done.returncode}:\n{done.stderr[-3000:]}")
         summary: dict[str, Any] = {}
         cost: dict[str, Any] = {}
-        if c.run:
+        if c.reads != "stdout":
             (run_dir,) = (out / c.name).iterdir()
             folders[c.name] = str(run_dir)
-            summary = json.loads((run_dir / "summary.json").read_text())
+            summary = json.loads((run_dir / f"{'summary' if c.reads == 'run' else c.reads}.json").read_text())
             if (run_dir / "cost.json").exists():
                 cost = json.loads((run_dir / "cost.json").read_text())
         outputs[c.name] = Output(summary, cost, done.stdout, time.monotonic() - started)
     return outputs
+
+
+def _after(q: Quote) -> str:
+    return f"(?={q.trail})" if q.trail else ""
 
 
 def check(quotes: Sequence[Quote], outputs: dict[str, Output], pages: dict[str, str]) -> list[Check]:
@@ -310,7 +386,7 @@ def check(quotes: Sequence[Quote], outputs: dict[str, Output], pages: dict[str, 
     for q in quotes:
         text = pages[q.page]
         run_value = float(q.value(outputs[q.command]))
-        found = list(re.finditer(q.lead + NUMBER, text))
+        found = list(re.finditer(q.lead + NUMBER + _after(q), text))
         if len(found) != 1:
             why = (
                 "its lead is not on the page" if not found else f"its lead is on the page {len(found)} times"
@@ -333,7 +409,7 @@ def write(quotes: Sequence[Quote], outputs: dict[str, Output], pages: dict[str, 
     new = dict(pages)
     for q in quotes:
         figure = q.fmt.format(float(q.value(outputs[q.command])))
-        m = re.search(q.lead + NUMBER, new[q.page])
+        m = re.search(q.lead + NUMBER + _after(q), new[q.page])
         if m is not None:  # a lead not on its page: the check says so
             new[q.page] = new[q.page][: m.start(1)] + figure + new[q.page][m.end(1) :]
     return new
@@ -342,16 +418,27 @@ def write(quotes: Sequence[Quote], outputs: dict[str, Output], pages: dict[str, 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--write", action="store_true", help="put the runs' figures on the pages")
+    ap.add_argument(
+        "--only", metavar="NAMES", help="run only these commands (comma-separated) and check their figures"
+    )
+    ap.add_argument("--skip", metavar="NAMES", help="run every command but these (comma-separated)")
     args = ap.parse_args(argv)
-    pages = {q.page: (ROOT / q.page).read_text() for q in QUOTES}
+    names = [c.name for c in COMMANDS]
+    chosen = set(args.only.split(",")) if args.only else set(names)
+    chosen -= set(args.skip.split(",")) if args.skip else set()
+    if unknown := sorted(chosen - set(names)):
+        ap.error(f"no command {unknown[0]!r}; the commands: {', '.join(names)}")
+    commands = [c for c in COMMANDS if c.name in chosen]
+    quotes = [q for q in QUOTES if q.command in chosen]
+    pages = {q.page: (ROOT / q.page).read_text() for q in quotes}
     with tempfile.TemporaryDirectory(prefix="guide-figures-") as tmp:
-        outputs = run_commands(COMMANDS, Path(tmp), lambda s: print(s, file=sys.stderr))
+        outputs = run_commands(commands, Path(tmp), lambda s: print(s, file=sys.stderr))
     if args.write:
-        for page, text in write(QUOTES, outputs, pages).items():
+        for page, text in write(quotes, outputs, pages).items():
             if text != pages[page]:
                 (ROOT / page).write_text(text)
-        pages = {q.page: (ROOT / q.page).read_text() for q in QUOTES}
-    checks = check(QUOTES, outputs, pages)
+        pages = {q.page: (ROOT / q.page).read_text() for q in quotes}
+    checks = check(quotes, outputs, pages)
     for c in checks:
         mark = "ok  " if c.ok else "FAIL"
         page = "—" if c.page_value is None else f"{c.page_value:g}"
