@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ class Output:
     cost: dict[str, Any]
     stdout: str
     wall_s: float = 0.0
+    cells: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # an experiment's, by config
 
     def at(self, *path: str | int) -> Any:
         node: Any = self.summary
@@ -289,6 +290,45 @@ def _dry_run_minutes(o: Output) -> float:
     return float(m[1])
 
 
+def _at_32_users(
+    gpu: str, cap: int, metric: str, end: Callable[[list[float]], float]
+) -> Callable[[Output], float]:
+    """One end of the range of a stage figure at 32 users over a GPU's and a batch cap's cells
+    (both precisions, every repeat: six runs)."""
+
+    def value(o: Output) -> float:
+        figures = [
+            stage["metrics"][metric]["p99"]
+            for config, runs in o.cells.items()
+            if f"gpu={gpu}-" in config and config.endswith(f"max_num_seqs={cap}")
+            for run in runs
+            for stage in run["stages"]
+            if stage["name"] == "c=32"
+        ]
+        return end(figures)
+
+    return value
+
+
+def _physics() -> tuple[Quote, ...]:
+    """The "read with the physics" paragraph's ranges at 32 users. The ends of a range over six
+    runs move the most between experiments (up to 16 % here): 25 %."""
+    out = []
+    for lead, gpu, cap, metric in (
+        (r"queue for a slot \(p99 TTFT ", "h100", 16, "ttft_ms"),
+        (r"keeps\s+p99 TTFT at ", "h100", 64, "ttft_ms"),
+        (r"the cap of 16 queues \(p99 TTFT ", "a100", 16, "ttft_ms"),
+        (r"take p99 TPOT\s+to ", "a100", 64, "tpot_ms"),
+    ):
+        out.append(Quote(_EXPERIMENTS, lead, LEVERS, _at_32_users(gpu, cap, metric, min), "{:.0f}", rel=0.25))
+        out.append(
+            Quote(
+                _EXPERIMENTS, lead + r"\d+-", LEVERS, _at_32_users(gpu, cap, metric, max), "{:.0f}", rel=0.25
+            )
+        )
+    return tuple(out)
+
+
 def _levers() -> tuple[Quote, ...]:
     out = [
         Quote(_EXPERIMENTS, r"loadgen experiment levers  \(", LEVERS, lambda o: o.wall_s, "{:.0f}", rel=0.35),
@@ -339,6 +379,7 @@ QUOTES = (
     *_quotes("docs/guides/traffic.md", _TRAFFIC),
     *_quotes("README.md", _README),
     *_levers(),
+    *_physics(),
 )
 
 
@@ -372,7 +413,11 @@ def run_commands(commands: Sequence[Command], out: Path, log: Callable[[str], No
             summary = json.loads((run_dir / f"{'summary' if c.reads == 'run' else c.reads}.json").read_text())
             if (run_dir / "cost.json").exists():
                 cost = json.loads((run_dir / "cost.json").read_text())
-        outputs[c.name] = Output(summary, cost, done.stdout, time.monotonic() - started)
+        cells: dict[str, list[dict[str, Any]]] = {}
+        if c.reads == "experiment":
+            for path in sorted(Path(folders[c.name]).glob("*/repeat-*/summary.json")):
+                cells.setdefault(path.parent.parent.name, []).append(json.loads(path.read_text()))
+        outputs[c.name] = Output(summary, cost, done.stdout, time.monotonic() - started, cells)
     return outputs
 
 
