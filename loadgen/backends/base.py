@@ -22,9 +22,10 @@ from urllib.parse import quote
 import orjson
 
 from loadgen import records as R
+from loadgen.backends.bodies import BodyError, BodyTemplate, RecordedBodies
 from loadgen.backends.identity import ServerIdentity
 from loadgen.backends.send import send_stream
-from loadgen.backends.stream import Live, SSEResponse
+from loadgen.backends.stream import Live, SSEResponse, fail
 from loadgen.backends.transports import make_transport
 from loadgen.backends.transports.base import Transport, TransportOptions
 from loadgen.errors import RunError
@@ -108,6 +109,12 @@ class TargetLike(Protocol):
     def extra_body(self) -> Mapping[str, Any]: ...
     @property
     def timeout_s(self) -> float: ...
+    @property
+    def template(self) -> str | None: ...
+    @property
+    def template_file(self) -> str | None: ...
+    @property
+    def payloads(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +187,7 @@ class StreamingBackend:
     wire: ClassVar[str] = "http"
     URL_SCHEMES: ClassVar[tuple[str, ...]] = ("http", "https")
 
-    __slots__ = ("opts", "transport", "live", "count_tokens", "keep_texts", "path")
+    __slots__ = ("opts", "transport", "live", "count_tokens", "keep_texts", "path", "custom")
 
     def __init__(
         self,
@@ -196,6 +203,8 @@ class StreamingBackend:
         self.count_tokens = count_tokens
         self.keep_texts = count_tokens is not None
         self.path = self.PATH.format(model=quote(opts.model, safe=""))
+        # target.template or target.payloads: the body the user wrote, sent instead of ``body``.
+        self.custom: BodyTemplate | RecordedBodies | None = None
 
     @classmethod
     def auth_headers(cls, api_key: str) -> dict[str, str]:
@@ -223,7 +232,12 @@ class StreamingBackend:
         count_tokens: Callable[[str], int] | None = None,
     ) -> B:
         """The backend for a profile's ``target`` section and the model its probe settled on."""
-        return cls(cls.options(target, model), transport, live, count_tokens)
+        made = cls(cls.options(target, model), transport, live, count_tokens)
+        if target.template is not None:
+            made.custom = BodyTemplate(target.template, target.template_file or "target.template")
+        elif target.payloads is not None:
+            made.custom = RecordedBodies(target.payloads)
+        return made
 
     @classmethod
     def open_transport(cls, kind: str, opts: TransportOptions) -> Transport:
@@ -240,17 +254,24 @@ class StreamingBackend:
         raise NotImplementedError
 
     def payload(self, spec: R.RequestSpec) -> bytes:
-        """The bytes ``spec``'s request sends: its ``body`` as JSON."""
+        """The bytes ``spec``'s request sends: its ``body`` as JSON, or the user's own body."""
+        if self.custom is not None:
+            return self.custom.render(spec, self.opts.model)
         return orjson.dumps(self.body(spec))
 
     async def send(self, spec: R.RequestSpec, rec: R.RequestRecord) -> None:
         """Fill ``rec``; never raises, except CancelledError when the run itself is stopping."""
         stream = self.STREAM(rec, self.keep_texts)
         self.prime(stream)
+        try:
+            payload = self.payload(spec)
+        except BodyError as exc:  # the template failed on this request alone: counted, not fatal
+            fail(rec, R.CLIENT, str(exc))
+            return
         await send_stream(
             self.transport,
             self.path,
-            self.payload(spec),
+            payload,
             stream,
             rec,
             spec,

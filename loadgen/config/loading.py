@@ -29,6 +29,8 @@ _PATH_KEYS = (
     ("workload", "tools", "file"),
     ("workload", "response_format", "json_schema", "file"),
     ("target", "ca_bundle"),
+    ("target", "template_file"),
+    ("target", "payloads"),
     ("sim", "preset_file"),  # a fitted twin (loadgen sim fit) beside the profile
 )
 

@@ -9,14 +9,18 @@ wire), the protocol and transport must be registered ones.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, cast
 from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
-from loadgen.backends import registry
+from loadgen.backends import bodies, registry
+from loadgen.backends.base import StreamingBackend
 from loadgen.backends.transports import TRANSPORTS
+from loadgen.backends.transports.base import Transport
 from loadgen.config.base import StrDict, StrictModel, existing_file, field_msg
+from loadgen.records import RequestSpec
 
 # RFC 9110 token characters: what a header name may be made of.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
@@ -121,6 +125,18 @@ class TargetConfig(StrictModel):
     # cache. Each is "METHOD /path" (POST or GET) or a bare "/path" (POST); one or a list.
     # vLLM: /reset_prefix_cache; SGLang: /flush_cache (the built-in simulator serves both).
     reset_path: tuple[str, ...] | None = None
+    # The request body as a Jinja2 template (sandboxed), sent instead of the one the endpoint's
+    # adapter builds; the answer is still read by that adapter. It sees id, model, prompt,
+    # token_ids, messages, input_tokens, output_tokens, max_tokens and session {id, turn,
+    # messages}, and |tojson writes a value as JSON. It must render JSON, with "stream": true
+    # for a streamed endpoint: checked when the profile loads (docs/guides/real-servers.md).
+    template: str | None = None
+    # A file holding that template, relative to the profile (read when the profile loads; the
+    # recorded profile carries its text in template).
+    template_file: str | None = None
+    # A JSON Lines file of recorded request bodies, relative to the profile, sent as they are:
+    # request i sends line i modulo the lines (a longer run cycles through the file).
+    payloads: str | None = None
 
     @field_validator("reset_path", mode="before")
     @classmethod
@@ -131,6 +147,51 @@ class TargetConfig(StrictModel):
     @classmethod
     def _hooks(cls, v: tuple[str, ...] | None) -> tuple[str, ...] | None:
         return None if not v else tuple(" ".join(reset_hook(h)) for h in v)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _read_template(cls, v: object) -> object:
+        """The template file's text, read once: the resolved profile carries it in template."""
+        if not (isinstance(v, dict) and isinstance(v.get("template_file"), str)):
+            return v
+        path = v["template_file"]
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            why = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+            raise ValueError(f"template_file: cannot read {path!r} ({why or exc})") from None
+        if v.get("template") not in (None, text):
+            raise ValueError("template and template_file are both set; give the template one way")
+        return {**v, "template": text}
+
+    @model_validator(mode="after")
+    def _custom_body_renders(self):
+        """A custom body is checked before any request: it compiles, renders a request like the
+        run's as JSON, and asks for a stream where the endpoint's adapter would."""
+        if self.template is None and self.payloads is None:
+            return self
+        key = "payloads" if self.template is None else "template_file" if self.template_file else "template"
+        backend = registry.backend(self.endpoint)
+        if self.template is not None and self.payloads is not None:
+            raise field_msg("payloads", "template and payloads are both set; send one kind of body")
+        if backend.wire != "http":
+            raise field_msg(key, f"endpoint {self.endpoint} sends no JSON body; use an HTTP endpoint")
+        if self.extra_body:
+            raise field_msg("extra_body", f"{key} is the whole body; write these fields into it instead")
+        spec = probe_spec(backend.messages, self.prompt_format == "token_ids")
+        streamed = backend.streamed and _adapter_streams(backend, self, spec)
+        try:
+            if self.template is not None:
+                made = bodies.BodyTemplate(self.template, self.template_file or "target.template")
+                bodies.check(made.render(spec, "model"), f"{made.name} (rendered)", streamed)
+            else:
+                assert self.payloads is not None
+                replay = bodies.RecordedBodies(existing_file(self.payloads, "a JSON Lines file") or "")
+                for k, body in enumerate(replay.bodies, 1):
+                    bodies.check(body, f"{self.payloads}, body {k}", streamed)
+        except bodies.BodyError as exc:
+            raise field_msg(key, str(exc)) from None
+        return self
 
     @field_validator("url")
     @classmethod
@@ -255,6 +316,19 @@ class TargetConfig(StrictModel):
             why = backend.text_only or f"the {self.endpoint} endpoint only takes text"
             raise field_msg("prompt_format", f"token_ids needs endpoint: {takes} ({why})")
         return self
+
+
+def probe_spec(messages: bool, token_ids: bool) -> RequestSpec:
+    """A request like the run's, to render a custom body against before any is sent."""
+    prompt: str | list[int] = list(range(1, 17)) if token_ids else "probe prompt"
+    chat = [{"role": "user", "content": "probe prompt"}] if messages else None
+    return RequestSpec(id=0, prompt=prompt, messages=chat, prompt_tokens=16, output_tokens=16)
+
+
+def _adapter_streams(backend: type[StreamingBackend], target: TargetConfig, spec: RequestSpec) -> bool:
+    """Whether the endpoint's own adapter sends ``"stream": true`` in its body."""
+    made = backend(backend.options(target, "model"), cast(Transport, None))
+    return made.body(spec).get("stream") is True
 
 
 def _one_of(value: str, names: tuple[str, ...]) -> str:

@@ -23,6 +23,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from loadgen.backends import registry
 from loadgen.backends.base import ProbeError, ProbeResult, StreamingBackend
+from loadgen.backends.bodies import check as check_body
 from loadgen.backends.stream import Live
 from loadgen.backends.transports import Transport, TransportOptions
 from loadgen.config import Profile
@@ -190,6 +191,9 @@ async def prepare(
         # A session's turns are built from their history as the run goes: none to check ahead.
         ahead = total if workload.sessions is None else None
         specs, server["identity"] = fit_context(probe.identity, specs, ahead, t.context_overflow)
+        if backend.custom is not None:  # the run's own first request, rendered before any is sent
+            first = workload.single(0) if workload.sessions is not None else specs.request(0)
+            check_body(backend.payload(first), f"{backend.custom.name} (request 0)", False)
         profile, backend, server["preflight"] = await _preflight(
             profile, target, transport, probe, backend, workload, specs, status
         )

@@ -9,6 +9,7 @@ an encoder and a decoder cannot hide itself.
 from __future__ import annotations
 
 import asyncio
+import base64
 import itertools
 import json
 import time
@@ -123,6 +124,8 @@ async def stream(request: Any, body: dict, cfg: dict, log: Log, rid: str, recv_n
     await resp.prepare(request)
     entry = log.open(rid, recv_ns, request, p.prompt_tokens)
     entry["answer"] = ""
+    if cfg.get("log_bodies"):  # the request's bytes as received, for a byte-for-byte comparison
+        entry["body_b64"] = base64.b64encode(await request.read()).decode()
     # What was asked, as received: a test checks a multi-turn history against it.
     entry["messages" if p.chat else "prompt"] = body.get("messages" if p.chat else "prompt")
     if p.chat:  # the media the request carried, counted and decoded here (a test compares them)

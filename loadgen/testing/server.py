@@ -33,6 +33,8 @@ profile's ``target.extra_body`` puts it there), over the server's defaults:
     wrong_mod              n: with ``answer``, prompts whose crc32(text, utf-8) % n == 0 get a
                            wrong answer (a number off by one, else the first word changed), so a
                            test knows exactly which prompts of N change, whatever their order
+    log_bodies             chat and completions: the log's ``body_b64`` is the request body's bytes
+                           as received, base64 (a custom body compared byte for byte)
 
 The OpenAI stream itself is ``openai_stream.py``. The same server also speaks Triton's generate
 extension and SGLang's native ``/generate`` (``native.py``), and the Responses and Anthropic

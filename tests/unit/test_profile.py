@@ -49,7 +49,8 @@ class TestErrors:
             "eject_s, endpoint, "
             "model, api_key_env, headers, extra_body, ignore_eos, require_done, preflight, include_usage, "
             "continuous_usage_stats, prompt_format, context_overflow, transport, timeout_s, "
-            "connect_timeout_s, read_timeout_s, ca_bundle, verify_tls, secret_headers, reset_path"
+            "connect_timeout_s, read_timeout_s, ca_bundle, verify_tls, secret_headers, reset_path, template, "
+            "template_file, payloads"
         ]
 
     def test_bad_literal(self, tmp_path):
