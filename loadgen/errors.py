@@ -13,7 +13,8 @@ the CLI's one ``except LoadgenError`` covers it):
   ``analysis.cost.CostError`` (prices that cannot be used), ``workload.datasets.DatasetError``
   (a dataset file that cannot be read), ``workload.trace_files.TraceError`` (a trace file that
   cannot be replayed), ``workload.chat_template.ChatTemplateError`` (a tokenizer folder's chat
-  template that cannot be read, compiled or rendered).
+  template that cannot be read, compiled or rendered), ``backends.bodies.BodyError`` (a request
+  body template that does not compile or render JSON, a recorded body file that cannot be read).
 - ``LoadgenError, ImportError`` kinds: ``workload.prompts.MissingExtra`` (a setting needs an
   optional package that is not installed; the message names the extra).
 - ``LoadgenError`` kinds: ``report.ReportError`` (a report that cannot be written).
