@@ -136,3 +136,54 @@ def test_a_recorded_body_that_is_not_json_names_its_line(tmp_path):
     path = _write(tmp_path, "bodies.jsonl", '{"stream": true}\n{"stream": true,\n')
     with pytest.raises(ConfigError, match=rf"{path}, line 2: not JSON"):
         load_profile(None, overrides={"target.payloads": str(path)})
+
+
+def test_a_request_the_template_fails_on_mid_run_fails_alone(logged, tmp_path):
+    """A branch only later requests take names an undefined variable: the first request (the
+    one checked before the load) is sent, each later one fails alone as a client error naming
+    the line, and the server never sees those."""
+    logged.clear_log()
+    source = TEMPLATE.replace('"user"', '{% if id > 0 %}"x": {{ nope }},{% endif %}\n "user"')
+    prof = profile(
+        tmp_path, logged.url, target__template=source, workload__num_requests=3, load__concurrency=1
+    )
+    res = run(prof)
+    by_id = {r.id: r for r in res.records}
+    assert by_id[0].ok and [by_id[i].error_class for i in (1, 2)] == ["client", "client"]
+    assert "target.template, line 5: the template does not render ('nope' is undefined)" in str(
+        by_id[1].error_message
+    )
+    assert len(_bodies(logged)) == 2  # the preflight's and request 0's
+
+
+def test_tojson_writes_compact_json_not_html_escapes():
+    """|tojson keeps <, >, & and ' as they are (Jinja's own filter escapes them for HTML) and
+    writes no spaces: the bytes a JSON encoder would."""
+    from loadgen.backends.bodies import BodyTemplate
+    from loadgen.records import RequestSpec
+
+    spec = RequestSpec(id=7, prompt="<a & 'b'> é", messages=None, prompt_tokens=3, output_tokens=2)
+    body = BodyTemplate('{"p": {{ prompt|tojson }}, "n": {{ max_tokens }}}', "t").render(spec, "m")
+    assert body == '{"p": "<a & \'b\'> é", "n": 2}'.encode()
+
+
+def test_a_session_turn_sees_its_conversation(logged, tmp_path):
+    """Multi-turn: each turn's body carries its session's id, its turn and the messages so far
+    (the history the answers grew, then the new user message), as the record names them."""
+    logged.clear_log()
+    prof = profile(
+        tmp_path,
+        logged.url,
+        target__template=TEMPLATE,
+        workload__sessions={"turns": 3, "think_time_s": 0},
+        workload__num_requests=6,
+        load__concurrency=1,
+    )
+    res = run(prof)
+    log = logged.log()
+    seen = []
+    for rec in sorted(res.records, key=lambda r: r.id):
+        body = json.loads(base64.b64decode(log[rec.response_id]["body_b64"]))
+        assert body["session"] == {"id": rec.session_id, "turn": rec.turn, "messages": body["messages"]}
+        seen.append((rec.turn, len(body["messages"])))
+    assert sorted(seen) == [(1, 1), (1, 1), (2, 3), (2, 3), (3, 5), (3, 5)]
