@@ -13,19 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from loadgen.analysis.counts import filled
 from loadgen.analysis.distribution import distribution
-from loadgen.analysis.metrics import derived_columns
+from loadgen.analysis.groups import Split
 from loadgen.analysis.table import RecordTable
-from loadgen.records import CANCELLED
-from loadgen.summary.replicas import ReplicaLatency, ReplicaRow, Replicas, ReplicaTail
+from loadgen.summary.replicas import ReplicaRow, Replicas, ReplicaTail
 
 TAIL_METRICS = ("ttft_ms", "e2e_ms")  # the latencies whose pooled p99 the tail is read against
-
-
-def _latency(values: np.ndarray) -> ReplicaLatency:
-    d = distribution(values)
-    return {"p50": d["p50"], "p99": d["p99"]}
 
 
 def replicas(table: RecordTable, urls: Sequence[str], balance: str, seconds: float) -> Replicas | None:
@@ -34,37 +27,28 @@ def replicas(table: RecordTable, urls: Sequence[str], balance: str, seconds: flo
     index, has = table.ints("replica")
     if not has.any():
         return None
-    keep = ~table.column("warmup")
-    ok = table.column("ok")
+    split = Split.of(table, seconds)
     error = table.column("error_class")
-    failed = ~ok & (error != CANCELLED)
-    derived = derived_columns(table)
-    out_tokens = filled(table, "output_tokens")
-    measured = int(keep.sum())
-    pooled = {m: distribution(derived[m][keep & ok])["p99"] for m in TAIL_METRICS}
+    measured = int(split.measured.sum())
+    settled = split.measured & split.ok
+    pooled = {m: distribution(split.derived[m][settled])["p99"] for m in TAIL_METRICS}
     beyond = {
-        m: keep & ok & (derived[m] > p99) if p99 is not None else np.zeros(len(table), bool)
+        m: settled & (split.derived[m] > p99) if p99 is not None else np.zeros(len(table), bool)
         for m, p99 in pooled.items()
     }
 
     rows: list[ReplicaRow] = []
     for i, url in enumerate(urls):
-        mine = keep & has & (index == i)
-        mine_ok = mine & ok
-        classes, counts = np.unique(error[mine & failed].astype(str), return_counts=True)
+        mine = split.measured & has & (index == i)
+        row = split.figures(mine)
+        classes, counts = np.unique(error[mine & split.failed].astype(str), return_counts=True)
         rows.append(
             {
                 "replica": i,
                 "url": url,
-                "sent": int(mine.sum()),
-                "share": float(mine.sum() / measured) if measured else None,
-                "ok": int(mine_ok.sum()),
-                "failed": int((mine & failed).sum()),
+                "share": float(row["sent"] / measured) if measured else None,
+                **row,
                 "errors_by_class": {str(c): int(n) for c, n in zip(classes, counts, strict=True)},
-                "ttft_ms": _latency(derived["ttft_ms"][mine_ok]),
-                "tpot_ms": _latency(derived["tpot_ms"][mine_ok]),
-                "e2e_ms": _latency(derived["e2e_ms"][mine_ok]),
-                "output_tokens_per_s": float(out_tokens[mine_ok].sum() / seconds) if seconds > 0 else None,
                 "beyond_p99_ttft": int((mine & beyond["ttft_ms"]).sum()),
                 "beyond_p99_e2e": int((mine & beyond["e2e_ms"]).sum()),
             }
