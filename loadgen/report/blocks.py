@@ -3,7 +3,9 @@ so the two reports always say the same thing in the same order."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,3 +74,21 @@ def money(v: float | None) -> str:
     if v is None:
         return "-"
     return f"${v:,.2f}" if abs(v) >= 100 else f"${v:.4g}"
+
+
+# A split block's latency and throughput columns (models, replicas: analysis/groups.py's row).
+LATENCY_HEADER = (
+    "TTFT p50 (ms)",
+    "TTFT p99 (ms)",
+    "TPOT p50 (ms)",
+    "TPOT p99 (ms)",
+    "E2E p50 (ms)",
+    "E2E p99 (ms)",
+    "output tok/s",
+)
+
+
+def latency_cells(row: Mapping[str, Any]) -> tuple[str, ...]:
+    """A group row's cells under ``LATENCY_HEADER``."""
+    latencies = (row[m][q] for m in ("ttft_ms", "tpot_ms", "e2e_ms") for q in ("p50", "p99"))
+    return (*(num(v) for v in latencies), num(row["output_tokens_per_s"], 1))

@@ -8,7 +8,7 @@ model's while its TPOT stays the same.
 
 from __future__ import annotations
 
-from loadgen.report.blocks import Section, Table, Text, num
+from loadgen.report.blocks import LATENCY_HEADER, Section, Table, Text, latency_cells, num
 from loadgen.summary import Summary
 
 TITLE = "Models"
@@ -17,13 +17,7 @@ HEADER = (
     "sent",
     "ok",
     "failed",
-    "TTFT p50 (ms)",
-    "TTFT p99 (ms)",
-    "TPOT p50 (ms)",
-    "TPOT p99 (ms)",
-    "E2E p50 (ms)",
-    "E2E p99 (ms)",
-    "output tok/s",
+    *LATENCY_HEADER,
     "goodput req/s",
 )
 
@@ -39,13 +33,7 @@ def models_section(summary: Summary) -> Section | None:
             str(r["sent"]),
             str(r["ok"]),
             str(r["failed"]),
-            num(r["ttft_ms"]["p50"]),
-            num(r["ttft_ms"]["p99"]),
-            num(r["tpot_ms"]["p50"]),
-            num(r["tpot_ms"]["p99"]),
-            num(r["e2e_ms"]["p50"]),
-            num(r["e2e_ms"]["p99"]),
-            num(r["output_tokens_per_s"], 1),
+            *latency_cells(r),
             num(r["goodput_requests_per_s"]),
         )
         for r in block["by_model"]

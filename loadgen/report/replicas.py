@@ -8,7 +8,7 @@ held the most of the requests beyond the pooled p99 TTFT and E2E, beside its sha
 
 from __future__ import annotations
 
-from loadgen.report.blocks import Section, Table, Text, num
+from loadgen.report.blocks import LATENCY_HEADER, Section, Table, Text, latency_cells
 from loadgen.summary import Summary
 from loadgen.summary.replicas import Replicas
 
@@ -21,13 +21,7 @@ HEADER = (
     "ok",
     "failed",
     "errors",
-    "TTFT p50 (ms)",
-    "TTFT p99 (ms)",
-    "TPOT p50 (ms)",
-    "TPOT p99 (ms)",
-    "E2E p50 (ms)",
-    "E2E p99 (ms)",
-    "output tok/s",
+    *LATENCY_HEADER,
 )
 _POLICY = {
     "round_robin": "round robin",
@@ -70,13 +64,7 @@ def replicas_section(summary: Summary) -> Section | None:
             str(r["ok"]),
             str(r["failed"]),
             _errors(r["errors_by_class"]),
-            num(r["ttft_ms"]["p50"]),
-            num(r["ttft_ms"]["p99"]),
-            num(r["tpot_ms"]["p50"]),
-            num(r["tpot_ms"]["p99"]),
-            num(r["e2e_ms"]["p50"]),
-            num(r["e2e_ms"]["p99"]),
-            num(r["output_tokens_per_s"], 1),
+            *latency_cells(r),
         )
         for r in block["by_replica"]
     )
