@@ -13,7 +13,8 @@ are re-exported here, where callers first found them.
 Output agreement (``Comparison.agreements``): when runs kept their answers
 (``output.answers.keep``, ``--keep-answers``), each later run's answers against the first run's,
 prompt by prompt (``loadgen.analysis.agreement``). Each run's accuracy against expected answers
-is a table row (``QUALITY_ROWS``) when some run scored its answers.
+is a table row (``QUALITY_ROWS``) when some run scored its answers. Runs over several replica
+URLs add each replica's rows after the pooled ones (``analysis.compare_replicas``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from loadgen import metric_defs
 from loadgen.analysis import fidelity
 from loadgen.analysis.compare_curves import CurveComparison, curve_comparison
 from loadgen.analysis.compare_peers import conditions_diff, definitions, peer_warnings, read_source
+from loadgen.analysis.compare_replicas import PREFIX as REPLICA_PREFIX
+from loadgen.analysis.compare_replicas import replica_rows, replica_value
 from loadgen.analysis.condition_diff import (
     ABSENT,
     IGNORED_CONDITIONS,
@@ -101,9 +104,12 @@ QUALITY_ROWS: tuple[str, ...] = ("quality.accuracy", "quality.scored", "quality.
 
 def metric_value(summary: Summary, row: str) -> float | None:
     """The number behind a table row label: ``"ttft_ms p99"``, ``"goodput_rps"``, ``"sent"`` or
-    ``"fidelity.chunk_lag_ms p99"`` (None for a run without a fidelity block) or
-    ``"quality.accuracy"`` (None for a run that scored no answer)."""
+    ``"fidelity.chunk_lag_ms p99"`` (None for a run without a fidelity block),
+    ``"quality.accuracy"`` (None for a run that scored no answer) or ``"replica.1.tpot_ms p99"``
+    (``analysis.compare_replicas``: None for a run without that replica)."""
     metric, _, stat = row.partition(" ")
+    if metric.startswith(REPLICA_PREFIX):
+        return replica_value(summary, row)
     if metric in QUALITY_ROWS:
         quality: Mapping[str, Any] = summary.get("quality") or {}
         value = quality.get(metric.removeprefix("quality."))
@@ -265,6 +271,7 @@ def compare(paths: Sequence[str | Path]) -> Comparison:
     rows += FIDELITY_ROWS if any(s.get("fidelity") for s in summaries) else ()
     rows += QUALITY_ROWS[:2] if any(metric_value(s, QUALITY_ROWS[0]) is not None for s in summaries) else ()
     rows += QUALITY_ROWS[2:] if any(metric_value(s, QUALITY_ROWS[2]) is not None for s in summaries) else ()
+    rows += replica_rows(summaries)
     table = pd.DataFrame(
         {n: [metric_value(s, row) for row in rows] for n, s in zip(names, summaries)},
         index=list(rows),

@@ -219,3 +219,39 @@ def test_each_replicas_credentials_reach_no_file(pair, tmp_path):
         if f.is_file():
             text = f.read_bytes().decode(errors="replace")
             assert not [s for s in secrets if s in text], f
+
+
+@pytest.mark.slow
+def test_compare_gives_each_replica_slot_beside_the_pool(pair, tmp_path):
+    """Two runs over the same two replicas, the second with their order swapped: compare has
+    each slot's rows, every cell is that run's replica row, and the slot that became the L40S
+    shows the L40S's TPOT (the first run's slot 1 figure, not its own slot 0's)."""
+    import loadgen
+    from loadgen.report import compare as compare_report
+
+    fast, slow, _ = pair
+    runs = []
+    for i, urls in enumerate(([fast.url, slow.url], [slow.url, fast.url])):
+        prof = profile(
+            tmp_path / str(i),
+            None,
+            target__urls=urls,
+            workload__num_requests=40,
+            load__concurrency=4,
+            workload__output_tokens=16,
+        )
+        runs.append(run(prof))
+    cmp = loadgen.compare([r.run_dir for r in runs])
+    a, b = cmp.names
+    for slot in (0, 1):
+        for name, stat in (("share", ""), ("failed", ""), ("tpot_ms", "p50"), ("ttft_ms", "p99")):
+            row = f"replica.{slot}.{name}" + (f" {stat}" if stat else "")
+            for col, res in zip((a, b), runs, strict=True):
+                want = _rows(res)[slot][name]
+                assert cmp.table.at[row, col] == (want[stat] if stat else want), (row, col)
+    tpot = cmp.table.loc["replica.0.tpot_ms p50"]
+    assert tpot[b] > 2 * tpot[a]  # slot 0 went from the H100 to the L40S
+    assert tpot[b] == pytest.approx(cmp.table.at["replica.1.tpot_ms p50", a], rel=0.1)
+    assert cmp.relative.at["replica.0.tpot_ms p50", b] == pytest.approx(tpot[b] / tpot[a] - 1)
+    md = compare_report.markdown(cmp)
+    assert any(line.startswith("| replica.1.tpot_ms p99 | ") for line in md.splitlines())

@@ -185,3 +185,24 @@ class TestBadInput:
     def test_needs_two_runs(self):
         with pytest.raises(ValueError, match="at least two runs"):
             loadgen.compare([RUNS / "base-a"])
+
+
+def test_runs_against_one_url_have_no_replica_rows_and_a_missing_slot_is_empty():
+    """Replica rows appear only when some run has the block; a run with fewer replicas than
+    the other has empty cells in the slots it lacks, never another slot's figure."""
+    from loadgen.analysis.compare_replicas import replica_rows, replica_value
+
+    cmp = loadgen.compare([RUNS / "base-a", RUNS / "base-b"])
+    assert not [r for r in cmp.table.index if r.startswith("replica.")]
+    one = {"replicas": {"by_replica": [{"share": 1.0, "failed": 2, "tpot_ms": {"p50": 9.5, "p99": None}}]}}
+    assert replica_rows([summary("base-a"), one])[:3] == (
+        "replica.0.share",
+        "replica.0.failed",
+        "replica.0.output_tokens_per_s",
+    )
+    assert len(replica_rows([one])) == 3 + 3 * 2
+    assert replica_value(one, "replica.0.failed") == 2.0
+    assert replica_value(one, "replica.0.tpot_ms p50") == 9.5
+    assert replica_value(one, "replica.0.tpot_ms p99") is None
+    assert replica_value(one, "replica.1.tpot_ms p50") is None
+    assert replica_value(summary("base-a"), "replica.0.share") is None
