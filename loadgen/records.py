@@ -137,6 +137,16 @@ class RequestRecord:
     t_first_content_ns: int | None = None  # first answer (non-reasoning) content
     t_first_tool_ns: int | None = None  # first token of a tool call (its name or arguments)
     t_end_ns: int | None = None  # end of stream (or of the failure)
+    # HTTP phases of the answered attempt, stamped by the transport as close to the socket as it
+    # gets (httptools and httpx; aiohttp leaves them None); docs/metrics.md defines each. A request
+    # on a reused connection has no connection stamps (t_conn_start_ns .. t_tls_ns are None).
+    conn_reused: bool | None = None  # it went out on a connection that had carried a request before
+    t_conn_start_ns: int | None = None  # a fresh connection: the transport began opening it (resolving)
+    t_dns_ns: int | None = None  # the host's addresses known (at once for an IP literal; httpx: only then)
+    t_connect_ns: int | None = None  # the TCP handshake done
+    t_tls_ns: int | None = None  # the TLS handshake done (https:// only)
+    t_written_ns: int | None = None  # the request's last byte handed to the kernel
+    t_last_byte_ns: int | None = None  # the read that carried the response's last byte
     # Every token-bearing chunk (content and reasoning, in arrival order); role-only and empty
     # deltas, finish and usage events are not chunks.
     chunk_times_ns: list[int] = field(default_factory=list)

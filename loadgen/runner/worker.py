@@ -54,6 +54,12 @@ _TIME_FIELDS = (
     "t_first_content_ns",
     "t_first_tool_ns",
     "t_end_ns",
+    "t_conn_start_ns",  # the HTTP phases (records.py)
+    "t_dns_ns",
+    "t_connect_ns",
+    "t_tls_ns",
+    "t_written_ns",
+    "t_last_byte_ns",
 )
 
 

@@ -77,10 +77,17 @@ class ThreadedServer:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._dead = False
         self._sockets: list[socket.socket] = []  # never_accepts: the listener and its fillers
+        self._accepted = 0  # connections accepted (TLS: handshaken), for tests of connection reuse
 
     @property
     def url(self) -> str:
         return f"{'https' if self._tls is not None else 'http'}://{self.host}:{self.port}"
+
+    @property
+    def connections_accepted(self) -> int:
+        """Connections the server accepted so far (over TLS: whose handshake completed)."""
+        with self._lock:
+            return self._accepted
 
     @property
     def errors(self) -> list[str]:
@@ -177,6 +184,8 @@ class ThreadedServer:
         if task is not None:
             self._tasks.add(task)
         self._writers.add(writer)
+        with self._lock:
+            self._accepted += 1
         conn = Conn(reader, writer, one_byte=self._one_byte)
         try:
             if self._dead:

@@ -17,11 +17,17 @@ pending EOF (``eof_pending``, one ``poll`` with no wait, as curl and httpcore do
 races the next request past every check (the server's FIN still in flight when the request
 leaves) ends a *reused* connection before one byte of the answer: that request, and only that
 one, is sent once more on a fresh connection, and the consumer is told (``Consumer.resent``).
+
+The httptools and httpx transports also stamp each request's HTTP phases on its record
+(``record_of``): whether its connection was reused, and for a fresh one when resolving, the TCP
+handshake and the TLS handshake ended; then when its last byte went to the kernel and when the
+response's last byte was read. Once a request, never a read: the cost per token does not move.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import select
 import socket
 import ssl
@@ -75,6 +81,23 @@ class Consumer(Protocol):
         """The request is being sent again, at ``t_ns``, on a fresh connection: the reused one
         it went out on ended before a byte of the answer arrived (never called otherwise)."""
         ...
+
+
+def record_of(consumer: object) -> R.RequestRecord | None:
+    """The record a request's HTTP phases are stamped on: a streaming consumer's (``rec``, which
+    every protocol's ``SSEResponse`` has); a GET's collector and the helpers' sinks have none,
+    and their requests are not stamped. The transport writes only the phase fields (records.py)."""
+    rec = getattr(consumer, "rec", None)
+    return rec if isinstance(rec, R.RequestRecord) else None
+
+
+def ip_literal(host: str) -> bool:
+    """True for a numeric address, which needs no lookup (its DNS phase is nothing)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_keep_alive(value: str | None) -> tuple[float | None, int | None]:

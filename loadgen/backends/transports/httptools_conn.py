@@ -3,7 +3,10 @@ Protocol that stamps each read in ``data_received``, the earliest point Python s
 and, once every socket ready in that turn of the loop has been read (``ReadBatch``), parses it
 with httptools and pushes it into the request's consumer, with no task wake-up in between.
 One request at a time; the future ``start`` returns says whether the connection may carry
-another."""
+another. With a record to stamp, it stamps two of the request's HTTP phases: the request's last
+byte handed to the kernel (as ``write`` returns with nothing buffered, else when the buffer
+drains: the write limits are 0, so ``resume_writing`` says so) and the read that completed the
+response."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import cast
 
 import httptools
 
+from loadgen import records as R
 from loadgen.backends.transports.base import BadHTTP, ConnLife, Consumer, StreamBroken
 from loadgen.clock import now_ns
 
@@ -84,10 +88,16 @@ class HttptoolsConn(asyncio.Protocol):
         self._until_close = False  # the body ends when the server closes (no length, not chunked)
         self.got_bytes = False
         self.life = ConnLife()
+        self._rec: R.RequestRecord | None = None  # the record this request's phases go on
+        self._unwritten = False  # the request's last byte is still in the transport's buffer
 
     # -- driving a request
-    def start(self, request: bytes, consumer: Consumer) -> asyncio.Future[bool]:
+    def start(
+        self, request: bytes, consumer: Consumer, rec: R.RequestRecord | None = None
+    ) -> asyncio.Future[bool]:
         self._consumer = consumer
+        self._rec = rec
+        self._unwritten = False
         self._parser = httptools.HttpResponseParser(self)
         self._waiter = asyncio.get_running_loop().create_future()
         self._headers = {}
@@ -97,6 +107,11 @@ class HttptoolsConn(asyncio.Protocol):
         self.last_io_ns = now_ns()
         assert self.transport is not None, "connection_made runs before a connection is handed out"
         self.transport.write(request)
+        if rec is not None:
+            if self.transport.get_write_buffer_size():
+                self._unwritten = True
+            else:
+                rec.t_written_ns = now_ns()
         return self._waiter
 
     def fail(self, exc: BaseException) -> None:
@@ -112,6 +127,18 @@ class HttptoolsConn(asyncio.Protocol):
     # -- asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)
+        # Paused as soon as a byte waits, so resume_writing says the buffer emptied (asyncio's
+        # plain transport pauses above ``high``, its TLS one at ``high`` and above).
+        tls = transport.get_extra_info("sslcontext") is not None
+        self.transport.set_write_buffer_limits(high=1 if tls else 0, low=0)
+
+    def pause_writing(self) -> None:
+        return None  # one request at a time: nothing more to hold back
+
+    def resume_writing(self) -> None:
+        if self._unwritten and self._rec is not None:
+            self._unwritten = False
+            self._rec.t_written_ns = now_ns()
 
     def data_received(self, data: bytes) -> None:
         t = self.last_io_ns = now_ns()
@@ -168,6 +195,8 @@ class HttptoolsConn(asyncio.Protocol):
         if self._until_close and exc is None:
             # Valid HTTP/1.1: a body with neither Content-Length nor chunked framing ends with
             # the connection, and llhttp (httptools has no finish()) cannot say so itself.
+            if self._rec is not None:
+                self._rec.t_last_byte_ns = self.last_io_ns
             self._done(reuse=False)
             return
         if not self.got_bytes:
@@ -201,6 +230,8 @@ class HttptoolsConn(asyncio.Protocol):
         assert self._parser is not None  # called from inside its feed_data
         self._keep_alive = self._parser.should_keep_alive()
         self.life.answered(self._headers, self._keep_alive)
+        if self._rec is not None:
+            self._rec.t_last_byte_ns = self._t
 
     def _done(self, reuse: bool) -> None:
         self.busy = False

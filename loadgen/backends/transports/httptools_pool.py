@@ -9,14 +9,22 @@ the consumer, with no task wake-up in between. What is ours is a plain keep-aliv
 idle connections are reused only while the server's word allows it and their socket has no EOF
 pending (``ConnLife``, ``eof_pending``), broken ones dropped, and a watchdog enforces the read
 timeout. The connection itself is ``httptools_conn.py``'s.
+
+A fresh connection is opened in three steps, each stamped on the request's record (its HTTP
+phases): the host resolved (an IP literal without a lookup, as asyncio itself does), the TCP
+handshake (``sock_connect``, each address in turn), then TLS (``create_connection`` on the
+connected socket); a reused one has none of these stamps and ``conn_reused`` true.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
+from loadgen import records as R
 from loadgen.backends.transports.base import (
     RETRY_REASON,
     ConnectFailed,
@@ -26,6 +34,8 @@ from loadgen.backends.transports.base import (
     TransportOptions,
     classify_common,
     eof_pending,
+    ip_literal,
+    record_of,
     tls_context,
 )
 from loadgen.backends.transports.httptools_conn import HttptoolsConn, ReadBatch
@@ -45,6 +55,7 @@ class HttptoolsTransport:
         self._port = u.port or (443 if u.scheme == "https" else 80)
         self._ssl = tls_context(opts)
         self._prefix = u.path.rstrip("/").encode()
+        self._literal = ip_literal(self._host)
         host = self._host if u.port is None else f"{self._host}:{u.port}"
         lines = [f"Host: {host}"] + [
             f"{k}: {v}" for k, v in opts.headers.items() if k.lower() not in ("host", "content-length")
@@ -87,23 +98,26 @@ class HttptoolsTransport:
             # server closed it as the request left: it never read it), once, on a fresh
             # connection, and the consumer records it; a request answered in any part is
             # one record whatever became of it.
-            conn, reused = await self._acquire()
+            rec = record_of(consumer)
+            conn, reused = await self._acquire(rec)
             try:
-                await self._send(conn, request, consumer)
+                await self._send(conn, request, consumer, rec)
             except StreamBroken:
                 if not reused or conn.got_bytes:
                     raise
                 consumer.resent(now_ns(), RETRY_REASON)
-                conn, _ = await self._acquire(fresh=True)
-                await self._send(conn, request, consumer)
+                conn, _ = await self._acquire(rec, fresh=True)
+                await self._send(conn, request, consumer, rec)
         finally:
             if self._sem is not None:
                 self._sem.release()
 
-    async def _send(self, conn: HttptoolsConn, request: bytes, consumer: Consumer) -> None:
+    async def _send(
+        self, conn: HttptoolsConn, request: bytes, consumer: Consumer, rec: R.RequestRecord | None
+    ) -> None:
         self._active.add(conn)
         try:
-            reuse = await conn.start(request, consumer)
+            reuse = await conn.start(request, consumer, rec)
         except BaseException:
             conn.abort()
             raise
@@ -113,7 +127,7 @@ class HttptoolsTransport:
             conn.life.idle_since_ns = conn.last_io_ns
             self._idle.append(conn)
 
-    async def _acquire(self, fresh: bool = False) -> tuple[HttptoolsConn, bool]:
+    async def _acquire(self, rec: R.RequestRecord | None, fresh: bool = False) -> tuple[HttptoolsConn, bool]:
         """A connection and whether it carried requests before: an idle one the server still
         keeps (its word, and no EOF waiting on its socket), else a new one."""
         while self._idle and not fresh:
@@ -123,22 +137,13 @@ class HttptoolsTransport:
             transport = conn.transport
             sock = None if transport is None else transport.get_extra_info("socket")
             if conn.life.reusable(now_ns()) and not eof_pending(sock):
+                if rec is not None:
+                    rec.conn_reused = True
                 return conn, True
             conn.abort()
-        loop = asyncio.get_running_loop()
         where = f"{self._host}:{self._port}"
-        handshake_s = None if self._ssl is None else min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s)
         try:
-            _, conn = await wait_for(
-                loop.create_connection(
-                    lambda: HttptoolsConn(self._batch),
-                    self._host,
-                    self._port,
-                    ssl=self._ssl,
-                    ssl_handshake_timeout=handshake_s,
-                ),
-                self._opts.connect_timeout_s,
-            )
+            conn = await wait_for(self._open(rec), self._opts.connect_timeout_s)
         except asyncio.TimeoutError:
             what = f"no connection to {where} within {self._opts.connect_timeout_s} s"
             if self._ssl is not None:
@@ -153,6 +158,42 @@ class HttptoolsTransport:
         except OSError as exc:
             raise ConnectFailed(f"cannot connect to {where}: {exc}") from None
         return conn, False
+
+    async def _open(self, rec: R.RequestRecord | None) -> HttptoolsConn:
+        """A new connection, each of its phases stamped on ``rec``: resolved, connected, TLS."""
+        loop = asyncio.get_running_loop()
+        t_start = now_ns()
+        if self._literal:  # no lookup: the numeric form only, in microseconds, never a thread
+            infos = socket.getaddrinfo(
+                self._host, self._port, type=socket.SOCK_STREAM, flags=socket.AI_NUMERICHOST
+            )
+        else:
+            infos = await loop.getaddrinfo(self._host, self._port, type=socket.SOCK_STREAM)
+        t_dns = now_ns()
+        sock = await _connect(loop, infos)
+        t_connect = now_ns()
+        handshake_s = None if self._ssl is None else min(_TLS_HANDSHAKE_S, self._opts.connect_timeout_s)
+        try:
+            _, conn = await loop.create_connection(
+                lambda: HttptoolsConn(self._batch),
+                sock=sock,
+                ssl=self._ssl,
+                server_hostname=None if self._ssl is None else self._host,
+                ssl_handshake_timeout=handshake_s,
+            )
+        except BaseException:
+            sock.close()
+            raise
+        t_tls = None if self._ssl is None else now_ns()
+        if rec is not None:
+            rec.conn_reused = False
+            rec.t_conn_start_ns, rec.t_dns_ns, rec.t_connect_ns, rec.t_tls_ns = (
+                t_start,
+                t_dns,
+                t_connect,
+                t_tls,
+            )
+        return conn
 
     async def _watch(self) -> None:
         limit = int(self._opts.read_timeout_s * 1e9)
@@ -172,6 +213,25 @@ class HttptoolsTransport:
         for conn in self._idle + list(self._active):
             conn.abort()
         self._idle.clear()
+
+
+async def _connect(loop: asyncio.AbstractEventLoop, infos: list[Any]) -> socket.socket:
+    """A socket connected to the first of ``infos`` that accepts (asyncio's own order)."""
+    error: OSError = OSError(f"no address to connect to ({len(infos)} resolved)")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            error = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    raise error
 
 
 class _Collect:

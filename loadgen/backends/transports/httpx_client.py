@@ -8,6 +8,11 @@ before it (the probe's), and a connection whose ``Keep-Alive: max`` is spent is 
 last response ends, so httpcore drops it. httpcore raises the same error whether or not a partial
 status line came before a close, so a reused connection that ends before the response head is
 taken as unanswered and its request is sent once more.
+
+A request's HTTP phases come from httpcore's own trace events (the ``trace`` extension), never
+guessed: ``connect_tcp`` (its start and end; httpcore resolves a host name inside it, so only
+an IP literal, which needs no lookup, gets a DNS stamp), ``start_tls``, the request body sent
+(``send_request_body``) and the response body read to its end (``receive_response_body``).
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from loadgen.backends.transports.base import (
     classify_common,
     connect_timed_out,
     describe,
+    ip_literal,
     parse_keep_alive,
+    record_of,
     tls_context,
 )
 from loadgen.clock import now_ns
@@ -42,6 +49,7 @@ class HttpxTransport:
         self._httpx = httpx
         self._opts = opts
         self._https = opts.base_url.startswith("https://")
+        self._literal = ip_literal(httpx.URL(opts.base_url).host)
         self._connect_s = opts.connect_timeout_s
         self._idle_s = DEFAULT_IDLE_S
         self._probe = self._client_for(DEFAULT_IDLE_S)
@@ -78,23 +86,22 @@ class HttpxTransport:
     async def post_stream(self, path: str, body: bytes, consumer: Consumer) -> None:
         if self._client is None:
             self._client = self._client_for(self._idle_s)
-        opened: list[bool] = []
-
-        async def trace(event: str, info: Mapping[str, Any]) -> None:
-            if event == "connection.connect_tcp.started":
-                opened.append(True)
-
+        rec = record_of(consumer)
+        phases = _Phases(rec, self._literal)
         answered: list[bool] = []
         try:
-            await self._post(path, body, consumer, trace, answered)
+            await self._post(path, body, consumer, phases.trace, answered)
         except (self._httpx.RemoteProtocolError, self._httpx.ReadError, self._httpx.WriteError):
-            if opened or answered:
+            if phases.opened or answered:
                 raise
             consumer.resent(now_ns(), RETRY_REASON)
             # httpcore takes a pooled connection before opening one; the re-send must not land on
             # another that the same server is closing, so it goes on a client of its own.
             async with self._client_for(self._idle_s) as fresh:
-                await self._post(path, body, consumer, None, answered, fresh)
+                await self._post(path, body, consumer, phases.trace, answered, fresh)
+        finally:
+            if rec is not None:
+                rec.conn_reused = not phases.opened
 
     async def _post(
         self, path: str, body: bytes, consumer: Consumer, trace: Any, answered: list[bool], client: Any = None
@@ -155,3 +162,32 @@ class HttpxTransport:
         await self._probe.aclose()
         if self._client is not None:
             await self._client.aclose()
+
+
+class _Phases:
+    """One request's httpcore trace events as its record's phase stamps. ``opened``: the request
+    (its last attempt) went out on a connection httpcore opened for it."""
+
+    __slots__ = ("rec", "literal", "opened")
+
+    def __init__(self, rec: R.RequestRecord | None, literal: bool) -> None:
+        self.rec, self.literal, self.opened = rec, literal, False
+
+    async def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        t, rec = now_ns(), self.rec
+        if event == "connection.connect_tcp.started":
+            self.opened = True
+            if rec is not None:
+                rec.t_conn_start_ns = t
+                rec.t_dns_ns = t if self.literal else None
+                rec.t_connect_ns = rec.t_tls_ns = None
+        elif rec is None:
+            return
+        elif event == "connection.connect_tcp.complete":
+            rec.t_connect_ns = t
+        elif event == "connection.start_tls.complete":
+            rec.t_tls_ns = t
+        elif event == "http11.send_request_body.complete":
+            rec.t_written_ns = t
+        elif event == "http11.receive_response_body.complete":
+            rec.t_last_byte_ns = t
