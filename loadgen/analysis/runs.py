@@ -1,4 +1,5 @@
-"""A saved run's files: ``reports/<run-id>/summary.json`` and ``requests.jsonl``, written and read.
+"""A saved run's files: ``reports/<run-id>/summary.json`` and its records (``records.parquet`` or
+``requests.jsonl``, ``analysis.record_store``), written and read.
 
 The layout and field names are a documented interface (docs/design.md, "Result files"); anything
 renamed bumps ``SCHEMA_VERSION`` and ``load_summary`` refuses versions it does not know. It
@@ -15,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from loadgen.analysis import record_store
+from loadgen.analysis.record_store import LOG, STORE
 from loadgen.analysis.table import RecordTable
 from loadgen.errors import ResultError
 from loadgen.records import ReadReport, RequestRecord, read_records
@@ -25,6 +28,7 @@ __all__ = [
     "GROUND_TRUTH",
     "REQUESTS",
     "SCHEMA_VERSION",
+    "STORE",
     "SUMMARY",
     "load_records",
     "load_summary",
@@ -33,7 +37,7 @@ __all__ = [
     "write_summary",
 ]
 SUMMARY = "summary.json"
-REQUESTS = "requests.jsonl"
+REQUESTS = LOG  # requests.jsonl
 GROUND_TRUTH = "ground_truth.jsonl"
 
 
@@ -61,8 +65,8 @@ def _run_dir(path: str | Path) -> Path:
     p = Path(path)
     if p.is_file():
         p = p.parent
-    if not (p / REQUESTS).exists() and not (p / SUMMARY).exists():
-        raise ResultError(f"{p}: not a loadgen run directory (no {SUMMARY} or {REQUESTS})")
+    if not any((p / name).exists() for name in (REQUESTS, STORE, SUMMARY)):
+        raise ResultError(f"{p}: not a loadgen run directory (no {SUMMARY}, {STORE} or {REQUESTS})")
     return p
 
 
@@ -90,11 +94,13 @@ class SkippedLinesWarning(UserWarning):
     """A saved run's requests.jsonl had lines that do not parse (a killed run's torn last line)."""
 
 
-def _requests(path: str | Path) -> Path:
-    p = _run_dir(path) / REQUESTS
-    if not p.exists():
-        raise ResultError(f"{p} is missing")
-    return p
+def _records_file(path: str | Path) -> Path:
+    """The folder's record store, else its requests.jsonl (``record_store.read_run_table``)."""
+    d = _run_dir(path)
+    for name in (STORE, REQUESTS):
+        if (d / name).exists():
+            return d / name
+    raise ResultError(f"{d / REQUESTS} is missing (and so is {d / STORE})")
 
 
 def _warn_skipped(p: Path, report: ReadReport) -> None:
@@ -112,8 +118,10 @@ def load_records(path: str | Path, report: ReadReport | None = None) -> list[Req
     announced with a ``SkippedLinesWarning`` naming how many, never silently. A long run's
     records take gigabytes as Python objects: ``load_table`` reads the same in a few bytes a
     chunk, and is what every analysis reads."""
-    p = _requests(path)
+    p = _records_file(path)
     report = report if report is not None else ReadReport()
+    if p.name == STORE:
+        return list(record_store.iter_records(p))
     records = list(read_records(p, report))
     _warn_skipped(p, report)
     return records
@@ -122,8 +130,8 @@ def load_records(path: str | Path, report: ReadReport | None = None) -> list[Req
 def load_table(path: str | Path, report: ReadReport | None = None) -> RecordTable:
     """The records of a saved run as a ``RecordTable``, read a block at a time (never all of
     them as Python objects). Skipped lines are counted and warned about as by ``load_records``."""
-    p = _requests(path)
+    p = _records_file(path)
     report = report if report is not None else ReadReport()
-    table = RecordTable.from_file(p, report)
+    table = record_store.read_run_table(p.parent, report)
     _warn_skipped(p, report)
     return table

@@ -1,8 +1,8 @@
 """What saved runs answered: whether a run kept its answers, reading them back, and each later
 run's output agreement with the first (``compare``'s and ``gate``'s ``output_agreement``).
 
-Pure: reads a saved run's ``summary.json`` block and ``requests.jsonl``; the comparison of two
-runs' answers is ``loadgen.analysis.agreement``'s.
+Pure: reads a saved run's ``summary.json`` block and its records (the store or requests.jsonl);
+the comparison of two runs' answers is ``loadgen.analysis.agreement``'s.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from loadgen.analysis.agreement import Answer, agreement, read_answers
+from loadgen.analysis.record_store import STORE, store_rows
 from loadgen.analysis.runs import REQUESTS
 from loadgen.errors import ResultError
 from loadgen.summary import Summary
@@ -27,13 +28,26 @@ def answers_kept(summary: Summary) -> bool:
 def run_answers(run: str | Path) -> dict[int, Answer]:
     """``read_answers`` of a saved run (its directory or its summary.json); a missing or
     damaged requests.jsonl is a ``ResultError``."""
-    path = (Path(run).parent if Path(run).is_file() else Path(run)) / REQUESTS
+    folder = Path(run).parent if Path(run).is_file() else Path(run)
+    if (folder / STORE).exists():
+        return _store_answers(folder / STORE)
+    path = folder / REQUESTS
     if not path.exists():
         raise ResultError(f"{path} is missing: the run's answers are kept there")
     try:
         return read_answers(path)
     except ValueError as exc:
         raise ResultError(str(exc)) from None
+
+
+def _store_answers(store: Path) -> dict[int, Answer]:
+    """``read_answers`` of a record store: the same rows left out (warm-up, failed, none kept)."""
+    cols = ("id", "warmup", "ok", "answer", "prompt_hash", "answer_truncated")
+    return {
+        int(r["id"]): Answer(r["prompt_hash"], tuple(r["answer"]), bool(r["answer_truncated"]))
+        for r in store_rows(store, cols)
+        if r["ok"] and not r["warmup"] and r["answer"] is not None
+    }
 
 
 def agreements(run_dirs: Sequence[Path], kept: Sequence[bool]) -> tuple[dict[str, Any] | None, ...]:

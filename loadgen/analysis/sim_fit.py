@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from loadgen.analysis.record_store import read_run_table
 from loadgen.analysis.sim_fit_model import (
     FITTABLE,
     LATENCY,
@@ -39,7 +40,6 @@ from loadgen.analysis.sim_fit_model import (
     FitRejected,
 )
 from loadgen.analysis.sim_fit_replay import METRICS, FitStage, predict, read_stage, stage_from_table
-from loadgen.analysis.table import RecordTable
 from loadgen.sim import SimConfig, SimConfigError
 
 __all__ = [
@@ -110,11 +110,9 @@ def read_run(
     except SimConfigError as exc:
         raise FitError(f"{exc} (`loadgen sim --help` and docs/simulator.md list the presets)") from None
     try:
-        table = RecordTable.from_file(path / "requests.jsonl")
+        table = read_run_table(path)
     except OSError as exc:
-        raise FitError(
-            f"cannot read {path / 'requests.jsonl'} (the fit replays its requests): {exc}"
-        ) from None
+        raise FitError(f"cannot read the records of {path} (the fit replays its requests): {exc}") from None
     stage_col = table.column("stage")
     stages, skipped = [], []
     for i, st in enumerate(summary.get("stages") or [_whole_run(summary)]):

@@ -44,6 +44,7 @@ from loadgen.cli.common import (
 )
 from loadgen.cli.experiment import cmd_experiment
 from loadgen.cli.parser import build_parser, overrides
+from loadgen.cli.records import cmd_records
 from loadgen.clock import run_loop
 
 if TYPE_CHECKING:  # imported when a command runs, so `loadgen --help` starts fast
@@ -318,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "capacity": cmd_capacity,
             "selfcheck": cmd_selfcheck,
             "experiment": cmd_experiment,
+            "records": cmd_records,
         }[a.command](a)
     except Interrupted as exc:  # stopped before any load: nothing measured, nothing wrong
         print(f"loadgen: {exc}", file=sys.stderr)

@@ -72,6 +72,8 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
         out["target.preflight"] = False
     if getattr(a, "keep_answers", None):
         out["output.answers.keep"] = True
+    if getattr(a, "records", None):
+        out["output.records"] = a.records
     if a.sim is not None:
         out["target.url"] = out["target.urls"] = None
         out["sim.preset"] = a.sim

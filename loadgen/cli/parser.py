@@ -12,6 +12,7 @@ from loadgen.cli.argtypes import duration, parse_sla
 from loadgen.cli.capacity import add_parser as add_capacity
 from loadgen.cli.experiment import add_parser as add_experiment
 from loadgen.cli.overrides import FLAG_PATHS, overrides
+from loadgen.cli.records import add_parser as add_records
 from loadgen.cli.run_flags import add_parser as add_run
 from loadgen.cli.selfcheck import add_parser as add_selfcheck
 from loadgen.cli.sim_fit import add_parser as add_fit
@@ -53,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_capacity(sub, run)  # capacity and selfcheck borrow some of run's flags
     add_selfcheck(sub, run)
     add_experiment(sub)
+    add_records(sub)
     _profiles(sub)
     return p
 

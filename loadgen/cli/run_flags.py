@@ -193,6 +193,12 @@ def _run_output(run: argparse.ArgumentParser) -> None:
         help="keep each answer's text in requests.jsonl (output agreement between runs needs it)",
     )
     g.add_argument(
+        "--records",
+        choices=("jsonl", "columnar"),
+        help="how the run keeps its records: requests.jsonl (default), or records.parquet "
+        "(about 2 bytes a streamed token; output.records)",
+    )
+    g.add_argument(
         "--set",
         action="append",
         default=[],

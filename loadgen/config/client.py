@@ -86,6 +86,10 @@ class OutputConfig(StrictModel):
     progress: bool = True
     # Whether records keep the answers' text.
     answers: AnswersConfig = AnswersConfig()
+    # How the run keeps its records: "jsonl" (requests.jsonl, about 19 bytes a streamed token)
+    # or "columnar" (records.parquet, about 2 bytes a token, written from requests.jsonl when
+    # the load ends; chunk times to the microsecond). See docs/design.md, "Record store".
+    records: Literal["jsonl", "columnar"] = "jsonl"
 
     @field_validator("run_id")
     @classmethod

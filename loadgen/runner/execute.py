@@ -10,6 +10,7 @@ secrets the client sent before it is kept or written. A records file that stops 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import gc
 import time
@@ -17,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from loadgen.analysis.record_store import STORE, compact
 from loadgen.backends.stream import Live
 from loadgen.clock import now_ns
 from loadgen.live.stats import LiveStats
@@ -116,6 +118,8 @@ async def execute(
         await p.aclose()
     figures = fleet.figures((result.ended_ns - result.started_ns) / 1e9)
     planned = len(outcomes) if plan is not None else len(p.stages)
+    if profile.output.records == "columnar" and sink.error is None:
+        outcomes = _compacted(p, outcomes, status)
     return Executed(
         result,
         cpu_s,
@@ -220,14 +224,30 @@ async def _run_stages(
             watch.context.update(
                 stage=stage.index, stage_name=stage.name, stages=len(p.stages), load=stage.load()
             )
-        start = sink.offset
+        start, first_row = sink.offset, sink.count
         result = await fleet.run(stage.index, shape, limits, stop)
-        outcomes.append(StageOutcome(stage, result, sink.path, (start, sink.offset)))
+        outcomes.append(StageOutcome(stage, result, sink.path, (start, sink.offset), (first_row, sink.count)))
         first_id = max(first_id, result.max_id + 1)
         previous = stage
         if result.interrupted:
             break
     return outcomes
+
+
+def _compacted(
+    p: Prepared, outcomes: list[StageOutcome], status: Callable[[str], None]
+) -> list[StageOutcome]:
+    """The run's requests.jsonl compacted into its record store once the load is over (not a
+    cycle of the load's own), the log removed; the stages then read their rows from the store.
+    A store that cannot be written leaves the log, which every reader reads as well."""
+    log, store = p.run_dir / REQUESTS, p.run_dir / STORE
+    try:
+        compact(log, store)
+    except OSError as exc:
+        status(f"records stay in {log}: cannot write {store}: {exc.strerror or exc}")
+        return outcomes
+    log.unlink()
+    return [dataclasses.replace(o, path=store) for o in outcomes]
 
 
 def _joined(outcomes: list[StageOutcome]) -> DriveResult:

@@ -29,19 +29,25 @@ if TYPE_CHECKING:
 @dataclass(slots=True)
 class StageOutcome:
     """A stage as it ran: what was asked, the driver's result, and where its records are: one
-    contiguous byte span of requests.jsonl (stages never overlap), read back on demand."""
+    contiguous byte span of requests.jsonl (stages never overlap), read back on demand, and
+    the same records as a row span (``rows``): where they are once the run compacted its
+    records into the store (``path`` is then the store)."""
 
     stage: Stage
     result: DriveResult
     path: Path | None = None
     span: tuple[int, int] = (0, 0)
+    rows: tuple[int, int] = (0, 0)
 
     def table(self) -> RecordTable:
         """The stage's records, columnar (kept in the result when the driver kept them)."""
+        from loadgen.analysis.record_store import STORE, read_store
         from loadgen.analysis.table import RecordTable
 
         if self.path is None:
             return RecordTable.from_records(self.result.records)
+        if self.path.name == STORE:
+            return read_store(self.path, self.rows)
         return RecordTable.from_file(self.path, start=self.span[0], end=self.span[1])
 
 

@@ -42,6 +42,7 @@ from typing import Any, cast
 from loadgen import metric_defs
 from loadgen.analysis import metrics
 from loadgen.analysis import repeats as rp
+from loadgen.analysis.record_store import STORE, compact, concat_stores, read_store
 from loadgen.analysis.table import RecordTable
 from loadgen.backends import registry
 from loadgen.config import Profile
@@ -244,9 +245,12 @@ def _stage_figures(done: Sequence[Outcome], confidence: float) -> list[dict[str,
 
 
 def _pool_records(parent: Path, ran: Sequence[RunResult]) -> tuple[RecordTable, list[int]]:
-    """The repeats' requests.jsonl, one after another, as the parent's (bytes as written, a
-    torn last line ended so it cannot swallow the next repeat's first), and their table with
-    each repeat's row count."""
+    """The repeats' records, one after another, as the parent's: their requests.jsonl (bytes as
+    written, a torn last line ended so it cannot swallow the next repeat's first), or their
+    record stores when they kept them (a repeat killed before it compacted is compacted now);
+    and their table with each repeat's row count."""
+    if any((r.run_dir / STORE).exists() for r in ran):
+        return _pool_stores(parent, ran)
     try:
         with open(parent / REQUESTS, "wb") as out:
             for r in ran:
@@ -255,6 +259,19 @@ def _pool_records(parent: Path, ran: Sequence[RunResult]) -> tuple[RecordTable, 
     except OSError as exc:
         raise RunError(f"cannot pool the repeats' records into {parent / REQUESTS}: {exc}") from None
     tables = [RecordTable.from_file(r.run_dir / REQUESTS) for r in ran]
+    return RecordTable.concat(tables), [len(t) for t in tables]
+
+
+def _pool_stores(parent: Path, ran: Sequence[RunResult]) -> tuple[RecordTable, list[int]]:
+    stores = [r.run_dir / STORE for r in ran]
+    try:
+        for r, store in zip(ran, stores):
+            if not store.exists():
+                compact(r.run_dir / REQUESTS, store)
+        concat_stores(stores, parent / STORE)
+    except OSError as exc:
+        raise RunError(f"cannot pool the repeats' records into {parent / STORE}: {exc}") from None
+    tables = [read_store(s) for s in stores]
     return RecordTable.concat(tables), [len(t) for t in tables]
 
 

@@ -15,11 +15,12 @@ from typing import cast
 import numpy as np
 
 from loadgen.analysis import metrics, sla
+from loadgen.analysis.record_store import read_run_table
 from loadgen.analysis.table import RecordTable
 from loadgen.backends import registry
 from loadgen.memory import give_back_freed_memory
 from loadgen.redact import redact_profile, redact_url
-from loadgen.result import REQUESTS, SCHEMA_VERSION, write_summary
+from loadgen.result import SCHEMA_VERSION, write_summary
 from loadgen.runner import blocks, conditions, health
 from loadgen.runner.execute import Executed
 from loadgen.runner.prepare import Prepared
@@ -46,7 +47,7 @@ def summarize(p: Prepared, ex: Executed) -> Summary:
     that owns its math), then the SLA verdict, last and once, over the finished blocks."""
     profile = p.profile
     give_back_freed_memory()
-    table = RecordTable.from_file(p.run_dir / REQUESTS)
+    table = read_run_table(p.run_dir)
     reason = incomplete_reason(ex)
     streamed = registry.backend(profile.target.endpoint).streamed  # which metrics apply
     counts, window, measured = metrics.measure(table, sla=profile.sla, streamed=streamed)
