@@ -134,3 +134,14 @@ def media_line(media: Mapping[str, Any]) -> str:
         rates.append(f"{media['media_bytes_per_s'] / 1e6:.2f} MB/s")
     sent = f"{media['media_bytes'] / 1e6:.1f} MB sent"
     return "media       " + ", ".join(parts) + f"; {sent}" + (f"; {', '.join(rates)}" if rates else "")
+
+
+def http_phases_lines(summary: Summary) -> list[str]:
+    """Connection reuse and the p50 of each HTTP phase a request went through."""
+    block = summary["http_phases"]
+    phases: Mapping[str, Mapping[str, Any]] = block["phases_ms"]  # type: ignore[assignment]
+    p50 = ", ".join(f"{name} {d['p50']:.3g}" for name, d in phases.items() if d["p50"] is not None)
+    return [
+        f"http phases {block['fresh_connections']} fresh connections, {block['reused_connections']} reused "
+        f"({block['reuse_rate']:.0%}); p50 (ms) {p50}"
+    ]

@@ -399,6 +399,7 @@ LINES: dict[str, Callable[[Summary], list[str]]] = {
     "models": block_lines.models_lines,
     "replicas": block_lines.replicas_lines,
     "media": block_lines.media_lines,
+    "http_phases": block_lines.http_phases_lines,
     "speculative": block_lines.speculative_lines,
     "server": block_lines.server_lines,
 }

@@ -15,7 +15,8 @@ from typing import Any, Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from loadgen.backends import registry
-from loadgen.config import pooling
+from loadgen.config import agentic, pooling
+from loadgen.config.agentic import AgenticConfig
 from loadgen.config.base import Arrival, Int, StrDict, StrictModel, existing_file, field_msg
 from loadgen.config.client import MAX_WORKERS, ClientConfig, OutputConfig, ServerMetricsConfig
 from loadgen.config.lengths import FixedLength, LengthDist
@@ -139,6 +140,8 @@ class WorkloadConfig(StrictModel):
     # Generated media in each chat request's user message (media.py).
     images: ImagesConfig | None = None
     audio: AudioConfig | None = None
+    # Agentic rounds (agentic.py): generated tool-call or code sessions, or an agent trace replayed.
+    agentic: AgenticConfig | None = None
 
     @model_validator(mode="after")
     def _one_source(self):
@@ -169,6 +172,7 @@ class WorkloadConfig(StrictModel):
         media = [k for k in ("images", "audio") if getattr(self, k) is not None]
         if self.sessions is not None and media:
             raise field_msg(media[0], "media go in single requests; sessions carry text only, remove one")
+        agentic.check_workload(self)
         return self
 
     @model_validator(mode="after")
@@ -326,7 +330,7 @@ class Profile(StrictModel):
         load, work = self.load, self.workload
         if work.trace is not None and (load.stages or load.sweep is not None):
             raise field_msg("load", "stages and sweeps set their own rates; a trace replays its own")
-        rounds = work.tools is not None and work.tools.rounds > 1
+        rounds = (work.tools is not None and work.tools.rounds > 1) or work.agentic is not None
         if (work.sessions is not None or rounds) and (self.client.workers != 1 or self.client.ray):
             raise field_msg(
                 "client",
@@ -357,6 +361,12 @@ class Profile(StrictModel):
             if getattr(work, key) is not None and not registry.backend(self.target.endpoint).tool_use:
                 takes = ", ".join(registry.names(lambda b: b.tool_use))
                 raise field_msg("workload", f"{key}: endpoint {self.target.endpoint} sends none; use {takes}")
+        if work.agentic is not None and not registry.backend(self.target.endpoint).tool_use:
+            takes = ", ".join(registry.names(lambda b: b.tool_use))
+            raise field_msg(
+                "workload.agentic",
+                f"sends chat messages; endpoint {self.target.endpoint} takes none, use {takes}",
+            )
         return self
 
     @model_validator(mode="after")

@@ -20,6 +20,7 @@ import jsonschema
 from pydantic import BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from loadgen.config.base import STRICT, Int, StrictModel, existing_file, field_msg
+from loadgen.config.traffic import ThinkTime, seconds_are_fixed
 
 MAX_TOOLS = 128  # OpenAI's own limit on tools a request may list
 MAX_ROUNDS = 16
@@ -59,7 +60,8 @@ class ToolsConfig(StrictModel):
     ``tool_choice`` (``auto``, ``required``, ``none``, or a function's name). ``rounds``: the
     most rounds of one conversation: while the answer is a tool call and rounds are left, the
     next request sends the assistant's tool calls and a mocked result of ``result_tokens``
-    tokens for each, and measures the answer to that."""
+    tokens for each, after ``think_time_s`` (the tool's run time, drawn per round), and measures
+    the answer to that."""
 
     # OpenAI function tools offered with every chat request ({type: function, function: {name,
     # parameters}}).
@@ -73,6 +75,8 @@ class ToolsConfig(StrictModel):
     rounds: Int = Field(1, ge=1, le=MAX_ROUNDS)
     # Tokens of each mocked tool result sent back.
     result_tokens: Int = Field(32, ge=1, le=MAX_RESULT_TOKENS)
+    # Seconds a tool takes before its result is sent back: fixed, uniform or exponential.
+    think_time_s: Annotated[ThinkTime, BeforeValidator(seconds_are_fixed)] = ThinkTime()
 
     @model_validator(mode="before")
     @classmethod

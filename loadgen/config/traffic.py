@@ -110,7 +110,8 @@ class ThinkTime(StrictModel):
         return self
 
 
-def _seconds_are_fixed(v: object) -> object:
+def seconds_are_fixed(v: object) -> object:
+    """A bare number of seconds is a fixed think time (``think_time_s: 2``)."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         return {"kind": "fixed", "value": v}
     return v
@@ -126,7 +127,7 @@ class SessionsConfig(StrictModel):
     # Turns per session (a length distribution of turn counts).
     turns: LengthDist = FixedLength(value=4)
     # The user's pause between an answer and the next turn.
-    think_time_s: Annotated[ThinkTime, BeforeValidator(_seconds_are_fixed)] = ThinkTime()
+    think_time_s: Annotated[ThinkTime, BeforeValidator(seconds_are_fixed)] = ThinkTime()
 
     @model_validator(mode="after")
     def _turns_bounded(self):

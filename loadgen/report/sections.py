@@ -27,6 +27,7 @@ from loadgen.report.fidelity import fidelity_sections
 from loadgen.report.headline import headline_section, main_plot
 from loadgen.report.media import media_section
 from loadgen.report.models import models_section
+from loadgen.report.phases import phases_section
 from loadgen.report.replicas import replicas_section
 from loadgen.report.server import PLOT_NAME as SERVER_PLOT
 from loadgen.report.server import server_section
@@ -92,6 +93,7 @@ REPORT: tuple[tuple[str, Callable[[_Inputs], list[Section]]], ...] = (
     ("models", lambda i: _some(models_section(i.summary))),
     ("replicas", lambda i: _some(replicas_section(i.summary))),
     ("media", lambda i: _some(media_section(i.summary))),
+    ("http_phases", lambda i: _some(phases_section(i.summary))),
     ("precision", lambda i: [precision_section(i.summary)]),
     ("throughput", lambda i: [throughput_section(i.summary)]),
     ("errors", lambda i: [errors_section(i.summary)]),

@@ -24,6 +24,7 @@ from typing import Any, cast
 from loadgen.analysis import curve, fidelity, metrics, saturation, sla, traffic
 from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
+from loadgen.analysis.phases import http_phases
 from loadgen.analysis.precision import precision_block
 from loadgen.analysis.replicas import replicas as replicas_block
 from loadgen.analysis.saturation import waiting_samples
@@ -235,6 +236,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("models", _models),
     Block("replicas", _replicas),
     Block("media", _media),
+    Block("http_phases", lambda m, _built: http_phases(m.table)),
     Block("fidelity", _fidelity),
     Block("server", _server),
     Block("speculative", _speculative, stage=True),

@@ -23,6 +23,7 @@ from loadgen.analysis import repeats as rp
 from loadgen.analysis import sla as sla_mod
 from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
+from loadgen.analysis.phases import http_phases
 from loadgen.analysis.table import RecordTable
 from loadgen.config import Profile
 from loadgen.result import RunResult
@@ -159,6 +160,7 @@ POOLED: tuple[tuple[str, Pooler], ...] = (
     ("sessions", _sessions),
     ("models", _models),
     ("media", _media),
+    ("http_phases", lambda p, _built: http_phases(p.table)),  # the pooled records' phases
     ("fidelity", _fidelity),
     ("server", _server),
 )

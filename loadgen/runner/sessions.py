@@ -1,8 +1,11 @@
 """The multi-turn load shape: conversations, each turn waiting for the last one's answer.
 
-Two plans make conversations (``Plan``): a user's sessions (``workload.sessions``: turns and
-think times) and an agent's tool rounds (``workload.tool_rounds``: a tool call answered with
-its result, no think time, ended early by an answer that calls no tool: ``goes_on``).
+Plans make conversations (``Plan``): a user's sessions (``workload.sessions``: turns and think
+times), an agent's tool rounds (``workload.tool_rounds``: a tool call answered with its result
+after the tool's run time, ended early by an answer that calls no tool: ``goes_on``) and the
+agentic sessions of ``workload.agentic``. A ``Graph`` is a session whose calls form a DAG (an
+OpenTelemetry trace's LLM calls): a call is sent once every parent answered, after its pause,
+and carries their answers; calls whose parents are done run at once, side by side.
 
 A session sends turn 1, waits for its whole answer, waits the user's think time, then sends
 turn 2 carrying the history (the earlier messages and the answers the server really sent), and
@@ -21,9 +24,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
@@ -44,9 +47,19 @@ class Plan(Protocol):
     def spec(self, i: int, s: int, turn: int, history: Sequence[Turn]) -> tuple[RequestSpec, Turn]: ...
 
 
+@runtime_checkable
+class Graph(Protocol):
+    """A session of calls in dependency order (``workload.agentic.TraceDag``): ``nodes(s)`` gives
+    each call's parents (earlier calls); ``spec`` builds a call from its parents' answers."""
+
+    def nodes(self, s: int) -> Sequence[tuple[int, ...]]: ...
+    def think_s(self, s: int, node: int) -> float: ...
+    def spec(self, i: int, s: int, node: int, answers: Mapping[int, str]) -> RequestSpec: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Sessions:
-    plan: Plan
+    plan: Plan | Graph
     concurrency: int | None = None
     schedule_ns: Sequence[int] | npt.NDArray[np.int64] | None = None
 
@@ -87,6 +100,8 @@ class Sessions:
         turn is built at its deadline: its request id is only known then, the ids being shared
         with the later turns of the sessions already running.)"""
         plan = self.plan
+        if isinstance(plan, Graph):
+            return await self._graph(d, ids, s, t_ready, plan)
         history: list[Turn] = []
         for turn in range(1, plan.turns(s) + 1):
             if d.past_end(now_ns()):
@@ -111,3 +126,42 @@ class Sessions:
             if not plan.goes_on(answer.tool_calls):  # a text answer ends an agent's rounds
                 return True
         return True
+
+    async def _graph(
+        self, d: Dispatcher, ids: Iterator[int], s: int, t_ready: int | None, plan: Graph
+    ) -> bool:
+        """Run graph session ``s``: each call waits for its parents, takes an id, is built with
+        their answers, and is sent after its pause (from the last parent's answer; a root's from
+        the session's start). A call whose parent failed is not sent (it needs the answer that never came).
+        False when the run ran out of ids or time."""
+        nodes = plan.nodes(s)
+        done = [asyncio.Event() for _ in nodes]
+        answers: dict[int, str] = {}
+        t0 = now_ns() if t_ready is None else t_ready
+        stopped = False
+
+        async def call(k: int, parents: tuple[int, ...]) -> None:
+            nonlocal stopped
+            try:
+                for p in parents:
+                    await done[p].wait()
+                if stopped or any(p not in answers for p in parents):
+                    return
+                i = None if d.past_end(now_ns()) else next(ids, None)
+                if i is None:
+                    stopped = True
+                    return
+                spec = plan.spec(i, s, k, {p: answers[p] for p in parents})  # built before the pause
+                t = (now_ns() if parents else t0) + int(plan.think_s(s, k) * 1e9)
+                await sleep_until(t)
+                if d.past_end(now_ns()):
+                    stopped = True
+                    return
+                answer = await d.send(i, t, spec)
+                if answer is not None:
+                    answers[k] = answer.text
+            finally:
+                done[k].set()
+
+        await run_together(call(k, tuple(p)) for k, p in enumerate(nodes))
+        return not stopped

@@ -21,6 +21,7 @@ from loadgen.summary.extras import Fidelity, Quality, Sessions
 from loadgen.summary.measures import Counts, EndedBy, Metrics, MetricsGoodput, SlaBlock, SlaDetails, Window
 from loadgen.summary.media import Media
 from loadgen.summary.models import Models
+from loadgen.summary.phases import HttpPhases, PhaseDistributions
 from loadgen.summary.repeats import RepeatFigure, RepeatRun, Repeats
 from loadgen.summary.replicas import ReplicaLatency, ReplicaRow, Replicas, ReplicaTail
 from loadgen.summary.server import GaugeStats, ServerView, Speculative
@@ -80,6 +81,7 @@ class Summary(TypedDict, total=True):
     models: NotRequired[Models]
     replicas: NotRequired[Replicas]
     media: NotRequired[Media]
+    http_phases: NotRequired[HttpPhases]
     speculative: NotRequired[Speculative]
     precision: NotRequired[PrecisionBlock]
     """a one-stage run with load.until: the precision its stage reached (a multi-stage run's
@@ -104,11 +106,13 @@ __all__ = [
     "EndedBy",
     "Fidelity",
     "GaugeStats",
+    "HttpPhases",
     "LengthStats",
     "Media",
     "Metrics",
     "MetricsGoodput",
     "Models",
+    "PhaseDistributions",
     "Quality",
     "RepeatFigure",
     "RepeatRun",

@@ -19,6 +19,7 @@ from loadgen.config.stages import Stage
 from loadgen.records import MediaPart, RequestSpec
 from loadgen.summary import LengthStats
 from loadgen.summary.conditions import ConditionsTraffic
+from loadgen.workload.agentic import AgentPlan, agentic_plan
 from loadgen.workload.arrivals import arrival_offsets_ns, offsets_until
 from loadgen.workload.batches import Batches
 from loadgen.workload.chat_template import ChatTemplate, TemplateFit
@@ -125,11 +126,13 @@ class Workload:
         # A pooling protocol (embeddings, rerank): a batch of items a request (config/pooling.py
         # has ruled out every other source of prompts for it).
         self._batches = Batches(cfg, self._prompts, backend.query) if pooling and backend else None
-        self.sessions: SessionPlan | ToolRounds | None = None
-        if cfg.sessions is not None:  # a session's prefix group is drawn by its session id
+        self.sessions: SessionPlan | ToolRounds | AgentPlan | None = None
+        if cfg.agentic is not None:  # workload.agentic: generated or replayed agent sessions
+            self.sessions = agentic_plan(cfg, self._prompts, (self._system, self._system_tokens), count)
+        elif cfg.sessions is not None:  # a session's prefix group is drawn by its session id
             self.sessions = SessionPlan(cfg.sessions, cfg, self._prompts, endpoint, self._shared)
         elif tools is not None and tools.rounds > 1:  # conversation s opens with request s
-            self.sessions = ToolRounds(tools, self.single, self._prompts)
+            self.sessions = ToolRounds(tools, self.single, self._prompts, cfg.seed)
 
     def _counter(self) -> Callable[[str], int]:
         """How a given prompt's tokens are counted: the tokenizer's, or one a word."""

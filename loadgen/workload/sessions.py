@@ -16,12 +16,22 @@ import numpy as np
 
 from loadgen.backends import registry
 from loadgen.config import WorkloadConfig
-from loadgen.config.traffic import MAX_TURNS, SessionsConfig
+from loadgen.config.traffic import MAX_TURNS, SessionsConfig, ThinkTime
 from loadgen.records import RequestSpec
 from loadgen.workload.lengths import sample_lengths
 from loadgen.workload.prompts import chat_messages
 
-__all__ = ["SessionPlan", "Turn"]
+__all__ = ["SessionPlan", "Turn", "draw_think"]
+
+
+def draw_think(t: ThinkTime, rng: np.random.Generator) -> float:
+    """One pause of ``t``'s distribution in seconds, drawn from ``rng`` (a fixed one draws
+    nothing): a user's think time, or a tool's run time between an answer and the next round."""
+    if t.kind == "fixed":
+        return t.value
+    if t.kind == "uniform":
+        return float(rng.uniform(t.min, t.max))
+    return float(rng.exponential(t.mean)) if t.mean > 0 else 0.0
 
 
 class Turn:
@@ -65,13 +75,7 @@ class SessionPlan:
 
     def think_s(self, s: int, turn: int) -> float:
         """Seconds between the answer to ``turn - 1`` and the sending of ``turn``."""
-        t = self.cfg.think_time_s
-        if t.kind == "fixed":
-            return t.value
-        rng = self._rng(15, s, turn)
-        if t.kind == "uniform":
-            return float(rng.uniform(t.min, t.max))
-        return float(rng.exponential(t.mean)) if t.mean > 0 else 0.0
+        return draw_think(self.cfg.think_time_s, self._rng(15, s, turn))
 
     def lengths(self, s: int, turn: int) -> tuple[int, int]:
         """(new user message tokens, output tokens) of a turn."""

@@ -7,7 +7,8 @@ arguments the server really streamed) and one ``role: tool`` message per call: a
 result of ``tools.result_tokens`` tokens, deterministic in (seed, conversation, round, call).
 The answer to that is what a tool-using agent waits for; a text answer ends the conversation.
 Every round is a record with its turn number; conversations run as sessions do
-(``runner.sessions``), with no think time (a program, not a user, answers the call).
+(``runner.sessions``), each round after ``tools.think_time_s``: the tool's run time, drawn in
+(seed, conversation, round), not a user's pause.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from loadgen.config.tools import MAX_ROUNDS, MAX_TOOLS, ToolsConfig
 from loadgen.records import RequestSpec
-from loadgen.workload.sessions import Turn
+from loadgen.workload.sessions import Turn, draw_think
 
 # Tool results' texts are drawn from keys far above any request index, so none repeats a prompt.
 _RESULT_KEYS = 1 << 44
@@ -46,15 +49,18 @@ class ToolRounds:
     """The plan of tool-round conversations: ``spec`` builds round ``turn`` of conversation
     ``s``; ``goes_on`` says whether an answer calls for another round."""
 
-    def __init__(self, cfg: ToolsConfig, first: Callable[[int], RequestSpec], prompts: Any) -> None:
+    def __init__(
+        self, cfg: ToolsConfig, first: Callable[[int], RequestSpec], prompts: Any, seed: int = 0
+    ) -> None:
         """``first(s)``: conversation ``s``'s round-1 request (the workload's request ``s``)."""
-        self.cfg, self._first, self._prompts = cfg, first, prompts
+        self.cfg, self._first, self._prompts, self._seed = cfg, first, prompts, seed
 
     def turns(self, s: int) -> int:
         return self.cfg.rounds
 
     def think_s(self, s: int, turn: int) -> float:
-        return 0.0
+        """Seconds the tools of round ``turn - 1`` run before round ``turn`` is sent."""
+        return draw_think(self.cfg.think_time_s, np.random.default_rng([self._seed, 16, s, turn]))
 
     def goes_on(self, calls: Sequence[dict[str, str]]) -> bool:
         """Another round follows an answer that called a tool, and only such an answer."""

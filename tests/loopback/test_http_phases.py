@@ -16,8 +16,12 @@ import trustme
 
 from loadgen import records as R
 from loadgen.backends.transports import TransportOptions, make_transport
+from loadgen.cli.block_lines import http_phases_lines
 from loadgen.clock import now_ns
+from loadgen.report import write_report
 from loadgen.testing.hostile import HostileServer
+
+import helpers
 
 TRANSPORTS = ("httptools", "httpx")
 FRESH = 3  # requests sent at once: each on a connection of its own
@@ -144,3 +148,47 @@ def test_a_host_name_is_resolved_and_stamped_by_httptools(ca_file):
         tools, httpx = send("httptools", url, ca_file)[0], send("httpx", url, ca_file)[0]
     assert tools.t_conn_start_ns <= tools.t_dns_ns <= tools.t_connect_ns
     assert httpx.t_dns_ns is None and httpx.t_conn_start_ns <= httpx.t_connect_ns
+
+
+@pytest.mark.parametrize("kind", TRANSPORTS)
+def test_a_run_records_its_phases_and_the_summary_and_report_count_them(kind, server, ca_file, tmp_path):
+    """A whole run: every record carries its phases, the ``http_phases`` block counts exactly
+    the records' fresh and reused connections and each phase's sample, and the report and the
+    console show them."""
+    prof = helpers.profile(
+        tmp_path,
+        server.url,
+        **{
+            "target.transport": kind,
+            "target.ca_bundle": ca_file,
+            "workload.num_requests": 10,
+            "load.concurrency": 2,
+            "workload.output_tokens": 4,
+            "server_metrics.enabled": False,
+        },
+    )
+    res = helpers.run(prof)
+    recs = [r for r in R.read_records(res.run_dir / "requests.jsonl") if not r.warmup]
+    block = res.summary["http_phases"]
+    fresh = [r for r in recs if r.conn_reused is False]
+    assert len(recs) == 10 and all(r.conn_reused is not None for r in recs)
+    assert (block["requests"], block["fresh_connections"]) == (10, len(fresh))
+    assert block["reused_connections"] == 10 - len(fresh) and block["reuse_rate"] == (10 - len(fresh)) / 10
+    https = server.url.startswith("https")
+    assert block["tls_handshakes"] == (len(fresh) if https else 0)
+    counts = {name: d["count"] for name, d in block["phases_ms"].items()}
+    assert counts == {
+        "dns": len(fresh),
+        "connect": len(fresh),
+        "tls": len(fresh) if https else 0,
+        "write": 10,
+        "wait": 10,
+        "download": 10,
+    }
+    waits = sorted((r.t_first_byte_ns - r.t_written_ns) / 1e6 for r in recs)
+    assert block["phases_ms"]["wait"]["max"] == pytest.approx(waits[-1])
+    write_report(res.run_dir)
+    report = (res.run_dir / "report.md").read_text()
+    assert "## HTTP phases" in report and "wait: waiting for the first byte" in report
+    line = http_phases_lines(res.summary)[0]
+    assert line.startswith(f"http phases {len(fresh)} fresh connections, {10 - len(fresh)} reused")
