@@ -17,6 +17,7 @@ from loadgen import metric_defs
 from loadgen.analysis.saturation import queue_word
 from loadgen.cli import block_lines
 from loadgen.cli.block_lines import fidelity_line
+from loadgen.report.agentic import agentic_lines
 from loadgen.report.conditions import load_shape
 from loadgen.report.repeats import repeats_table
 from loadgen.summary import Curve, SlaBlock, Summary
@@ -396,6 +397,7 @@ def _print_warnings(con: Console, s: Summary) -> None:
 LINES: dict[str, Callable[[Summary], list[str]]] = {
     "quality": block_lines.quality_lines,
     "sessions": block_lines.sessions_lines,
+    "agentic": agentic_lines,
     "models": block_lines.models_lines,
     "replicas": block_lines.replicas_lines,
     "media": block_lines.media_lines,

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from loadgen import metric_defs
+from loadgen.report.agentic import agentic_section
 from loadgen.report.blocks import Alert, Image, Section, Table, Text, num, pct
 from loadgen.report.client_health import LITTLE_TOLERANCE, client_section, littles_law_section, warning_text
 from loadgen.report.conditions import conditions_section
@@ -90,6 +91,7 @@ REPORT: tuple[tuple[str, Callable[[_Inputs], list[Section]]], ...] = (
     ("latency", lambda i: [latency_section(i.summary)]),
     ("speculative", lambda i: _some(speculative_section(i.summary))),
     ("sessions", lambda i: _some(sessions_section(i.summary))),
+    ("agentic", lambda i: _some(agentic_section(i.summary))),
     ("models", lambda i: _some(models_section(i.summary))),
     ("replicas", lambda i: _some(replicas_section(i.summary))),
     ("media", lambda i: _some(media_section(i.summary))),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from loadgen.analysis import curve, fidelity, metrics, saturation, sla, traffic
+from loadgen.analysis.agentic import agentic as agentic_block
 from loadgen.analysis.media import media as media_block
 from loadgen.analysis.models import models as models_block
 from loadgen.analysis.phases import http_phases
@@ -39,6 +40,7 @@ from loadgen.server import telemetry as gpu_telemetry
 from loadgen.server.scraper import server_view
 from loadgen.server.speculative import speculative_block
 from loadgen.summary import (
+    Agentic,
     Capacity,
     Counts,
     Curve,
@@ -225,6 +227,15 @@ def _telemetry(m: MeasuredRun, _built: Built) -> Telemetry | None:
     return gpu_telemetry.telemetry_block(readings, span, tokens, m.profile.telemetry.price_per_kwh, warm)
 
 
+def _agentic(m: MeasuredRun, built: Built) -> Agentic | None:
+    """Per-session figures of agentic rounds (workload.agentic, tools.rounds > 1), with the
+    server block's prefix-cache hit (built before it)."""
+    w = m.profile.workload
+    kind = w.agentic.kind if w.agentic is not None else "tools" if w.tools and w.tools.rounds > 1 else None
+    server = cast("ServerView | None", built.get("server"))
+    return None if kind is None else agentic_block(m.table, kind, server)
+
+
 # The order is summary.json's, and the order a later builder may read an earlier block in.
 BLOCKS: tuple[Block, ...] = (
     Block("stages", _stages),
@@ -241,6 +252,7 @@ BLOCKS: tuple[Block, ...] = (
     Block("server", _server),
     Block("speculative", _speculative, stage=True),
     Block("telemetry", _telemetry, stage=True),
+    Block("agentic", _agentic),
 )
 
 # Written by the parent of repeated runs (runner/repeats.py), never by one run's summarize.

@@ -170,6 +170,7 @@ NOT_POOLED: dict[str, str] = {
     "precision": "each repeat stopped on its own precision (load.until); the pool has no stop of its own",
     "speculative": "the acceptance counters are per server process; not pooled yet",
     "telemetry": "the GPUs' readings are per repeat's window; not pooled yet",
+    "agentic": "a session id names one repeat's session; each repeat's block is its own, not pooled yet",
     "replicas": "each repeat's replicas block is its own; pooling across repeats is not built yet",
 }
 

@@ -14,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import Field, with_config
 from typing_extensions import NotRequired, TypedDict
 
+from loadgen.summary.agentic import Agentic, AgenticPrefixCache, AgenticStat
 from loadgen.summary.client import ClientHealth, ClientSelfcheck, ClientWarnings, ClientWorkers
 from loadgen.summary.common import DOCS, ClientVsServer, Distribution, LengthStats, ServerHistogram
 from loadgen.summary.conditions import Conditions
@@ -78,6 +79,7 @@ class Summary(TypedDict, total=True):
     fidelity: NotRequired[Fidelity]
     quality: NotRequired[Quality]
     sessions: NotRequired[Sessions]
+    agentic: NotRequired[Agentic]
     models: NotRequired[Models]
     replicas: NotRequired[Replicas]
     media: NotRequired[Media]
@@ -91,6 +93,9 @@ class Summary(TypedDict, total=True):
 
 __all__ = [
     "SCHEMA_VERSION",
+    "Agentic",
+    "AgenticPrefixCache",
+    "AgenticStat",
     "Capacity",
     "CapacityStages",
     "ClientHealth",
