@@ -6,6 +6,7 @@ real pages and commands is the slow tier's (tests/slow/test_guide_figures.py).""
 from __future__ import annotations
 
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -76,3 +77,11 @@ def test_every_quote_names_a_registered_command_and_an_existing_page(script):
     for q in script.QUOTES:
         assert q.command in names and (ROOT / q.page).is_file(), q
         assert q.rel > 0 or q.abs > 0 or q.fmt == "{:.0f}", q  # only whole counts are held exactly
+
+
+def test_every_quote_leads_to_exactly_one_figure_on_its_page(script):
+    """A page edited under a quote fails here, in the fast tier, before the slow run says so."""
+    pages = {q.page: (ROOT / q.page).read_text() for q in script.QUOTES}
+    for q in script.QUOTES:
+        found = re.findall(q.lead + script.NUMBER + (f"(?={q.trail})" if q.trail else ""), pages[q.page])
+        assert len(found) == 1, (q.page, q.lead, found)
