@@ -33,13 +33,10 @@ def _hit(a: Mapping[str, Any]) -> str:
 
 def agentic_section(summary: Summary) -> Section | None:
     """Per-session figures of an agentic run; None for a run without agentic sessions."""
-    a = summary.get("agentic")
+    a: Mapping[str, Any] | None = summary.get("agentic")
     if not a:
         return None
-    rows = tuple(
-        (label, *(num(a[key][k], 0 if key == "rounds_per_session" and k == "max" else 2) for k in HEADER[1:]))
-        for key, label in ROWS
-    )
+    rows = tuple((label, *(num(a[key][k]) for k in HEADER[1:])) for key, label in ROWS)
     share = pct(a["server_share"]) if a.get("server_share") is not None else "no"
     return Section(
         TITLE,

@@ -234,3 +234,23 @@ def test_a_trace_dag_sends_children_after_all_parents_with_their_answers(tmp_pat
     assert s["messages"] == [{"role": "user", "content": f"Merge {w1['answer']} with {w2['answer']}"}]
     a = res.summary["agentic"]
     assert (a["kind"], a["sessions"], a["rounds"]) == ("otlp", 1, 4)
+
+
+def test_tools_rounds_wait_the_tool_time_too(tmp_path, calls_tools):
+    """workload.tools with rounds: 2 and think_time_s (exponential, mean 30 ms), one at a time: the round that
+    carries the tool's result leaves after the call's end plus that conversation's draw, and
+    the agentic block counts the conversations (kind tools)."""
+    calls_tools.clear_log()
+    tools = {"functions": [{"type": "function", "function": {"name": "read_file"}}], "rounds": 2}
+    tools["think_time_s"] = {"kind": "exponential", "mean": 0.03}
+    one = {"load__concurrency": 1, "load__warmup_requests": 0}
+    prof = profile(tmp_path, calls_tools.url, workload__num_requests=6, workload__tools=tools, **one)
+    res = run(prof)
+    records = sorted(read_records(res.run_dir / REQUESTS), key=lambda r: (r.session_id, r.turn))
+    plan = Workload(prof.workload, "chat").sessions
+    sessions = _sessions(records)
+    assert [[r.turn for r in v] for v in sessions.values()] == [[1, 2]] * 3
+    assert len({plan.think_s(s, 2) for s in sessions}) == 3
+    for rounds in sessions.values():
+        _assert_waited(rounds, calls_tools.log(), plan.think_s)
+    assert (res.summary["agentic"]["kind"], res.summary["agentic"]["sessions"]) == ("tools", 3)
