@@ -88,9 +88,10 @@ def server_lines(summary: Summary) -> list[str]:
     hit = cache.get("hit_rate") if cache else None
     if cache is None or hit is None or not (hit > 0 or traffic.shares_prefix(summary)):
         return []
+    scope = f", replica {summary['server']['replica']} only" if "replica" in summary["server"] else ""
     return [
         f"prefix cache  server hit rate {cache['hit_rate']:.1%} "
-        f"({cache['hits']:,.0f} of {cache['queries']:,.0f} prompt tokens)"
+        f"({cache['hits']:,.0f} of {cache['queries']:,.0f} prompt tokens{scope})"
     ]
 
 

@@ -50,6 +50,13 @@ def load_rows(run_dir: str | Path) -> list[Row]:
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
+# A run over target.urls scrapes one replica's /metrics: said before its figures, not after.
+SCOPE = (
+    "Replica {0} only: loadgen scrapes the first replica's /metrics, so these figures, and the "
+    "client's means beside them, are over the requests replica {0} served, not the pool's."
+)
+
+
 def server_section(summary: Summary, plots: Sequence[Image] = ()) -> Section:
     """The server's figures (``view_rows``), llama.cpp's per-response timings, the means beside
     the client's and the server-view plot; a sentence instead when nothing was scraped."""
@@ -57,6 +64,8 @@ def server_section(summary: Summary, plots: Sequence[Image] = ()) -> Section:
     if not server or not server.get("available"):
         return Section(TITLE, (Text(_absent_text(server)),))
     blocks: list = [Table(("server view", "value"), view_rows(server), "ll")]
+    if "replica" in server:
+        blocks.insert(0, Text(SCOPE.format(server["replica"])))
     timings = timings_table(summary)
     if timings is not None:
         blocks.append(timings)

@@ -202,13 +202,28 @@ def _fidelity(m: MeasuredRun, _built: Built) -> Fidelity | None:
     return fidelity.assess(m.table, m.run_dir / GROUND_TRUTH) if m.sim_info is not None else None
 
 
+def _scraped(m: MeasuredRun) -> RecordTable:
+    """The requests the scraped ``/metrics`` counted. With target.urls only the first replica's
+    is scraped, so only its requests stand beside the server's figures (the client's means
+    against the server's, the stream's tokens against its speculative counters)."""
+    if len(m.profile.target.replica_urls) < 2:
+        return m.table
+    index, has = m.table.ints("replica")
+    return m.table.select(has & (index == 0))
+
+
 def _server(m: MeasuredRun, _built: Built) -> ServerView | None:
     series = m.executed.server_series
-    return None if series is None else server_view(series, m.window, bool(m.counts["warmup"]), m.table)
+    if series is None:
+        return None
+    view = server_view(series, m.window, bool(m.counts["warmup"]), _scraped(m))
+    if len(m.profile.target.replica_urls) > 1:
+        view["replica"] = 0
+    return view
 
 
 def _speculative(m: MeasuredRun, _built: Built) -> Speculative | None:
-    return speculative_block(m.scrapes, m.span, m.table)
+    return speculative_block(m.scrapes, m.span, _scraped(m))
 
 
 def _telemetry(m: MeasuredRun, _built: Built) -> Telemetry | None:

@@ -84,6 +84,9 @@ class ServerView(TypedDict, total=True):
     """the path scraped"""
     interval_s: NotRequired[float | None]
     """seconds between scrapes"""
+    replica: NotRequired[Annotated[int, Field(ge=0)]]
+    """runs over target.urls only: the replica whose /metrics was scraped (its index: only the first
+    replica's is), so every figure here, and the client's means beside them, are its requests' alone"""
     file: NotRequired[str]
     """the per-scrape file in the run folder"""
     scrapes: NotRequired[Annotated[int, Field(ge=0)]]

@@ -255,3 +255,29 @@ def test_compare_gives_each_replica_slot_beside_the_pool(pair, tmp_path):
     assert cmp.relative.at["replica.0.tpot_ms p50", b] == pytest.approx(tpot[b] / tpot[a] - 1)
     md = compare_report.markdown(cmp)
     assert any(line.startswith("| replica.1.tpot_ms p99 | ") for line in md.splitlines())
+
+
+@pytest.mark.slow
+def test_the_server_view_is_the_first_replicas_and_says_so(pair, tmp_path):
+    """Only the first replica's /metrics is scraped: the server block names it, its generation
+    counter's delta is exactly the tokens replica 0's records streamed (not the pool's), and the
+    report says so before the figures."""
+    fast, slow, _ = pair
+    prof = profile(
+        tmp_path,
+        None,
+        target__urls=[fast.url, slow.url],
+        workload__num_requests=24,
+        load__concurrency=4,
+        workload__output_tokens=16,
+    )
+    res = run(prof)
+    server = res.summary["server"]
+    assert server["available"] and server["replica"] == 0
+    mine = sum(r.output_tokens or 0 for r in res.records if r.replica == 0 and r.ok)
+    pooled = sum(r.output_tokens or 0 for r in res.records if r.ok)
+    assert server["tokens"]["generation"] == mine < pooled
+    from loadgen.report.server import server_section
+
+    first = server_section(res.summary).blocks[0]
+    assert first.text.startswith("Replica 0 only: loadgen scrapes the first replica's /metrics"), first
