@@ -101,8 +101,10 @@ def _mean(values: np.ndarray) -> float | None:
 
 def shares_prefix(summary: Mapping[str, Any]) -> bool:
     """The run's prompts were built to share a prefix: a shared system prompt, multi-turn
-    sessions (each turn repeats the history), or a trace whose blocks repeat."""
+    sessions or agent sessions (each turn or round repeats the history), or a trace whose
+    blocks repeat."""
     t = (summary.get("conditions") or {}).get("traffic") or {}
     prefix = t.get("prefix") or {}
     trace = t.get("trace") or {}
-    return bool(prefix.get("shared_tokens") or t.get("sessions") or trace.get("designed_prefix_reuse"))
+    history = t.get("sessions") or t.get("agentic")
+    return bool(prefix.get("shared_tokens") or history or trace.get("designed_prefix_reuse"))

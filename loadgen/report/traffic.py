@@ -29,6 +29,10 @@ SESSION_HEADER = (
 
 def traffic_text(traffic: Mapping[str, Any] | None) -> str | None:
     """The prompts' source in one line; None for synthetic prompts (the lengths table says all)."""
+    agent = (traffic or {}).get("agentic")
+    if agent:  # agent sessions: what shaped each round is the last answer, not a length table
+        where = f" from {agent['path']}" if agent.get("path") else ""
+        return f"agent sessions ({agent['kind']}{where}): each round built from the last answer"
     if not traffic or traffic.get("source", "synthetic") == "synthetic":
         return None
     source = traffic["source"]

@@ -216,6 +216,28 @@ class ConditionsTrafficSessions(TypedDict, total=False):
 
 
 @with_config(DOCS)
+class ConditionsTrafficAgentic(TypedDict, total=False):
+    """workload.agentic, when set: agent sessions whose next round is built from the last answer"""
+
+    kind: str
+    """workload.agentic.kind (config.agentic.AgenticKind): generated tool-call or code sessions, or a
+    replayed trace (AIPerf multi_turn, an OTLP export)"""
+    rounds: dict[str, Any]
+    """rounds of a generated session, a length distribution (kind and its parameters)"""
+    tool_time_s: dict[str, Any]
+    """seconds between an answer and the next round: kind (fixed, uniform, exponential) and its
+    parameters (a trace's own delays take its place)"""
+    result_tokens: dict[str, Any]
+    """tokens of each tool result or harness message, a length distribution"""
+    messages: int
+    """messages a code session's harness appends after each answer"""
+    path: str | None
+    """the local trace file (aiperf, otlp); null for a generated session"""
+    time_scale: float
+    """multiplies a trace's recorded delays"""
+
+
+@with_config(DOCS)
 class ConditionsTraffic(TypedDict, total=True):
     """what shaped the prompts (Workload.traffic): the source, and its figures; compare diffs these like any
     condition"""
@@ -228,6 +250,7 @@ class ConditionsTraffic(TypedDict, total=True):
     tasks: NotRequired[ConditionsTrafficTasks]
     prefix: NotRequired[ConditionsTrafficPrefix]
     sessions: NotRequired[ConditionsTrafficSessions]
+    agentic: NotRequired[ConditionsTrafficAgentic]
 
 
 @with_config(DOCS)

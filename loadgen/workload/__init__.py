@@ -181,6 +181,8 @@ class Workload:
             out["prefix"] = cfg.prefix.model_dump()
         if cfg.sessions is not None:
             out["sessions"] = cfg.sessions.model_dump()
+        if cfg.agentic is not None:
+            out["agentic"] = cfg.agentic.model_dump()
         return cast(ConditionsTraffic, out)
 
     def schedule_ns(self) -> np.ndarray | None:

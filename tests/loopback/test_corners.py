@@ -122,6 +122,17 @@ class TestTraffic:
         assert traffic_text({"source": "synthetic", "prefix": {"shared_tokens": 8}}) is None
         assert traffic_text(None) is None
 
+    def test_agent_sessions_say_their_kind_and_file(self):
+        generated = {"source": "synthetic", "agentic": {"kind": "code_session", "path": None}}
+        assert (
+            traffic_text(generated) == "agent sessions (code_session): each round built from the last answer"
+        )
+        dag = {"source": "synthetic", "agentic": {"kind": "otlp", "path": "traces/dag.json"}}
+        assert (
+            traffic_text(dag)
+            == "agent sessions (otlp from traces/dag.json): each round built from the last answer"
+        )
+
     def test_dataset_and_trace_lines(self):
         dataset = {"source": "dataset", "dataset": {"path": "data/s.json", "format": "auto", "entries": 60}}
         assert traffic_text(dataset) == "dataset data/s.json (auto, 60 entries)"

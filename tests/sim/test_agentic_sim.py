@@ -56,6 +56,10 @@ def test_a_generated_tool_session_runs_its_rounds_in_order(tmp_path):
     assert (a["sessions"], a["rounds"], a["rounds_per_session"]["max"]) == (3, 12, 4.0)
     assert a["prefix_cache"] == {"hit_rate": server["prefix_cache"]["hit_rate"], "source": "server /metrics"}
     assert a["prefix_cache"]["hit_rate"] > 0
+    # the conditions say what shaped the prompts: agent sessions, not plain synthetic prompts
+    agentic_conditions = res.summary["conditions"]["traffic"]["agentic"]
+    assert agentic_conditions["kind"] == "tool_rounds" and agentic_conditions["tool_time_s"]["mean"] == 0.01
+    assert agentic_conditions["rounds"] == {"kind": "fixed", "value": 4}
 
 
 def _llm(sid: str, start_ms: int, end_ms: int, prompt: str, output: str) -> dict:
