@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loadgen.analysis.repeats import TOO_FEW, bounded
+from loadgen.cli import track
 from loadgen.cli.common import EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_OK, EXIT_SLA_FAIL, die, raise_fd_limit
 from loadgen.clock import run_loop
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from loadgen.experiment.estimate import Measured
     from loadgen.experiment.run import PlanLine
     from loadgen.summary.experiment import ExperimentFile
+    from loadgen.tracking import ExperimentTracking, Status
 
 
 def add_parser(sub: Any) -> None:
@@ -48,12 +50,14 @@ def add_parser(sub: Any) -> None:
         "--id", dest="experiment_id", metavar="ID", help="the folder's name (default <time>-<name>)"
     )
     ep.add_argument("--api-key-env", metavar="VAR", help="environment variable holding the servers' API key")
+    track.add_flags(ep, profile=False)
 
 
 def cmd_experiment(a: argparse.Namespace) -> int:
     from loadgen.experiment import estimate
     from loadgen.experiment import run as exp_run
     from loadgen.experiment.spec import load_experiment, resolve_experiment
+    from loadgen.redact import Scrubber
 
     if a.file is None and a.resume is None:
         return die("give an experiment file (e.g. experiments/levers.yaml) or --resume DIR")
@@ -74,6 +78,14 @@ def cmd_experiment(a: argparse.Namespace) -> int:
         )
         return _dry_run(exp, source, set(state.todo()), earlier)
     print(f"experiment {state.folder}", file=sys.stderr, flush=True)
+    tracking = track.experiment_tracking(a, state.folder, state.data, Scrubber(extra=[api_key or ""]))
+
+    def on_done(cell_id: str) -> None:
+        if tracking is not None:
+            try:
+                tracking.cell_done(state.data, cell_id)
+            except Exception as exc:  # noqa: BLE001 - tracking never stops the experiment
+                track.warn(f"{exc}; cell {cell_id} is logged on --resume {state.folder}")
 
     async def main() -> exp_run.ExperimentResult:
         stop = asyncio.Event()
@@ -87,20 +99,33 @@ def cmd_experiment(a: argparse.Namespace) -> int:
             api_key=api_key,
             stop=stop,
             status=lambda m: print(f"  {m}", file=sys.stderr, flush=True),
+            on_done=on_done,
         )
 
     raise_fd_limit()
     try:
         result = run_loop(main())
     except exp_run.ExperimentInterrupted as exc:
+        _close(tracking, state.data, "KILLED")
         print(f"loadgen: {exc}", file=sys.stderr)
         return EXIT_INTERRUPTED
+    _close(tracking, result.state, "FAILED" if result.failed else "FINISHED")
     print(ranking_text(result.state))
     print(f"report   {result.folder / 'experiment.html'}")
     for cell_id in result.failed:
         first = (result.state["cells"][cell_id]["error"] or "").splitlines()[:1]
         print(f"FAILED   {cell_id}: {first[0] if first else ''}", file=sys.stderr)
     return EXIT_SLA_FAIL if result.failed else EXIT_OK
+
+
+def _close(tracking: ExperimentTracking | None, state: ExperimentFile, status: Status) -> None:
+    """End the parent run; a failure is a warning (the experiment's folder is complete)."""
+    if tracking is None:
+        return
+    try:
+        tracking.close(state, status)
+    except Exception as exc:  # noqa: BLE001 - tracking never changes the experiment's result
+        track.warn(f"{exc}; the parent run was not closed")
 
 
 def _dry_run(exp: Any, source: Path, todo: set[str] | None, earlier: Measured | None) -> int:

@@ -59,9 +59,11 @@ __all__ = ["EXIT_BAD_INPUT", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_SLA_FAIL", "bu
 
 
 def cmd_run(a: argparse.Namespace) -> int:
+    from loadgen.cli import track
     from loadgen.cli.console import print_summary
     from loadgen.cli.live_view import live_view
     from loadgen.config import load_profile
+    from loadgen.redact import Scrubber
 
     try:
         profile = load_profile(
@@ -80,6 +82,8 @@ def cmd_run(a: argparse.Namespace) -> int:
                 f"export {profile.target.api_key_env}=<your key>"
             )
 
+    out = profile.output
+    tracker = track.open_for(out.track, out.track_uri, Path(out.dir))  # exit 2 now, not after the run
     watch, view, exporters = live_view(a, profile)
     raise_fd_limit()
     try:
@@ -95,6 +99,10 @@ def cmd_run(a: argparse.Namespace) -> int:
     print_summary(result)
     if report is not None:
         print(f"report   {result.run_dir / 'report.html'}")
+    secrets = Scrubber(
+        profile.target.headers, extra=[api_key or ""], secret_names=profile.target.secret_headers
+    )
+    track.log_run(tracker, result.run_dir, secrets)
     return _run_exit_code(result, fail_on_sla=a.fail_on_sla)
 
 

@@ -39,6 +39,8 @@ FLAG_PATHS = {
     "workers": "client.workers",
     "ray": "client.ray",
     "out": "output.dir",
+    "track": "output.track",
+    "track_uri": "output.track_uri",
     "run_id": "output.run_id",
     "name": "name",
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, get_args
 
+from loadgen.cli import track
 from loadgen.cli.argtypes import duration, repeats
 from loadgen.config.base import Arrival
 
@@ -244,3 +245,4 @@ def _run_output(run: argparse.ArgumentParser) -> None:
         help="skip report.md/report.html/plots at the end (`loadgen report` makes them later)",
     )
     g.add_argument("--fail-on-sla", action="store_true", help="exit 1 when the SLA verdict is fail")
+    track.add_flags(g, profile=True)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import re
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 
 from loadgen.config.base import StrictModel
 from loadgen.config.traffic import AnswersConfig
+from loadgen.redact import redact_url
 
 MAX_WORKERS = 1024
 
@@ -86,6 +88,10 @@ class OutputConfig(StrictModel):
     progress: bool = True
     # Whether records keep the answers' text.
     answers: AnswersConfig = AnswersConfig()
+    # Log the finished run to an experiment tracker: mlflow or wandb (offline); `--track`.
+    track: Literal["mlflow", "wandb"] | None = None
+    # Where: an MLflow tracking URI, or W&B's offline folder (default: local, in `dir`); `--track-uri`.
+    track_uri: str | None = None
     # How the run keeps its records: "jsonl" (requests.jsonl, about 19 bytes a streamed token)
     # or "columnar" (records.parquet, about 2 bytes a token, written from requests.jsonl when
     # the load ends; chunk times to the microsecond). See docs/design.md, "Record store".
@@ -98,5 +104,17 @@ class OutputConfig(StrictModel):
             raise ValueError(
                 f"{v[:60]!r} cannot name the run's folder: use 1-128 letters, digits, "
                 f"'.', '_' or '-', starting with a letter or digit (no '/' or '..')"
+            )
+        return v
+
+    @field_validator("track_uri")
+    @classmethod
+    def _no_login(cls, v: str | None) -> str | None:
+        # The profile is recorded in summary.json: a password in the URI would be too.
+        parts = urlsplit(v or "")
+        if v is not None and ("@" in parts.netloc or (parts.query and redact_url(v) != v)):
+            raise ValueError(
+                "a login or secret in the tracking URI would be recorded with the run; give it to the "
+                "backend instead (MLFLOW_TRACKING_USERNAME / MLFLOW_TRACKING_PASSWORD, MLFLOW_TRACKING_TOKEN)"
             )
         return v

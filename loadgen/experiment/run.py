@@ -132,8 +132,10 @@ async def run(
     api_key: str | None = None,
     stop: asyncio.Event | None = None,
     status: Status = lambda _m: None,
+    on_done: Callable[[str], None] = lambda _cell_id: None,
 ) -> ExperimentResult:
-    """Run every cell not yet done, then pool, rank and report."""
+    """Run every cell not yet done, then pool, rank and report; ``on_done`` is told each cell
+    id once its state says done (the tracker logs it then)."""
     stop = stop or asyncio.Event()
     by_id = {c.id: c for c in cells_mod.cells(exp)}
     todo = state.todo()
@@ -163,6 +165,7 @@ async def run(
             status(f"cell {cell_id} failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
             continue
         state.update(cell_id, state=DONE, ended_at=now(), run_dir=_rel(state, run_dir))
+        on_done(cell_id)
     return finish(exp, source, state)
 
 
