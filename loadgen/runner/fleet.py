@@ -18,7 +18,7 @@ from loadgen.records import JsonlSink, RequestRecord
 from loadgen.runner.answers import answer_policy
 from loadgen.runner.channel import Channel, ProcessChannel
 from loadgen.runner.driver import DriveResult, Limits, drive
-from loadgen.runner.plan import pool_size
+from loadgen.runner.plan import connections
 from loadgen.runner.pool import WorkerPool
 from loadgen.runner.prepare import Prepared
 from loadgen.runner.shapes import LoadShape
@@ -131,7 +131,7 @@ class Workers:
 
             write_line = write_and_see
         pool = WorkerPool(channels, write_line, keep, p.live)
-        size = pool_size(p.stages)
+        size = connections(p.stages, p.profile.workload)
         per_worker = None if size is None else math.ceil(size / n)
         jobs = [WorkerJob(k, p.profile, p.target, p.model, per_worker) for k in range(n)]
         try:

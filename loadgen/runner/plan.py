@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from loadgen.analysis.precision import Precision, record_value
+from loadgen.config import WorkloadConfig
 from loadgen.config.stages import TRACE, Stage
 from loadgen.config.until import parse_until
 from loadgen.runner.driver import DriveResult, Limits
@@ -122,6 +123,16 @@ def shape_for(
     schedule = stage_schedule(stage, seed, rate_from)
     assert schedule is not None  # an open-loop stage has a rate
     return OpenLoop(schedule, stage.max_concurrency), limits
+
+
+def connections(stages: Sequence[Stage], work: WorkloadConfig) -> int | None:
+    """The pool's cap for a run: ``pool_size``, except for a trace DAG's replay, whose parallel
+    calls share their session's slot. The sessions already bound what is in flight there; a cap
+    of one connection a slot would queue a session's parallel calls behind each other inside
+    the client, after their send was stamped, and add that wait to their latencies."""
+    if work.agentic is not None and work.agentic.kind == "otlp":
+        return None
+    return pool_size(stages)
 
 
 def pool_size(stages: Sequence[Stage]) -> int | None:

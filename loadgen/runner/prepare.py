@@ -32,7 +32,7 @@ from loadgen.errors import RunError
 from loadgen.redact import Scrubber
 from loadgen.result import GROUND_TRUTH
 from loadgen.runner.driver import Backend, SpecSource
-from loadgen.runner.plan import pool_size
+from loadgen.runner.plan import connections
 from loadgen.runner.preflight import Preflight, preflight
 from loadgen.runner.replicas import Balanced, open_replicas
 from loadgen.runner.replicas import balanced as balanced_over
@@ -118,7 +118,7 @@ def target_for(profile: Profile, url: str, api_key: str | None, sim_info: dict[s
     # Closed loop or capped open loop: exactly as many connections as requests in flight (on
     # each replica: any one may hold them all). Uncapped open loop: no cap, or the pool would
     # silently queue (coordinated omission).
-    cap = pool_size(resolve_stages(load, profile.workload))
+    cap = connections(resolve_stages(load, profile.workload), profile.workload)
     urls = t.replica_urls if len(t.replica_urls) > 1 else (url,)
     opts_list, secrets_seen = [], [api_key or ""]
     for each in urls:

@@ -201,7 +201,17 @@ def _llm(sid: str, start_ms: int, end_ms: int, prompt: str, output: str) -> dict
     return span
 
 
-def test_a_trace_dag_sends_children_after_all_parents_with_their_answers(tmp_path, texts):
+# An open loop (one session arrival every 0.5 s) and a closed loop of one session at a time: in
+# both the parallel workers overlap (a closed loop's pool is not capped at one connection a slot
+# for a DAG, or they would queue behind each other inside the client).
+DAG_LOADS = {
+    "open": {"load__concurrency": None, "load__rate": 2, "load__arrival": "constant"},
+    "closed": {"load__concurrency": 1},
+}
+
+
+@pytest.mark.parametrize("loop", DAG_LOADS)
+def test_a_trace_dag_sends_children_after_all_parents_with_their_answers(tmp_path, texts, loop):
     """A plan, two parallel workers reading it, a summary reading both (and a tool span, not an
     LLM call): each worker is received after the plan's answer ended plus its recorded gap
     (times 0.1), the summary after both workers'; each input has the parents' recorded output
@@ -217,10 +227,7 @@ def test_a_trace_dag_sends_children_after_all_parents_with_their_answers(tmp_pat
     path = tmp_path / "trace.json"
     path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
     agentic = {"kind": "otlp", "path": str(path), "time_scale": 0.1}
-    # An open loop (one session arrival every 0.5 s): its pool has no cap, so the parallel
-    # workers are not queued behind each other on a closed loop's one connection.
-    load = {"load__concurrency": None, "load__rate": 2, "load__arrival": "constant"}
-    prof, res, records, log = _run(tmp_path, texts, 4, agentic, workload__output_tokens=40, **load)
+    prof, res, records, log = _run(tmp_path, texts, 4, agentic, workload__output_tokens=40, **DAG_LOADS[loop])
     assert [(r.session_id, r.turn) for r in records] == [(0, 1), (0, 2), (0, 3), (0, 4)]
     p, w1, w2, s = (log[r.response_id] for r in records)
     plan = Workload(prof.workload, "chat").sessions
