@@ -83,6 +83,14 @@ def experiment_tracking(
     from loadgen.tracking.experiment import saved
 
     before = saved(folder)
+    if before is not None and a.track not in (None, before["backend"]):
+        raise ConfigError(
+            [
+                f"--track {a.track}: {folder} is tracked in {before['backend']} (its tracking.json); "
+                f"resume it with --track {before['backend']} (or without --track), or start a new experiment"
+            ],
+            what="flags",
+        )
     kind = a.track or (before["backend"] if before else None)
     uri = a.track_uri or (before["uri"] if before else None)
     if uri is not None and REDACTED in uri:

@@ -15,6 +15,7 @@ console and CPU are not W&B's to take.
 
 from __future__ import annotations
 
+import secrets
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,8 +45,7 @@ class WandbTracker:
     def open_parent(self, run: TrackedRun, run_id: str | None = None) -> str:
         if run_id is not None:
             return run_id
-        with self._errors("choose the parent's id"):
-            return str(self._wandb.util.generate_id())
+        return secrets.token_hex(4)  # W&B's own ids are 8 characters too
 
     def close_parent(self, run_id: str, run: TrackedRun, status: Status) -> None:
         self._write(run, dict(run.params), job_type="experiment", run_id=run_id, exit_code=_EXIT[status])

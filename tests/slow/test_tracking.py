@@ -125,10 +125,8 @@ class TestRun:
             assert not any(p.is_file() and secret.encode() in p.read_bytes() for p in stored)
 
 
-@pytest.fixture(scope="module")
-def experiment(tmp_path_factory) -> Path:
-    """A 2-cell experiment (one simulator backend, gpu: [h100, a100]) run with --track mlflow."""
-    tmp = tmp_path_factory.mktemp("exp")
+def run_experiment(tmp: Path, eid: str, *flags: str) -> None:
+    """A 2-cell experiment (one simulator backend, gpu: [h100, a100]) in ``tmp/eid``."""
     (tmp / "work.yaml").write_text(
         "name: tiny\ntarget: {endpoint: chat, ignore_eos: true}\n"
         "workload: {seed: 0, input_tokens: 64, output_tokens: 16}\n"
@@ -140,10 +138,17 @@ def experiment(tmp_path_factory) -> Path:
         "  - name: sim\n    sim: {preset: 'llama3-8b-fp16@{gpu}'}\n    matrix: {gpu: [h100, a100]}\n"
     )
     proc = cli(
-        "experiment", str(tmp / "exp.yaml"), "--out", str(tmp), "--id", "e1", "--track", "mlflow",
-        "--api-key-env", "TRACK_TEST_KEY", env=env(), timeout=240,
+        "experiment", str(tmp / "exp.yaml"), "--out", str(tmp), "--id", eid,
+        "--api-key-env", "TRACK_TEST_KEY", *flags, env=env(), timeout=240,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory) -> Path:
+    """The 2-cell experiment run with --track mlflow."""
+    tmp = tmp_path_factory.mktemp("exp")
+    run_experiment(tmp, "e1", "--track", "mlflow")
     return tmp
 
 
@@ -293,3 +298,31 @@ def test_wandb_offline_run_holds_the_conditions_figures_and_files(tmp_path):
     for p in path.parent.rglob("*"):
         if p.is_file():
             assert HEADER_SECRET.encode() not in p.read_bytes() and KEY_SECRET.encode() not in p.read_bytes()
+
+
+def test_wandb_experiment_tracked_on_resume_is_a_group_with_its_cells(tmp_path):
+    """An experiment run untracked, then ``--resume --track wandb``: both done cells are logged
+    then (job_type cell, group = the experiment), with the parent (job_type experiment); a later
+    ``--resume --track mlflow`` is refused (exit 2): the parent is in W&B."""
+    pytest.importorskip("wandb")
+    run_experiment(tmp_path, "u1")
+    proc = cli("experiment", "--resume", str(tmp_path / "u1"), "--track", "wandb", env=env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "tracked 2 cells done before" in proc.stderr
+    found = []
+    for path in sorted(tmp_path.glob("wandb/offline-run-*/run-*.wandb")):
+        (r,) = [r.run for r in wandb_records(path) if r.WhichOneof("record_type") == "run"]
+        found.append((r.job_type, r.display_name, r.run_group, r.project))
+    assert sorted(found) == [
+        ("cell", "sim--gpu=a100--repeat-1", "u1", "tracked"),
+        ("cell", "sim--gpu=h100--repeat-1", "u1", "tracked"),
+        ("experiment", "u1", "u1", "tracked"),
+    ]
+    saved = json.loads((tmp_path / "u1" / "tracking.json").read_text())
+    assert saved["backend"] == "wandb" and sorted(saved["logged"]) == [
+        "sim--gpu=a100/repeat-1",
+        "sim--gpu=h100/repeat-1",
+    ]
+    again = cli("experiment", "--resume", str(tmp_path / "u1"), "--track", "mlflow", env=env(), timeout=120)
+    assert again.returncode == 2
+    assert "is tracked in wandb" in again.stderr
