@@ -25,6 +25,7 @@ RUNS = [
     ("client_scaling.py --workers 1 --requests 32 --concurrency 4 --repeats 1", "client us/token"),
     ("fidelity.py --repeats 1 --requests 16", "loadgen/httptools"),
     ("capacity_virtual.py --truth 32.7 --seeds 1 --max-stages 3", "confirmed within 0.90-1.00 x truth:"),
+    ("record_store.py --requests 200 --tokens 16", "records.parquet, 1 us (columnar)"),
 ]
 
 
