@@ -102,7 +102,7 @@ def cmd_run(a: argparse.Namespace) -> int:
     secrets = Scrubber(
         profile.target.headers, extra=[api_key or ""], secret_names=profile.target.secret_headers
     )
-    track.log_run(tracker, result.run_dir, secrets)
+    track.log_run(tracker, result.run_dir, secrets, records=a.track_records)
     return _run_exit_code(result, fail_on_sla=a.fail_on_sla)
 
 

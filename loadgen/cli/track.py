@@ -42,6 +42,11 @@ def add_flags(parser: Any, *, profile: bool) -> None:
         help="MLflow tracking URI (http://host:5000, sqlite:///x.db) or W&B's offline folder "
         "(default: the runs' folder: <out>/mlflow.db, <out>/wandb)",
     )
+    parser.add_argument(
+        "--track-records",
+        action="store_true",
+        help="log the request records (requests.jsonl / .parquet) as artifacts too: the bulk of a run",
+    )
 
 
 def open_for(kind: str | None, uri: str | None, out: Path) -> Tracker | None:
@@ -58,14 +63,14 @@ def open_for(kind: str | None, uri: str | None, out: Path) -> Tracker | None:
     return open_tracker(kind, uri, out)
 
 
-def log_run(tracker: Tracker | None, run_dir: Path, scrubber: Scrubber) -> None:
+def log_run(tracker: Tracker | None, run_dir: Path, scrubber: Scrubber, *, records: bool = False) -> None:
     """Log a finished run folder; a failure is a warning."""
     if tracker is None:
         return
     from loadgen.tracking import TrackingError, track_run
 
     try:
-        run_id = track_run(tracker, run_dir, scrubber=scrubber)
+        run_id = track_run(tracker, run_dir, scrubber=scrubber, records=records)
     except TrackingError as exc:
         warn(f"{exc}; the run is not tracked, its results are in {run_dir}")
         return
@@ -99,7 +104,9 @@ def experiment_tracking(
     if tracker is None:
         return None
     try:
-        tracking = ExperimentTracking.open(tracker, folder, state, uri=uri, scrubber=scrubber)
+        tracking = ExperimentTracking.open(
+            tracker, folder, state, uri=uri, scrubber=scrubber, records=a.track_records
+        )
         caught = tracking.catch_up(state)
     except TrackingError as exc:
         warn(f"{exc}; the experiment runs untracked (--resume {folder} --track {kind} logs its cells later)")

@@ -57,8 +57,16 @@ def saved(folder: Path) -> TrackingFile | None:
 class ExperimentTracking:
     """One experiment's parent run in ``tracker`` and the cells logged under it."""
 
-    def __init__(self, tracker: Tracker, folder: Path, data: TrackingFile, scrubber: Scrubber | None) -> None:
+    def __init__(
+        self,
+        tracker: Tracker,
+        folder: Path,
+        data: TrackingFile,
+        scrubber: Scrubber | None,
+        records: bool = False,
+    ) -> None:
         self.tracker, self.folder, self.data, self.scrubber = tracker, folder, data, scrubber
+        self.records = records  # log each cell's request records too
 
     @classmethod
     def open(
@@ -69,6 +77,7 @@ class ExperimentTracking:
         *,
         uri: str | None = None,
         scrubber: Scrubber | None = None,
+        records: bool = False,
     ) -> ExperimentTracking:
         """Open the parent run (reopen it when tracking.json names one) and save tracking.json."""
         before = saved(folder)
@@ -85,7 +94,7 @@ class ExperimentTracking:
             "parent_run_id": parent,
             "logged": {},
         }
-        out = cls(tracker, folder, data, scrubber)
+        out = cls(tracker, folder, data, scrubber, records)
         out._save()
         return out
 
@@ -101,7 +110,7 @@ class ExperimentTracking:
         cell = state["cells"][cell_id]
         if cell["run_dir"] is None:
             return None
-        run = _cell_run(state, cell_id, self.folder / cell["run_dir"], self.scrubber)
+        run = _cell_run(state, cell_id, self.folder / cell["run_dir"], self.scrubber, self.records)
         child = self.tracker.log_run(run, parent=self.parent)
         self.data["logged"][cell_id] = child
         self._save()
@@ -148,7 +157,9 @@ def _parent(state: ExperimentFile) -> TrackedRun:
     return TrackedRun(state["id"], state["name"], params, {}, [], tags)
 
 
-def _cell_run(state: ExperimentFile, cell_id: str, run_dir: Path, scrubber: Scrubber | None) -> TrackedRun:
+def _cell_run(
+    state: ExperimentFile, cell_id: str, run_dir: Path, scrubber: Scrubber | None, records: bool
+) -> TrackedRun:
     cell = state["cells"][cell_id]
     config = next(c for c in state["configs"] if c["id"] == cell["config"])
     tags = {
@@ -158,7 +169,7 @@ def _cell_run(state: ExperimentFile, cell_id: str, run_dir: Path, scrubber: Scru
         "loadgen.repeat": str(cell["repeat"]),
         **{facts.safe_key(k): str(v) for k, v in config["labels"].items()},
     }
-    base = facts.run_facts(run_dir, scrubber=scrubber, group=state["name"], tags=tags)
+    base = facts.run_facts(run_dir, scrubber=scrubber, records=records, group=state["name"], tags=tags)
     return TrackedRun(
         cell_id.replace("/", "--"), base.group, base.params, base.metrics, base.artifacts, base.tags
     )

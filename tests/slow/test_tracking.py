@@ -203,6 +203,17 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+def test_track_records_adds_the_request_records(tmp_path):
+    """--track-records: requests.jsonl is an artifact too, byte for byte the run's."""
+    code, err = run(tmp_path, "rec", "--no-report", "--track", "mlflow", "--track-records")
+    assert code == 0, err
+    c = client(tmp_path)
+    (got,) = runs_of(c, "quickstart")
+    assert sorted(a.path for a in c.list_artifacts(got.info.run_id)) == ["requests.jsonl", "summary.json"]
+    local = Path(c.download_artifacts(got.info.run_id, "requests.jsonl", str(tmp_path / "dl")))
+    assert local.read_bytes() == (tmp_path / "rec" / "requests.jsonl").read_bytes()
+
+
 def test_a_tracker_that_is_down_costs_a_warning_not_the_results(tmp_path):
     """An MLflow server that refuses: exit 0, the run folder complete, one warning naming it."""
     port = closed_port()
