@@ -281,3 +281,55 @@ def test_the_server_view_is_the_first_replicas_and_says_so(pair, tmp_path):
 
     first = server_section(res.summary).blocks[0]
     assert first.text.startswith("Replica 0 only: loadgen scrapes the first replica's /metrics"), first
+
+
+@pytest.mark.slow
+def test_three_presets_each_follow_their_physics_and_one_killed_costs_only_its_own(tmp_path):
+    """The issue's fleet: an H100, an A100 and an L40S replica, round robin, through the command
+    line; the A100 is terminated once 90 of the 450 requests are done. Each replica's TPOT p50
+    is its own ground truth's (so they order by HBM bandwidth: 3.35, 2.04, 0.864 TB/s), the
+    killed one's failures are classed as a dead server's, the other two lost nothing, and the
+    run completes with every request counted once."""
+    presets = (FAST, "llama3-8b-fp16@a100", SLOW)
+    logs = [tmp_path / f"{i}.jsonl" for i in range(3)]
+    with (
+        _sim(presets[0], logs[0]) as h100,
+        _sim(presets[1], logs[1]) as a100,
+        _sim(presets[2], logs[2]) as l40s,
+    ):
+        out = tmp_path / "reports"
+        args = ["run", "ci-smoke", "--out", str(out), "--no-report", "--no-progress"]
+        for s in (h100, a100, l40s):
+            args += ["--url", s.url]
+        args += ["--num-requests", "450", "--concurrency", "6", "--warmup", "0", "--output-tokens", "16"]
+        proc = subprocess.Popen(
+            [*LOADGEN, *args],
+            cwd=tmp_path,
+            env=cli_env(),
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _done(out) < 90:
+            time.sleep(0.02)
+        a100._proc.terminate()  # type: ignore[union-attr]
+        stdout, stderr = proc.communicate(timeout=180)
+    (run_dir,) = [d for d in out.iterdir() if d.is_dir()]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"], stderr
+    rows = summary["replicas"]["by_replica"]
+    assert [r["replica"] for r in rows] == [0, 1, 2]
+    assert rows[0]["failed"] == rows[2]["failed"] == 0, rows
+    assert rows[1]["failed"] > 0 and set(rows[1]["errors_by_class"]) <= {CONNECT, READ, NO_DONE}, rows[1]
+    assert summary["counts"]["sent"] == 450 == sum(r["sent"] for r in rows)
+    assert summary["counts"]["ok"] == sum(r["ok"] for r in rows)
+    assert rows[0]["sent"] > rows[1]["sent"] and rows[2]["sent"] > rows[1]["sent"]  # the rest went on
+    tpot = [r["tpot_ms"]["p50"] for r in rows]
+    # (the killed replica's log ends with the streams it cut short: no TPOT)
+    truth = [
+        float(np.median([g["tpot_ms"] for g in _lines(log) if g["tpot_ms"] is not None])) for log in logs
+    ]
+    print("tpot p50 measured", tpot, "ground truth", truth, rows[1]["errors_by_class"])
+    assert tpot == pytest.approx(truth, rel=0.05)
+    assert tpot[0] < tpot[1] < tpot[2]
