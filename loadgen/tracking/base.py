@@ -12,7 +12,7 @@ cost the benchmark its own files.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal, Protocol
@@ -56,6 +56,8 @@ class TrackedRun:
     metrics: Mapping[str, float]
     artifacts: list[Path] = field(default_factory=list)
     tags: Mapping[str, str] = field(default_factory=dict)
+    # A multi-stage run's stages: (stage index, its figures), a metric series with the index as step.
+    steps: Sequence[tuple[int, Mapping[str, float]]] = ()
 
 
 class Tracker(Protocol):

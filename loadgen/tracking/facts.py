@@ -38,6 +38,7 @@ __all__ = [
     "params",
     "run_facts",
     "safe_key",
+    "stage_metrics",
 ]
 
 # MLflow refuses a key over 250 characters; a value is cut at 500 so the runs table stays
@@ -77,6 +78,7 @@ def run_facts(
         params=params(summary, scrubber),
         metrics=metrics(summary),
         artifacts=artifacts(run_dir, records=records),
+        steps=stage_metrics(summary),
         tags={"loadgen.run_id": str(summary.get("run_id") or run_dir.name), **(tags or {})},
     )
 
@@ -123,6 +125,17 @@ def metrics(summary: Mapping[str, object]) -> dict[str, float]:
     verdict = sla.get("verdict") if isinstance(sla, Mapping) else None
     if verdict in ("pass", "fail"):
         out["sla_pass"] = 1.0 if verdict == "pass" else 0.0
+    return out
+
+
+def stage_metrics(summary: Mapping[str, object]) -> list[tuple[int, dict[str, float]]]:
+    """A sweep's or staged run's stages, each its index and its own figures as ``metrics``
+    gives them, named ``stage/<figure>`` (the run's own figures keep the plain names: MLflow
+    shows a series' last step as the run's value, which must stay the whole run's)."""
+    stages = summary.get("stages")
+    out = []
+    for stage in stages if isinstance(stages, list) else []:
+        out.append((int(stage["index"]), {f"stage/{k}": v for k, v in metrics(stage).items()}))
     return out
 
 

@@ -74,11 +74,17 @@ class MlflowTracker:
 
     def _log(self, run_id: str, run: TrackedRun) -> None:
         with self._errors(f"log {run.name}"):
-            self._batch(run_id, params=run.params, metrics=run.metrics)
+            self._batch(run_id, params=run.params, metrics=run.metrics, steps=run.steps)
             for path in run.artifacts:
                 self.client.log_artifact(run_id, str(path))
 
-    def _batch(self, run_id: str, params: Mapping[str, str] = {}, metrics: Mapping[str, float] = {}) -> None:
+    def _batch(
+        self,
+        run_id: str,
+        params: Mapping[str, str] = {},
+        metrics: Mapping[str, float] = {},
+        steps: Sequence[tuple[int, Mapping[str, float]]] = (),
+    ) -> None:
         from mlflow.entities import Metric, Param
 
         stamp = _now_ms()
@@ -86,6 +92,8 @@ class MlflowTracker:
             self.client.log_batch(run_id, params=chunk)
         if metrics:
             self.client.log_batch(run_id, metrics=[Metric(k, v, stamp, 0) for k, v in metrics.items()])
+        for step, figures in steps:
+            self.client.log_batch(run_id, metrics=[Metric(k, v, stamp, step) for k, v in figures.items()])
 
     def _experiment(self, name: str) -> str:
         if name not in self._experiments:

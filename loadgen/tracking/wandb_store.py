@@ -85,6 +85,8 @@ class WandbTracker:
                 reinit="create_new",
             )
             try:
+                for step, figures in run.steps:
+                    live.log(dict(figures), step=step)
                 live.summary.update(dict(run.metrics))
                 for k, v in run.tags.items():  # the tags whole, for a reader (W&B's tags are short)
                     live.summary[f"tag/{k}"] = v

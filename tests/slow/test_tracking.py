@@ -214,6 +214,22 @@ def test_track_records_adds_the_request_records(tmp_path):
     assert local.read_bytes() == (tmp_path / "rec" / "requests.jsonl").read_bytes()
 
 
+def test_a_sweeps_stages_are_a_metric_series(tmp_path):
+    """A 2-stage sweep: each stage's figures under ``stage/`` at its index as the step; the
+    plain names stay the whole run's."""
+    code, err = run(tmp_path, "sw", "--no-report", "--track", "mlflow", "--sweep", "concurrency=1,2")
+    assert code == 0, err
+    c = client(tmp_path)
+    (got,) = runs_of(c, "quickstart")
+    s = summary(tmp_path / "sw")
+    history = c.get_metric_history(got.info.run_id, "stage/p99 ttft_ms")
+    assert [(h.step, h.value) for h in sorted(history, key=lambda h: h.step)] == [
+        (st["index"], st["metrics"]["ttft_ms"]["p99"]) for st in s["stages"]
+    ]
+    assert len(s["stages"]) == 2
+    assert got.data.metrics["p99 ttft_ms"] == s["metrics"]["ttft_ms"]["p99"]
+
+
 def test_a_tracker_that_is_down_costs_a_warning_not_the_results(tmp_path):
     """An MLflow server that refuses: exit 0, the run folder complete, one warning naming it."""
     port = closed_port()
