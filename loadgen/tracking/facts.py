@@ -22,9 +22,10 @@ from typing import Final
 import orjson
 
 from loadgen import metric_defs
+from loadgen.analysis.record_store import STORE
 from loadgen.analysis.repeats import HEADLINE, figure_name
 from loadgen.redact import Scrubber, redact_url
-from loadgen.result import load_summary
+from loadgen.result import REQUESTS, load_summary
 from loadgen.tracking.base import TrackedRun
 
 __all__ = [
@@ -48,7 +49,8 @@ MAX_VALUE: Final = 500
 # The run folder's files logged as artifacts, those it has (an embeddings run has no plots).
 ARTIFACTS: Final = ("summary.json", "report.md", "report.html")
 # Logged only when asked (``records=True``): they are the bulk of a run folder.
-RECORDS: Final = ("requests.jsonl", "requests.parquet")
+# (a columnar run's records are its store: requests.jsonl is gone once the load ended)
+RECORDS: Final = (REQUESTS, STORE, "requests.parquet")
 # Beside the headline: the SLA verdict as a number (1 pass, 0 fail; absent when there is no
 # verdict), the goodput's two other figures and the counts.
 _EXTRA: Final = {

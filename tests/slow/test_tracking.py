@@ -214,6 +214,20 @@ def test_track_records_adds_the_request_records(tmp_path):
     assert local.read_bytes() == (tmp_path / "rec" / "requests.jsonl").read_bytes()
 
 
+def test_track_records_of_a_columnar_run_logs_its_store(tmp_path):
+    """A columnar run keeps its records in records.parquet (its requests.jsonl is compacted
+    away when the load ends): that store is the artifact, byte for byte."""
+    code, err = run(
+        tmp_path, "col", "--no-report", "--records", "columnar", "--track", "mlflow", "--track-records"
+    )
+    assert code == 0, err
+    c = client(tmp_path)
+    (got,) = runs_of(c, "quickstart")
+    assert sorted(a.path for a in c.list_artifacts(got.info.run_id)) == ["records.parquet", "summary.json"]
+    local = Path(c.download_artifacts(got.info.run_id, "records.parquet", str(tmp_path / "dl")))
+    assert local.read_bytes() == (tmp_path / "col" / "records.parquet").read_bytes()
+
+
 def test_a_sweeps_stages_are_a_metric_series(tmp_path):
     """A 2-stage sweep: each stage's figures under ``stage/`` at its index as the step; the
     plain names stay the whole run's."""

@@ -42,7 +42,8 @@ def test_bare_name_resolves_to_the_shipped_profile_from_any_folder(tmp_path, mon
     assert shipped.resolve_profile("quickstart") == PROFILES / "quickstart.yaml"
     assert load_profile(shipped.resolve_profile("quickstart")).name == "quickstart"
     assert shipped.resolve_profile("mine.yaml") == Path("mine.yaml")  # a path: the loader reports it missing
-    with pytest.raises(ConfigError, match="no shipped profile of that name; shipped: agentic, chat, ci-smoke"):
+    listed = "no shipped profile of that name; shipped: agentic, chat, ci-smoke"
+    with pytest.raises(ConfigError, match=listed):
         shipped.resolve_profile("chatt")
     (tmp_path / "quickstart").write_text("name: local\n")  # an existing file wins over the shipped name
     assert shipped.resolve_profile("quickstart") == Path("quickstart")
