@@ -12,7 +12,8 @@ cost the benchmark its own files.
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final, Literal, Protocol
@@ -28,6 +29,7 @@ __all__ = [
     "TrackedRun",
     "Tracker",
     "TrackingError",
+    "backend_errors",
     "check_installed",
     "check_uri",
     "shown_uri",
@@ -100,3 +102,17 @@ def check_uri(uri: str | None) -> str | None:
             "MLFLOW_TRACKING_PASSWORD or MLFLOW_TRACKING_TOKEN, WANDB_API_KEY)"
         )
     return uri
+
+
+@contextmanager
+def backend_errors(where: str, doing: str) -> Iterator[None]:
+    """Whatever a tracking backend raises (its own exceptions, a refused connection, a locked
+    file) as one ``TrackingError`` naming the store (``where``, without a login) and what it
+    was doing: the caller warns with it and the benchmark's results stand."""
+    try:
+        yield
+    except TrackingError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a backend's failure of any kind is one error
+        first = (str(exc) or type(exc).__name__).splitlines()[0]
+        raise TrackingError(f"{where}: cannot {doing}: {first}") from None

@@ -14,11 +14,11 @@ Nesting is MLflow's own: a child carries the ``mlflow.parentRunId`` tag, which i
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Final, TypeVar
 
-from loadgen.tracking.base import Status, TrackedRun, TrackingError, shown_uri
+from loadgen.tracking.base import Status, TrackedRun, backend_errors, shown_uri
 
 __all__ = ["MlflowTracker", "default_uri"]
 
@@ -105,17 +105,8 @@ class MlflowTracker:
                 self._experiments[name] = str(self.client.create_experiment(name, artifact_location=where))
         return self._experiments[name]
 
-    @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        """Whatever MLflow raises (its own exceptions, a refused connection, a locked file) as a
-        TrackingError naming the store (without a login)."""
-        try:
-            yield
-        except TrackingError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a backend's failure of any kind is one error
-            first = (str(exc) or type(exc).__name__).splitlines()[0]
-            raise TrackingError(f"MLflow at {shown_uri(self.uri)}: cannot {doing}: {first}") from None
+    def _errors(self, doing: str) -> AbstractContextManager[None]:
+        return backend_errors(f"MLflow at {shown_uri(self.uri)}", doing)
 
 
 T = TypeVar("T")

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import secrets
 import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from loadgen.tracking.base import Status, TrackedRun, TrackingError
+from loadgen.tracking.base import Status, TrackedRun, backend_errors
 
 __all__ = ["WandbTracker"]
 
@@ -96,15 +95,8 @@ class WandbTracker:
                 live.finish(exit_code=exit_code)
             return str(live.id)
 
-    @contextmanager
-    def _errors(self, doing: str) -> Iterator[None]:
-        try:
-            yield
-        except TrackingError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - a backend's failure of any kind is one error
-            first = (str(exc) or type(exc).__name__).splitlines()[0]
-            raise TrackingError(f"W&B (offline, {self.dir}): cannot {doing}: {first}") from None
+    def _errors(self, doing: str) -> AbstractContextManager[None]:
+        return backend_errors(f"W&B (offline, {self.dir})", doing)
 
 
 _EXIT: dict[str, int] = {"FINISHED": 0, "FAILED": 1, "KILLED": 130}
