@@ -122,7 +122,7 @@ class TestReport:
         text = (sim_runs[0] / "report.md").read_text()
         heads = [ln for ln in text.splitlines() if ln.startswith("## ")]
         after = [h for h in heads[heads.index("## Client health") + 1 :] if h != "## HTTP phases"]
-    assert after[0] == "## Measurement fidelity"  # the client's sections, then fidelity
+        assert after[0] == "## Measurement fidelity"  # the client's sections, then fidelity
         section = text.split("## Measurement fidelity")[1].split("\n## ")[0]
         verdict = s["verdict"].upper().replace("_", " ")
         assert f"Fidelity: {verdict}**" in section
