@@ -8,8 +8,6 @@ timestamping after parsing, or stamping the role-only chunk, would fail them.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -17,7 +15,7 @@ from loadgen import load_run
 from loadgen import records as R
 from loadgen.result import load_summary
 
-from helpers import assert_percentiles, assert_within, run
+from helpers import assert_percentiles, assert_within, record_dicts, run
 
 MS = 1e6
 TRANSPORTS = ("httptools", "aiohttp", "httpx")
@@ -350,8 +348,7 @@ class TestDriver:
         assert c["cancelled"] == 4
         assert c["ok"] >= 4
         assert c["sent"] == c["ok"] + c["failed"] + c["cancelled"] == len(res.records)
-        lines = (res.run_dir / "requests.jsonl").read_text().splitlines()
-        assert len(lines) == c["sent"]
+        assert len(record_dicts(res.run_dir)) == c["sent"]
 
 
 class TestResultFiles:
@@ -406,7 +403,7 @@ class TestResultFiles:
         assert len(df) == 12
         assert int((~df["warmup"]).sum()) == s["counts"]["sent"] == 10
         assert int(df["ok"].sum()) == 12
-        lines = [json.loads(x) for x in (res.run_dir / "requests.jsonl").read_text().splitlines()]
+        lines = record_dicts(res.run_dir)
         for field in (
             "id",
             "warmup",

@@ -17,6 +17,8 @@ from loadgen.cli.main import main
 from loadgen.config import load_profile, shipped
 from loadgen.errors import ConfigError
 
+from helpers import record_dicts
+
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "profiles"
 # What a wheel build needs from the checkout; the rest (caches, reports, .git) stays behind.
@@ -119,7 +121,7 @@ def test_installed_wheel_runs_a_shipped_profile_from_an_empty_folder(tmp_path):
     _run(venv / "bin" / "loadgen", "run", "quickstart", *flags, "--run-id", "wheel", cwd=empty, env=env)
     run_dir = empty / "reports" / "wheel"
     summary = json.loads((run_dir / "summary.json").read_text())
-    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
+    records = record_dicts(run_dir)
     assert [r["ok"] for r in records] == [True] * 4
     assert summary["counts"]["ok"] == 4
     assert summary["conditions"]["profile"]["name"] == "quickstart"
