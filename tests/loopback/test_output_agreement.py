@@ -25,7 +25,7 @@ from loadgen.testing.server import StreamServer
 from loadgen.workload import Workload
 
 import helpers
-from helpers import cli
+from helpers import cli, record_dicts
 
 ROOT = Path(__file__).parents[2]
 N = 40
@@ -245,6 +245,4 @@ class TestGate:
 
 
 def _records(run_dir: Path) -> list[dict]:
-    import orjson
-
-    return [orjson.loads(line) for line in (run_dir / "requests.jsonl").read_bytes().splitlines() if line]
+    return record_dicts(run_dir)
