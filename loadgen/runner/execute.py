@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
-import gc
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from loadgen.analysis.record_store import STORE, compact
 from loadgen.backends.stream import Live
 from loadgen.clock import now_ns
 from loadgen.live.stats import LiveStats
+from loadgen.memory import frozen_for_the_load
 from loadgen.records import JsonlSink, RequestRecord, SinkError
 from loadgen.result import REQUESTS
 from loadgen.runner import pressure
@@ -163,13 +163,11 @@ async def _drive(
     duration_s = p.profile.workload.duration_s
     t0 = now_ns()
     ticker = _start_ticker(on_progress, p.total, duration_s, p.live)
-    gc.collect()
-    gc.freeze()
-    await on_start()
     try:
-        outcomes = await _run_stages(p, plan, fleet, sink, stop, status, watch)
+        with frozen_for_the_load():
+            await on_start()
+            outcomes = await _run_stages(p, plan, fleet, sink, stop, status, watch)
     finally:
-        gc.unfreeze()
         if ticker is not None and on_progress is not None:
             ticker.cancel()
             on_progress(Progress(p.total, duration_s, (now_ns() - t0) / 1e9, p.live))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import os
 import signal
 import socket
@@ -36,6 +35,7 @@ from loadgen.backends import registry
 from loadgen.backends.stream import Live
 from loadgen.clock import now_ns, run_loop
 from loadgen.config import Profile
+from loadgen.memory import frozen_for_the_load
 from loadgen.records import CANCELLED, RequestRecord, RequestSpec
 from loadgen.runner import frames
 from loadgen.runner.answers import answer_policy
@@ -171,28 +171,25 @@ class Worker:
         self.specs.fitted.update(order.fitted)
         cpu0 = time.process_time()
         error = None
-        gc.collect()
-        gc.freeze()
         try:
-            res = await drive(
-                self.specs,
-                self.sender,
-                order.shape,
-                order.limits,
-                on_record=self._record,
-                stop=stop,
-                stage=order.stage,
-                keep=False,
-                start_ns=order.start_ns - self.job.clock_shift_ns,
-                worker=self.job.index,
-                on_start=self._started,
-                answers=answer_policy(self.job.profile),
-            )
+            with frozen_for_the_load():
+                res = await drive(
+                    self.specs,
+                    self.sender,
+                    order.shape,
+                    order.limits,
+                    on_record=self._record,
+                    stop=stop,
+                    stage=order.stage,
+                    keep=False,
+                    start_ns=order.start_ns - self.job.clock_shift_ns,
+                    worker=self.job.index,
+                    on_start=self._started,
+                    answers=answer_policy(self.job.profile),
+                )
         except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the run with it
             error = f"{type(exc).__name__}: {exc}"
             res = DriveResult([], order.start_ns, now_ns(), True)
-        finally:
-            gc.unfreeze()
         shift = self.job.clock_shift_ns
         res.started_ns, res.ended_ns = res.started_ns + shift, res.ended_ns + shift
         # The stage's CPU over its sending window (the driver's), not the collection before it.

@@ -595,6 +595,7 @@ class TestNoFullCollectionDuringLoad:
                 window["open"] = False
 
         monkeypatch.setattr(fleet, "drive", watched)
+        gc.unfreeze()  # as in `loadgen run`: the suite's own freeze (conftest) would stay frozen
         gc.callbacks.append(on_gc)
         try:
             res = run(
@@ -608,8 +609,10 @@ class TestNoFullCollectionDuringLoad:
             )
         finally:
             gc.callbacks.remove(on_gc)
+            unfrozen = gc.get_freeze_count() == 0
+            gc.freeze()
         assert res.summary["counts"]["ok"] == 200
-        assert gc.get_freeze_count() == 0  # unfrozen afterwards
+        assert unfrozen  # unfrozen afterwards
         assert pauses, "the load allocates: some young collections must have run"
         assert_within(max(d for _, d in pauses), 10.0, "longest collection pause during the load")
 
