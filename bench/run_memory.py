@@ -100,13 +100,11 @@ def peak(a: argparse.Namespace) -> None:
         rss = json.loads(line[-1][4:])
         run_dir = next(Path(out).iterdir())
         summary = json.loads((run_dir / "summary.json").read_text())
-        # records.parquet by default; requests.jsonl when the run was given --records jsonl
-        kept = next(p for p in (run_dir / "records.parquet", run_dir / "requests.jsonl") if p.exists())
-        size_mb = kept.stat().st_size / 2**20
+        size_mb = (run_dir / "requests.jsonl").stat().st_size / 2**20
         print(
             f"{a.requests:,} requests x {a.tokens} tokens, c={a.concurrency}, workers={a.workers}: "
             f"exit {rss['code']}, {summary['counts']['ok']:,} ok, wall {wall:.1f} s, "
-            f"{summary['metrics']['output_tokens_per_s']:,.0f} tokens/s, {kept.name} {size_mb:,.0f} MB"
+            f"{summary['metrics']['output_tokens_per_s']:,.0f} tokens/s, requests.jsonl {size_mb:,.0f} MB"
         )
         seen = ", ".join(f"{mb:.0f}" for mb in workers.values() if mb)
         kids = f"worker processes {seen} MB" if seen else "no worker process"
@@ -162,7 +160,7 @@ def soak(a: argparse.Namespace) -> None:
             time.sleep(1.0)
             if time.monotonic() - t0 < minute * 60:
                 continue
-            runs = list(Path(out).glob("*/requests.jsonl"))  # the log, until the load ends
+            runs = list(Path(out).glob("*/requests.jsonl"))
             n = runs[0].read_bytes().count(b"\n") if runs else 0
             kids = [_rss_mb(c) for c in _children(proc.pid)]
             kid_txt = " ".join(f"{k:.0f}" for k in kids if k is not None) or "-"

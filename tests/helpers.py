@@ -214,14 +214,3 @@ def alive_with(marker: str) -> list[str]:
         if marker in cmd and state != "Z" and int(pid) != os.getpid():
             out.append(cmd)
     return out
-
-
-def record_dicts(run_dir: Path) -> list[dict[str, Any]]:
-    """A saved run's records as the dicts of their JSON lines, read through the package's reader
-    (``load_records``: records.parquet, the default, else requests.jsonl), so a test of a run's
-    records holds for either file."""
-    import orjson
-
-    from loadgen.result import load_records
-
-    return [orjson.loads(r.to_json()) for r in load_records(run_dir)]

@@ -1,7 +1,6 @@
 """``loadgen records RUN_DIR``: what a run's records take on disk, and the two conversions
-between its files: ``--compact`` (requests.jsonl into the record store, as every run does by
-default when its load ends: for a run killed before that, or one run with ``--records jsonl``)
-and ``--jsonl``
+between its files: ``--compact`` (requests.jsonl into the record store, as a columnar run does
+when its load ends: for a run killed before that, or one written as jsonl) and ``--jsonl``
 (requests.jsonl back from the store, for tools that read JSON lines)."""
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ def add_parser(sub: Any) -> None:
         help="a run's records on disk: bytes per token; compact them, or export requests.jsonl",
         description=f"Say which record files a run folder holds and what they take per streamed token. "
         f"--compact writes {STORE} (Parquet row groups, chunk times to the microsecond) from "
-        f"{LOG} and removes the log, as a run does when its load ends (unless output.records=jsonl); "
+        f"{LOG} and removes the log, as a run with output.records=columnar does when its load ends; "
         f"--jsonl writes {LOG} from {STORE}. Every command that reads a run reads either file.",
     )
     r.add_argument("run_dir", help="a run directory, e.g. reports/<run-id>")

@@ -196,8 +196,8 @@ def _run_output(run: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--records",
         choices=("jsonl", "columnar"),
-        help="how the run keeps its records: records.parquet (columnar, the default: about 2 bytes "
-        "a streamed token), or jsonl to keep requests.jsonl (19-21 bytes a token; output.records)",
+        help="how the run keeps its records: requests.jsonl (default), or records.parquet "
+        "(about 2 bytes a streamed token; output.records)",
     )
     g.add_argument(
         "--set",

@@ -45,8 +45,7 @@ def add_flags(parser: Any, *, profile: bool) -> None:
     parser.add_argument(
         "--track-records",
         action="store_true",
-        help="log the request records (records.parquet, or a jsonl run's requests.jsonl, and the "
-        "report's requests.parquet) as artifacts too: the bulk of a run",
+        help="log the request records (requests.jsonl / .parquet) as artifacts too: the bulk of a run",
     )
 
 

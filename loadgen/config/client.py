@@ -92,11 +92,10 @@ class OutputConfig(StrictModel):
     track: Literal["mlflow", "wandb"] | None = None
     # Where: an MLflow tracking URI, or W&B's offline folder (default: local, in `dir`); `--track-uri`.
     track_uri: str | None = None
-    # How the run keeps its records: "columnar" (records.parquet, about 2 bytes a streamed
-    # token, compacted from requests.jsonl when the load ends; chunk times to the microsecond),
-    # or "jsonl" (keeps requests.jsonl, 19-21 bytes a token: an hour of a fleet is tens of GB).
-    # Every command reads either. See docs/design.md, "Record store".
-    records: Literal["jsonl", "columnar"] = "columnar"
+    # How the run keeps its records: "jsonl" (requests.jsonl, about 19 bytes a streamed token)
+    # or "columnar" (records.parquet, about 2 bytes a token, written from requests.jsonl when
+    # the load ends; chunk times to the microsecond). See docs/design.md, "Record store".
+    records: Literal["jsonl", "columnar"] = "jsonl"
 
     @field_validator("run_id")
     @classmethod

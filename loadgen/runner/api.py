@@ -25,7 +25,7 @@ from loadgen.config.stages import resolve_stages
 from loadgen.errors import Interrupted, RunError
 from loadgen.live.stats import LiveStats
 from loadgen.redact import redact_url
-from loadgen.result import REQUESTS, STORE, SUMMARY, RunResult
+from loadgen.result import REQUESTS, SUMMARY, RunResult
 from loadgen.runner import repeats, selfcheck_store
 from loadgen.runner.execute import Progress, execute
 from loadgen.runner.fleet import resolve_workers
@@ -163,10 +163,9 @@ async def _run_once(
                 raise RunError(
                     f"the run folder {run_dir} was removed during the run; its records went with it"
                 ) from None
-            kept = run_dir / (STORE if (run_dir / STORE).exists() else REQUESTS)  # compacted or not
             raise RunError(
                 f"cannot write {run_dir / SUMMARY}: {exc.strerror or exc}; "
-                f"{executed.records_saved} records were saved in {kept}"
+                f"{executed.records_saved} records were saved in {run_dir / REQUESTS}"
             ) from None
         if executed.sink_error is not None:
             raise RunError(

@@ -49,8 +49,7 @@ MAX_VALUE: Final = 500
 # The run folder's files logged as artifacts, those it has (an embeddings run has no plots).
 ARTIFACTS: Final = ("summary.json", "report.md", "report.html")
 # Logged only when asked (``records=True``): they are the bulk of a run folder.
-# (a run's records are its store by default, requests.jsonl compacted away once the load
-# ended; a --records jsonl run's are its log; requests.parquet is the report's frame)
+# (a columnar run's records are its store: requests.jsonl is gone once the load ended)
 RECORDS: Final = (REQUESTS, STORE, "requests.parquet")
 # Beside the headline: the SLA verdict as a number (1 pass, 0 fail; absent when there is no
 # verdict), the goodput's two other figures and the counts.

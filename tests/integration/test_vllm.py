@@ -8,6 +8,7 @@ comments next to each bound.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 import numpy as np
@@ -15,8 +16,6 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from loadgen.runner import api
-
-import helpers
 
 pytestmark = pytest.mark.integration
 
@@ -314,7 +313,7 @@ def test_tool_call_streams_and_structured_output_against_vllm(vllm, vllm_profile
     )
     srv = server_means(before, histogram_sums(vllm.metrics_text()))
     assert res.summary["counts"]["ok"] == 8 == srv["requests"]
-    rows = helpers.record_dicts(res.run_dir)
+    rows = [json.loads(line) for line in (res.run_dir / "requests.jsonl").read_text().splitlines()]
     assert all(r["tool_calls"] == 1 and r["tool_names"] == ["get_weather"] for r in rows), rows[0]
     tool = res.summary["metrics"]["ttft_tool_ms"]["mean"]
     line = f"tool calls: first tool-call token {tool:.2f} ms vs the server's TTFT {srv['ttft_ms']:.2f} ms"

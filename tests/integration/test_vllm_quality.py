@@ -10,8 +10,7 @@ import os
 
 import pytest
 
-from loadgen.analysis.agreement import agreement
-from loadgen.analysis.saved_answers import run_answers
+from loadgen.analysis.agreement import agreement, read_answers
 from loadgen.runner import api
 
 from .conftest import real_engines
@@ -48,7 +47,7 @@ def line(r: dict) -> str:
 
 def test_the_same_server_twice_agrees_on_nearly_every_answer(vllm_profile):
     a, b = quality_run(vllm_profile), quality_run(vllm_profile)
-    result = agreement(run_answers(a.run_dir), run_answers(b.run_dir))
+    result = agreement(read_answers(a.run_dir / "requests.jsonl"), read_answers(b.run_dir / "requests.jsonl"))
     print("\nsame server, bf16 twice: " + line(result))
     assert result["compared"] == N and result["prompts_differ"] == 0
     # Batches differ between the runs (4 in flight), and a CPU matmul's sums with them; with
@@ -68,7 +67,9 @@ def test_float32_against_bfloat16_shows_what_the_dtype_changed(vllm, vllm_profil
         other = quality_run(vllm_profile, url=st["url"])
     finally:
         real_engines.stop(name=name)
-    result = agreement(run_answers(base.run_dir), run_answers(other.run_dir))
+    result = agreement(
+        read_answers(base.run_dir / "requests.jsonl"), read_answers(other.run_dir / "requests.jsonl")
+    )
     print("\nbf16 vs fp32: " + line(result))
     assert result["compared"] == N and result["prompts_differ"] == 0 and result["only_in_one"] == 0
     # Measured: 0.792 (38 of 48 identical), mean common prefix 13.2 of 16 tokens: float32 and

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from loadgen.result import load_records
+from loadgen.records import read_records
+from loadgen.result import REQUESTS
 from loadgen.testing import StreamServer
 from loadgen.testing.openai_stream import tool_script
 from loadgen.workload import Workload
@@ -43,7 +44,7 @@ def _run(tmp_path: Path, server: StreamServer, n: int, agentic: dict, **kw: obje
         **kw,
     )
     res = run(prof)
-    records = sorted(load_records(res.run_dir), key=lambda r: (r.session_id, r.turn))
+    records = sorted(read_records(res.run_dir / REQUESTS), key=lambda r: (r.session_id, r.turn))
     return prof, res, records, server.log()
 
 
@@ -252,7 +253,7 @@ def test_tools_rounds_wait_the_tool_time_too(tmp_path, calls_tools):
     one = {"load__concurrency": 1, "load__warmup_requests": 0}
     prof = profile(tmp_path, calls_tools.url, workload__num_requests=6, workload__tools=tools, **one)
     res = run(prof)
-    records = sorted(load_records(res.run_dir), key=lambda r: (r.session_id, r.turn))
+    records = sorted(read_records(res.run_dir / REQUESTS), key=lambda r: (r.session_id, r.turn))
     plan = Workload(prof.workload, "chat").sessions
     sessions = _sessions(records)
     assert [[r.turn for r in v] for v in sessions.values()] == [[1, 2]] * 3

@@ -19,7 +19,7 @@ from loadgen.analysis import fidelity
 from loadgen.cli.block_lines import fidelity_line
 from loadgen.runner import api
 
-from helpers import assert_within, record_dicts, slow_client
+from helpers import assert_within, slow_client
 
 # A healthy client at c=4 trails the simulator's sends by 0.3-0.5 ms p99 here (first token).
 HEALTHY_P99_MS = fidelity.THRESHOLDS["first_token_lag_ms"]
@@ -43,10 +43,10 @@ def lines(path: Path) -> list[dict]:
 
 
 def recomputed(run_dir: Path) -> tuple[list[float], list[float]]:
-    """(first-token lags, chunk lags) in ms, from the run's records and ground_truth.jsonl."""
+    """(first-token lags, chunk lags) in ms, from requests.jsonl and ground_truth.jsonl."""
     truth = {t["id"]: t for t in lines(run_dir / "ground_truth.jsonl")}
     first, chunks = [], []
-    for r in record_dicts(run_dir):
+    for r in lines(run_dir / "requests.jsonl"):
         t = truth[r["response_id"]]
         first.append((r["t_first_token_ns"] - t["chunk_ns"][0]) / 1e6)
         held = 0

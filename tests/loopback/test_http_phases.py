@@ -19,7 +19,6 @@ from loadgen.backends.transports import TransportOptions, make_transport
 from loadgen.cli.block_lines import http_phases_lines
 from loadgen.clock import now_ns
 from loadgen.report import write_report
-from loadgen.result import load_records
 from loadgen.testing.hostile import HostileServer
 
 import helpers
@@ -169,7 +168,7 @@ def test_a_run_records_its_phases_and_the_summary_and_report_count_them(kind, se
         },
     )
     res = helpers.run(prof)
-    recs = [r for r in load_records(res.run_dir) if not r.warmup]
+    recs = [r for r in R.read_records(res.run_dir / "requests.jsonl") if not r.warmup]
     block = res.summary["http_phases"]
     fresh = [r for r in recs if r.conn_reused is False]
     assert len(recs) == 10 and all(r.conn_reused is not None for r in recs)

@@ -22,7 +22,7 @@ from loadgen.testing.hostile import HostileServer
 from loadgen.testing.openai_stream import toy_token_count
 from loadgen.workload import Workload
 
-from helpers import assert_percentiles, cli, record_dicts, run
+from helpers import assert_percentiles, cli, run
 
 MS = 1e6
 PROTOCOLS = ("embeddings", "rerank")
@@ -239,7 +239,8 @@ def test_the_cli_runs_the_shipped_profile_with_a_batch_size(server, tmp_path):
     )
     assert res.returncode == 0, res.stderr
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
-    assert [r["items"] for r in record_dicts(run_dir)] == [3] * 4
+    lines = (run_dir / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(line)["items"] for line in lines] == [3] * 4
     assert "items " in res.stdout and "output tok/s" not in res.stdout
 
 

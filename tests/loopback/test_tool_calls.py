@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from loadgen import records as R
-from loadgen.result import load_records
+from loadgen.records import read_records
+from loadgen.result import REQUESTS
 from loadgen.testing.hostile import HostileServer
 
 from helpers import run
@@ -45,7 +46,7 @@ def test_tool_call_pieces_are_timed_chunks_after_the_servers_stamps(server, make
     )
     log = server.log()
     assert res.summary["counts"]["ok"] == 4
-    for r in load_records(res.run_dir):  # the names are in the file, not the table
+    for r in read_records(res.run_dir / REQUESTS):  # the names are in the file, not the table
         gt = log[r.response_id]
         assert gt["tool_call"] == "search"
         assert (r.tool_calls, r.tool_names, r.finish_reason) == (1, ["search"], "tool_calls")

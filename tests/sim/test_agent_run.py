@@ -12,7 +12,8 @@ import orjson
 import pytest
 
 from loadgen.analysis.gate import GateRules, gate
-from loadgen.result import GROUND_TRUTH, load_records
+from loadgen.records import read_records
+from loadgen.result import GROUND_TRUTH, REQUESTS
 
 import helpers
 from helpers import assert_percentiles
@@ -38,7 +39,7 @@ def tool_run(tmp_path: Path, concurrency: int = 2, time_scale: float = 0.05) -> 
         workload__tools={"file": TOOLS, "choice": "required"},
     )
     res = helpers.run(profile)
-    records = list(load_records(res.run_dir))
+    records = list(read_records(res.run_dir / REQUESTS))
     assert len(records) == 8 and all(r.ok for r in records)
     return res, records, ground_truth(res.run_dir)
 
@@ -84,7 +85,7 @@ def test_a_run_without_tools_has_no_tool_metric(tmp_path):
     """No workload.tools: no ttft_tool_ms in the summary, finish_reason length (ignore_eos)."""
     res = helpers.run(helpers.profile(tmp_path, None, sim={"time_scale": 0.0}, load__warmup_requests=0))
     assert "ttft_tool_ms" not in res.summary["metrics"]
-    records = list(load_records(res.run_dir))
+    records = list(read_records(res.run_dir / REQUESTS))
     assert {(r.finish_reason, r.tool_calls, r.tool_names) for r in records} == {("length", 0, None)}
 
 
@@ -105,7 +106,7 @@ def test_two_rounds_send_the_tool_result_and_measure_the_answer(tmp_path):
         workload__tools={"file": TOOLS, "choice": "auto", "rounds": 2, "result_tokens": 16},
     )
     res = helpers.run(profile)
-    records = sorted(load_records(res.run_dir), key=lambda r: (r.session_id, r.turn))
+    records = sorted(read_records(res.run_dir / REQUESTS), key=lambda r: (r.session_id, r.turn))
     truth = ground_truth(res.run_dir)
     assert Counter(r.turn for r in records) == {1: 4, 2: 4}
     by_session: dict[int, list] = {}
@@ -137,7 +138,7 @@ def test_json_validity_equals_the_servers_ground_truth(tmp_path):
         workload__response_format={"type": "json_schema", "json_schema": {"name": "answer", "file": SCHEMA}},
     )
     res = helpers.run(profile)
-    records = list(load_records(res.run_dir))
+    records = list(read_records(res.run_dir / REQUESTS))
     truth = ground_truth(res.run_dir)
     broken = {rid for rid, g in truth.items() if g["json_valid"] is False}
     assert 30 < len(broken) < 70  # the draw is the server's; about a quarter
@@ -175,7 +176,7 @@ def test_the_gate_fails_a_run_whose_json_validity_dropped(tmp_path):
     assert gate(good, good, rules).exit_code == 0
     res = gate(bad, good, rules)
     (r,) = res.results
-    n_valid = sum(1 for rec in load_records(bad) if rec.json_valid)
+    n_valid = sum(1 for rec in read_records(bad / REQUESTS) if rec.json_valid)
     assert n_valid < 40
     assert (res.exit_code, r.baseline, r.candidate) == (1, 1.0, n_valid / 40)
     assert r.message == (

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import orjson
 
-from loadgen.result import GROUND_TRUTH, load_records
+from loadgen.records import read_records
+from loadgen.result import GROUND_TRUTH, REQUESTS
 from loadgen.workload import Workload
 
 import helpers
@@ -28,7 +29,7 @@ def _run(tmp_path: Path, agentic: dict, n: int, **kw: object) -> tuple:
         **kw,
     )
     res = helpers.run(prof)
-    records = sorted(load_records(res.run_dir), key=lambda r: (r.session_id, r.turn))
+    records = sorted(read_records(res.run_dir / REQUESTS), key=lambda r: (r.session_id, r.turn))
     truth = {d["id"]: d for d in map(orjson.loads, (res.run_dir / GROUND_TRUTH).read_bytes().splitlines())}
     return prof, res, records, truth
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from loadgen.result import load_records
+from loadgen.records import read_records
+from loadgen.result import REQUESTS
 
 import helpers
 
@@ -25,7 +26,7 @@ def test_mix_records_models_and_unknown_adapter_is_404(tmp_path):
         },
     )
     res = helpers.run(profile)
-    records = list(load_records(res.run_dir))
+    records = list(read_records(res.run_dir / REQUESTS))
     assert Counter((r.model, r.ok, r.error_class) for r in records) == {
         ("base", True, None): 4,
         ("sql-lora", True, None): 4,
@@ -48,4 +49,4 @@ def test_run_without_a_mix_has_no_models_block(tmp_path):
     """No workload.models: records name no model and the summary has no models block."""
     res = helpers.run(helpers.profile(tmp_path, None, sim={"time_scale": 0.0}, load__warmup_requests=0))
     assert "models" not in res.summary
-    assert {r.model for r in load_records(res.run_dir)} == {None}
+    assert {r.model for r in read_records(res.run_dir / REQUESTS)} == {None}

@@ -8,11 +8,11 @@ import math
 
 import pytest
 
-from loadgen.analysis.agreement import agreement
-from loadgen.analysis.saved_answers import run_answers
+from loadgen.analysis.agreement import agreement, read_answers
 from loadgen.quality.score import score
 from loadgen.quality.tasks import TaskSet
 from loadgen.report import write_report
+from loadgen.result import REQUESTS
 from loadgen.sim import MODELS, SimConfig, answers
 
 import helpers
@@ -111,7 +111,7 @@ class TestQualityRun:
     def test_fp8_twin_disagrees_on_exactly_the_modelled_answers(self, runs):
         """Output agreement FP16 vs FP8 = 1 - (tasks whose draw falls between the two accuracies)
         / 200: the simulator's ground truth, and only right-to-wrong flips."""
-        fp16, fp8 = (run_answers(r.run_dir) for r in runs.values())
+        fp16, fp8 = (read_answers(r.run_dir / REQUESTS) for r in runs.values())
         got = agreement(fp16, fp8)
         t16, t8 = truth("llama3-8b-fp16@h100"), truth("llama3-8b-fp8@h100")
         flips = sum(a != b for a, b in zip(t16, t8))

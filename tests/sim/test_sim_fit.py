@@ -80,7 +80,8 @@ def served(sweep, tmp_path_factory):
     copy = tmp_path_factory.mktemp("served") / sweep.name
     shutil.copytree(sweep, copy)
     lines, replaced, answered = [], 0, 0
-    for record in helpers.record_dicts(sweep):
+    for line in (sweep / "requests.jsonl").read_text().splitlines():
+        record = json.loads(line)
         answered += bool(record["ok"])
         server = truth.get(record.get("response_id"))
         if record.get("t_first_token_ns") is not None and server and server.get("chunk_ns"):
@@ -89,7 +90,6 @@ def served(sweep, tmp_path_factory):
             record["t_first_token_ns"], record["t_last_chunk_ns"] = chunks[0], chunks[-1]
             replaced += 1
         lines.append(json.dumps(record))
-    (copy / "records.parquet").unlink(missing_ok=True)  # the copy's records are the log below
     (copy / "requests.jsonl").write_text("\n".join(lines) + "\n")
     assert replaced == answered > 0  # every answered request matched in the server's log
     return sim_fit.fit(sim_fit.read_run(copy))

@@ -10,7 +10,7 @@ one fault per mode). Each run is short (c=2-4, 2-10 requests, read timeout 1 s, 
   would have logged (``Task exception was never retrieved``, a protocol callback that raised,
   an unclosed session), ``caplog`` holds no WARNING from the ``asyncio`` logger, and pytest's
   unraisable-exception warning is an error;
-- exact accounting: one record per request sent (records.parquet too), as many as the server
+- exact accounting: one record per request sent (requests.jsonl too), as many as the server
   fully received when it received them all (a silent re-send would make it see more), and
   sent == ok + failed + cancelled with nothing cancelled;
 - the intended class on every record (``INTENDED``), with the server's message where it sent one.
@@ -195,14 +195,15 @@ def classes(records: list) -> str:
 
 
 def assert_accounting(res: Any, n: int) -> None:
-    """One record per request, in memory and in the run's saved records; sent == ok + failed + cancelled."""
+    """One record per request, in memory and in requests.jsonl; sent == ok + failed + cancelled."""
     c = res.summary["counts"]
     assert len(res.records) == n
     assert c["sent"] == n
     assert c["sent"] == c["ok"] + c["failed"] + c["cancelled"]
     assert c["cancelled"] == 0
     assert res.summary["interrupted"] is False
-    assert len(helpers.record_dicts(res.run_dir)) == n
+    lines = (res.run_dir / "requests.jsonl").read_text().splitlines()
+    assert len(lines) == n
     for r in res.records:
         assert r.t_end_ns is not None and r.t_end_ns >= r.t_send_ns
         if not r.ok:
@@ -445,7 +446,7 @@ def test_echoed_credentials_reach_no_file(hostile, tmp_path, caplog, monkeypatch
     write_report(res.run_dir)
     for name in (
         "summary.json",
-        "records.parquet",
+        "requests.jsonl",
         "requests.csv",
         "requests.parquet",
         "report.md",

@@ -204,11 +204,8 @@ def closed_port() -> int:
 
 
 def test_track_records_adds_the_request_records(tmp_path):
-    """--track-records on a run that keeps its log (--records jsonl): requests.jsonl is an
-    artifact too, byte for byte the run's."""
-    code, err = run(
-        tmp_path, "rec", "--no-report", "--records", "jsonl", "--track", "mlflow", "--track-records"
-    )
+    """--track-records: requests.jsonl is an artifact too, byte for byte the run's."""
+    code, err = run(tmp_path, "rec", "--no-report", "--track", "mlflow", "--track-records")
     assert code == 0, err
     c = client(tmp_path)
     (got,) = runs_of(c, "quickstart")
@@ -218,8 +215,8 @@ def test_track_records_adds_the_request_records(tmp_path):
 
 
 def test_track_records_of_a_columnar_run_logs_its_store(tmp_path):
-    """A columnar run (the default) keeps its records in records.parquet (its requests.jsonl is
-    compacted away when the load ends): that store is the artifact, byte for byte."""
+    """A columnar run keeps its records in records.parquet (its requests.jsonl is compacted
+    away when the load ends): that store is the artifact, byte for byte."""
     code, err = run(
         tmp_path, "col", "--no-report", "--records", "columnar", "--track", "mlflow", "--track-records"
     )

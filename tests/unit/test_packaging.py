@@ -17,8 +17,6 @@ from loadgen.cli.main import main
 from loadgen.config import load_profile, shipped
 from loadgen.errors import ConfigError
 
-from helpers import record_dicts
-
 REPO = Path(__file__).resolve().parents[2]
 PROFILES = REPO / "profiles"
 # What a wheel build needs from the checkout; the rest (caches, reports, .git) stays behind.
@@ -121,7 +119,7 @@ def test_installed_wheel_runs_a_shipped_profile_from_an_empty_folder(tmp_path):
     _run(venv / "bin" / "loadgen", "run", "quickstart", *flags, "--run-id", "wheel", cwd=empty, env=env)
     run_dir = empty / "reports" / "wheel"
     summary = json.loads((run_dir / "summary.json").read_text())
-    records = record_dicts(run_dir)
+    records = [json.loads(line) for line in (run_dir / "requests.jsonl").read_text().splitlines()]
     assert [r["ok"] for r in records] == [True] * 4
     assert summary["counts"]["ok"] == 4
     assert summary["conditions"]["profile"]["name"] == "quickstart"
