@@ -34,6 +34,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     gc.freeze()
 
 
+@pytest.fixture
+def unfrozen_heap():
+    """The heap as `loadgen run` finds it, not frozen (the suite's freeze above undone for the
+    test), frozen again afterwards."""
+    gc.unfreeze()
+    yield
+    gc.freeze()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _no_saved_selfcheck(tmp_path_factory):
     """Runs look up this machine's saved `loadgen selfcheck` (~/.cache/loadgen): tests never see

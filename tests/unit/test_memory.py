@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 
+import pytest
+
 from loadgen.memory import frozen_for_the_load
 
 
@@ -14,19 +16,15 @@ class _Cycle:
         self.me = self
 
 
-def test_a_heap_that_was_not_frozen_is_frozen_for_the_load_and_unfrozen_after():
-    gc.unfreeze()  # the suite froze its heap (conftest); `loadgen run` starts unfrozen
-    try:
-        old = _Cycle()
-        with frozen_for_the_load():
-            assert gc.get_freeze_count() > 0
-            new = _Cycle()
-            assert any(o is new for o in gc.get_objects())  # the load's own objects are scanned
-            assert not any(o is old for o in gc.get_objects())  # the old ones are not
-        assert gc.get_freeze_count() == 0
-        assert any(o is old for o in gc.get_objects())  # scanned again after the load
-    finally:
-        gc.freeze()
+def test_a_heap_that_was_not_frozen_is_frozen_for_the_load_and_unfrozen_after(unfrozen_heap):
+    old = _Cycle()
+    with frozen_for_the_load():
+        assert gc.get_freeze_count() > 0
+        new = _Cycle()
+        assert any(o is new for o in gc.get_objects())  # the load's own objects are scanned
+        assert not any(o is old for o in gc.get_objects())  # the old ones are not
+    assert gc.get_freeze_count() == 0
+    assert any(o is old for o in gc.get_objects())  # scanned again after the load
 
 
 def test_a_heap_its_host_froze_stays_frozen():
@@ -38,14 +36,7 @@ def test_a_heap_its_host_froze_stays_frozen():
     assert not any(o is old for o in gc.get_objects())  # frozen by the load, and left so
 
 
-def test_an_error_in_the_load_still_unfreezes():
-    gc.unfreeze()
-    try:
-        try:
-            with frozen_for_the_load():
-                raise RuntimeError("the load failed")
-        except RuntimeError:
-            pass
-        assert gc.get_freeze_count() == 0
-    finally:
-        gc.freeze()
+def test_an_error_in_the_load_still_unfreezes(unfrozen_heap):
+    with pytest.raises(RuntimeError, match="the load failed"), frozen_for_the_load():
+        raise RuntimeError("the load failed")
+    assert gc.get_freeze_count() == 0
